@@ -1,0 +1,41 @@
+"""Error types. Every message names what is at fault: the query, the column, the line or value."""
+
+from __future__ import annotations
+
+
+class GpuHamletError(Exception):
+    """Base class of every error gpu-hamlet raises on purpose."""
+
+
+class WorkloadError(GpuHamletError, ValueError):
+    """A workload that cannot be parsed or does not make sense.
+
+    `query` is the query's name (or None when the fault is not inside one query);
+    `line` and `column` (1-based) locate syntax errors in the workload text.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        query: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.query = query
+        self.line = line
+        self.column = column
+        where = []
+        if query is not None:
+            where.append(f"query {query}")
+        if line is not None:
+            where.append(f"line {line}, column {column}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class EventDataError(GpuHamletError, ValueError):
+    """Events that do not fit the workload: a missing or mistyped column, nulls, unknown types."""
+
+
+class NumericOverflowError(GpuHamletError, ArithmeticError):
+    """An exact result that does not fit decimal(38) (or a float result beyond float64)."""

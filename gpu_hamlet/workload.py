@@ -1,0 +1,138 @@
+"""The parsed form of a workload: what the parser produces and the engine compiles.
+
+Kept free of any parsing or execution logic so that the parser, the engine, the Spark job and the
+explain command all agree on one plain description of a query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+Literal = Union[int, float, str]
+
+#: Comparison operators allowed in filters, in the spelling of the query language.
+COMPARISON_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")
+
+#: Aggregate functions of the language.
+AGGREGATE_FUNCS: tuple[str, ...] = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+
+
+@dataclass(frozen=True)
+class PatternElement:
+    """One element of a SEQ pattern: an event type, optionally under Kleene plus."""
+
+    type: str
+    kleene: bool = False
+
+    def __str__(self) -> str:
+        return self.type + ("+" if self.kleene else "")
+
+
+@dataclass(frozen=True)
+class Filter:
+    """`TYPE.attr op literal`: only events of `type` passing the comparison take part in trends."""
+
+    type: str
+    attr: str
+    op: str
+    value: Literal
+
+    def __str__(self) -> str:
+        return f"{self.type}.{self.attr} {self.op} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One RETURN aggregate.
+
+    `func` is upper case; `type` is None for COUNT(*); `attr` is None for COUNT(*) and COUNT(E).
+    `name` is the output column: the alias, or the default `count`, `count_E`, `sum_E_a`, ...
+    """
+
+    func: str
+    type: str | None
+    attr: str | None
+    name: str
+
+    @property
+    def default_name(self) -> str:
+        if self.type is None:
+            return "count"
+        if self.attr is None:
+            return f"count_{self.type}"
+        return f"{self.func.lower()}_{self.type}_{self.attr}"
+
+    def __str__(self) -> str:
+        if self.type is None:
+            arg = "*"
+        elif self.attr is None:
+            arg = self.type
+        else:
+            arg = f"{self.type}.{self.attr}"
+        return f"{self.func}({arg})"
+
+
+@dataclass(frozen=True)
+class Query:
+    """One event trend aggregation query.
+
+    Durations are whole milliseconds. `slide_ms == within_ms` for tumbling windows.
+    `group_items` are the bare names of RETURN (each one is in `groupby`).
+    `equivalence` lists the attributes of all `[a, b]` conditions, first appearance first.
+    """
+
+    name: str
+    pattern: tuple[PatternElement, ...]
+    aggregates: tuple[Aggregate, ...]
+    group_items: tuple[str, ...] = ()
+    filters: tuple[Filter, ...] = ()
+    equivalence: tuple[str, ...] = ()
+    groupby: tuple[str, ...] = ()
+    within_ms: int = 0
+    slide_ms: int = 0
+    text: str = field(default="", compare=False)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Event types of the pattern, in pattern order."""
+        return tuple(e.type for e in self.pattern)
+
+    @property
+    def partition_attrs(self) -> tuple[str, ...]:
+        """Attributes whose values must be equal inside a trend: GROUPBY, then equivalence."""
+        extra = tuple(a for a in self.equivalence if a not in self.groupby)
+        return self.groupby + extra
+
+    @property
+    def tumbling(self) -> bool:
+        return self.slide_ms == self.within_ms
+
+    def filters_of(self, type_: str) -> tuple[Filter, ...]:
+        return tuple(f for f in self.filters if f.type == type_)
+
+    def __str__(self) -> str:
+        return self.text or self.name
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An ordered collection of uniquely named queries."""
+
+    queries: tuple[Query, ...]
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __getitem__(self, name: str) -> Query:
+        for q in self.queries:
+            if q.name == name:
+                return q
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
