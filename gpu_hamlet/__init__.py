@@ -1,0 +1,26 @@
+"""gpu-hamlet: event trend aggregation (HAMLET) as a batch engine.
+
+`parse_workload(text)` reads the query language; `aggregate(events, workload, ...)` answers a
+workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
+"""
+
+from gpu_hamlet.engine import aggregate
+from gpu_hamlet.errors import EventDataError, GpuHamletError, NumericOverflowError, WorkloadError
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aggregate",
+    "EventDataError",
+    "Filter",
+    "GpuHamletError",
+    "NumericOverflowError",
+    "PatternElement",
+    "Query",
+    "Workload",
+    "WorkloadError",
+    "aggregate",
+    "parse_workload",
+]

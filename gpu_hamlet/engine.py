@@ -1,0 +1,483 @@
+"""The in-process engine: `aggregate(events, workload)` -> one Arrow table per query.
+
+Per query (issue 2: every query alone, GRETA-style) the engine
+1. keeps the events the query matches (type in the pattern, filters passed), sorted by partition
+   (GROUPBY + equivalence values) and time, cut into segments (panes, or whole tumbling windows);
+2. runs the backend's segment kernel in each number system it needs: the XFLOAT run gives float
+   results, which rows exist, and magnitude bounds; residue runs modulo as many primes as those
+   bounds require give exact integers; a MINREACH run gives MIN/MAX;
+3. composes segment maps into windows, adds up the equivalence partitions of each group, and
+   converts to the output types of DESIGN.md section 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cpu_fallback.rings import NO_RANK
+from gpu_hamlet.backend import Backend, select_backend
+from gpu_hamlet.errors import EventDataError, NumericOverflowError, WorkloadError
+from gpu_hamlet.events import EventFrame, prepare_events
+from gpu_hamlet.numeric import (
+    DECIMAL38_LIMIT, bigint_strings, crt, decimal_array, primes, primes_for_bits, xfloat_log2,
+    xfloat_ratio, xfloat_to_float,
+)
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
+from gpu_hamlet.workload import Query, Workload
+
+NUMERIC_MODES = ("exact", "bigint", "float")
+OVERFLOW_MODES = ("error", "null")
+SHARING_MODES = ("none",)
+
+_OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+        ">": pc.greater, ">=": pc.greater_equal}
+_NO_RP = np.zeros(1, np.int64)
+
+
+def aggregate(
+    events: Any,
+    workload: Workload | str,
+    *,
+    backend: str = "auto",
+    sharing: str = "none",
+    numeric: str = "exact",
+    on_overflow: str = "error",
+    time_col: str = "time",
+    type_col: str = "type",
+) -> dict[str, pa.Table]:
+    """Answer every query of `workload` over `events`, in-process (no Spark).
+
+    Returns one table per query name: GROUPBY columns, window_start, window_end, then the RETURN
+    aggregates, one row per (group, window) with at least one trend.
+    """
+    _check_option("numeric", numeric, NUMERIC_MODES)
+    _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
+    _check_option("sharing", sharing, SHARING_MODES)
+    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    be = select_backend(backend)
+    ev = prepare_events(events, wl, time_col, type_col)
+    parts = Partitioner(ev)
+    out: dict[str, pa.Table] = {}
+    for q in wl:
+        plan = plan_query(q, ev.axis, ev.table.schema, numeric)
+        out[q.name] = QueryRun(ev, parts, plan, numeric, on_overflow, be).table()
+    return out
+
+
+def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+
+
+# --- partitions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SortedKeys:
+    """Event rows sorted by (partition, time), with each row's partition and group codes."""
+
+    order: np.ndarray
+    pid: np.ndarray
+    gid: np.ndarray
+
+
+def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
+
+
+def _combine(codes: list[tuple[np.ndarray, int]], n: int) -> tuple[np.ndarray, int]:
+    """One int64 code per row for several attribute codes (mixed radix, else densified)."""
+    out = np.zeros(n, np.int64)
+    size = 1
+    for c, s in codes:
+        if size * max(s, 1) >= 2**62:
+            _, out = np.unique(np.stack([out, c]), axis=1, return_inverse=True)
+            out = out.astype(np.int64)
+            size = int(out.max()) + 1 if n else 1
+        out = out * max(s, 1) + c
+        size *= max(s, 1)
+    return out, size
+
+
+class Partitioner:
+    """Sort orders per set of partition attributes, shared by the queries that use the same set."""
+
+    def __init__(self, ev: EventFrame) -> None:
+        self.ev = ev
+        self._cache: dict[tuple[tuple[str, ...], int], SortedKeys] = {}
+
+    def keys(self, attrs: tuple[str, ...], n_group: int) -> SortedKeys:
+        hit = self._cache.get((attrs, n_group))
+        if hit is None:
+            hit = self._cache[(attrs, n_group)] = self._sort(attrs, n_group)
+        return hit
+
+    def _sort(self, attrs: tuple[str, ...], n_group: int) -> SortedKeys:
+        ev = self.ev
+        n, t = ev.n, ev.time
+        codes = [_codes(ev.table.column(a)) for a in attrs]
+        gid, _ = _combine(codes[:n_group], n)
+        eid, esize = _combine(codes[n_group:], n)
+        pid, _ = _combine([(gid, int(gid.max()) + 1 if n else 1), (eid, esize)], n)
+        if not attrs:
+            order = np.arange(n) if _is_sorted(t) else np.argsort(t, kind="stable")
+        elif t.dtype.kind == "i" and n:
+            span = int(t.max()) - int(t.min()) + 1
+            if (int(pid.max()) + 1) * span < 2**62:
+                key = pid * span + (t - t.min())
+                order = np.arange(n) if _is_sorted(key) else np.argsort(key, kind="stable")
+            else:
+                order = np.lexsort((t, pid))
+        else:
+            order = np.lexsort((t, pid))
+        return SortedKeys(order, pid[order], gid[order])
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool(a.shape[0] < 2 or np.all(a[1:] >= a[:-1]))
+
+
+# --- one query ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Windows:
+    """Per output row (group, window): where its values sit in the window arrays."""
+
+    order: np.ndarray  # permutation of the kernel's windows into (group, window) order
+    starts: np.ndarray  # first window of each output row in that order
+    k: np.ndarray  # window index per output row
+    rep: np.ndarray  # an event row of the group, for the GROUPBY values
+    grouped: bool  # whether several partitions add up into one row
+
+
+class QueryRun:
+    """Runs one query plan over the events and builds its result table."""
+
+    def __init__(self, ev: EventFrame, parts: Partitioner, plan: QueryPlan, numeric: str,
+                 on_overflow: str, be: Backend) -> None:
+        self.ev, self.plan, self.numeric, self.on_overflow, self.be = (
+            ev, plan, numeric, on_overflow, be)
+        q = plan.query
+        pos_all = self._positions(q)
+        keys = parts.keys(q.partition_attrs, len(q.groupby))
+        matched = pos_all[keys.order] >= 0
+        self.rows = keys.order[matched]
+        self.pid = np.ascontiguousarray(keys.pid[matched])
+        self.gid = np.ascontiguousarray(keys.gid[matched])
+        self.pos = np.ascontiguousarray(pos_all[self.rows])
+        self.time = np.ascontiguousarray(ev.time[self.rows])
+        w = plan.windowing
+        if ev.axis.is_float:
+            self.seg = np.floor(self.time / w.seg).astype(np.int64)
+        else:
+            self.seg = self.time // np.int64(w.seg)
+        self.tpl = plan.template
+        self._check_nulls()
+
+    # -- inputs --
+
+    def _positions(self, q: Query) -> np.ndarray:
+        """Pattern position of every event row, -1 where the query does not match it."""
+        ev = self.ev
+        pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
+        for t, p in self.plan.template.position.items():
+            code = ev.code_of(t)
+            if code >= 0:
+                pos_of_code[code] = p
+        pos = pos_of_code[ev.type_codes] if ev.n else np.zeros(0, np.int32)
+        for f in q.filters:
+            col = ev.table.column(f.attr)
+            numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
+                pa.types.is_decimal(col.type)
+            if isinstance(f.value, str) == numeric_col or not (
+                    numeric_col or pa.types.is_string(col.type)
+                    or pa.types.is_large_string(col.type)):
+                raise WorkloadError(
+                    f"filter {f} compares column '{f.attr}' of type {col.type} with "
+                    f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
+            ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
+            ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
+            pos = np.where((ev.type_codes == ev.code_of(f.type)) & ~ok, -1, pos)
+        return pos.astype(np.int32)
+
+    def _check_nulls(self) -> None:
+        q = self.plan.query
+        for agg in q.aggregates:
+            if agg.attr is None:
+                continue
+            col = self.ev.table.column(agg.attr)
+            if not col.null_count:
+                continue
+            of_type = self.rows[self.pos == self.tpl.position[agg.type]]
+            nulls = col.take(pa.array(of_type)).null_count
+            if nulls:
+                raise EventDataError(
+                    f"query {q.name}: {agg} reads column '{agg.attr}', which is null for "
+                    f"{nulls} matched {agg.type} event(s)")
+
+    def _type_mask(self, type_: str) -> np.ndarray:
+        return self.pos == self.tpl.position[type_]
+
+    def _values(self, attr: str) -> np.ndarray:
+        """Attribute values of the matched rows as float64 (decimals: unscaled)."""
+        col = self.ev.table.column(attr).take(pa.array(self.rows))
+        if pa.types.is_decimal(col.type):
+            lo, hi = _decimal_limbs(col)
+            return hi.astype(np.float64) * 2.0**64 + lo.astype(np.float64)
+        return col.to_numpy(zero_copy_only=False).astype(np.float64)
+
+    def _residues(self, attr: str, p: int) -> np.ndarray:
+        col = self.ev.table.column(attr).take(pa.array(self.rows))
+        if pa.types.is_decimal(col.type):
+            lo, hi = _decimal_limbs(col)
+            return ((hi % p) * (2**64 % p) + (lo % np.uint64(p)).astype(np.int64)) % p
+        if pa.types.is_uint64(col.type):
+            return (col.to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
+        return np.mod(col.to_numpy(zero_copy_only=False).astype(np.int64), p)
+
+    def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> np.ndarray:
+        n = self.pos.shape[0]
+        if ring == "xfloat":
+            W = np.zeros((len(channels), n, 2), np.float64)
+        elif ring == "modp":
+            W = np.zeros((len(channels), n, 1), np.int64)
+        else:
+            W = np.zeros((len(channels), n, 2), np.int64)
+            W[:, :, 1] = NO_RANK
+        for c, ch in enumerate(channels):
+            if ch.kind == "count":
+                continue
+            m = self._type_mask(ch.type)
+            if ring == "xfloat":
+                v = np.ones(n) if ch.kind == "count_e" else self._values(ch.attr)
+                if ch.kind == "abs":
+                    v = np.abs(v)
+                f, e = np.frexp(np.where(m, v, 0.0))
+                W[c, :, 0], W[c, :, 1] = f, e
+            elif ring == "modp":
+                v = np.ones(n, np.int64) if ch.kind == "count_e" else self._residues(ch.attr, p)
+                W[c, :, 0] = np.where(m, v, 0)
+            else:
+                ranks = self._ranks(ch)
+                W[c, :, 0] = m.astype(np.int64)
+                W[c, :, 1] = np.where(m, ranks, NO_RANK)
+        return W
+
+    def _ranks(self, ch: Channel) -> np.ndarray:
+        """Dense ranks of the attribute (negated order for MAX), so MIN covers both."""
+        uniq = self._sorted_unique(ch.attr)
+        col = self.ev.table.column(ch.attr).take(pa.array(self.rows))
+        r = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(zero_copy_only=False)
+        r = r.astype(np.int64)
+        return r if ch.kind == "min" else (len(uniq) - 1 - r)
+
+    def _sorted_unique(self, attr: str) -> pa.Array:
+        col = self.ev.table.column(attr).take(pa.array(self.rows))
+        uniq = pc.unique(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+        return uniq.take(pc.array_sort_indices(uniq))
+
+    # -- kernels --
+
+    def _run(self, ring: str, channels: tuple[Channel, ...], W: np.ndarray, rp: np.ndarray):
+        """Window values [windows, channels, lanes] (kernel order) for one ring."""
+        w, tpl = self.plan.windowing, self.tpl
+        maps, run_pid, run_seg = self.be.segment_maps(
+            ring, self.pid, self.seg, self.time, self.pos, W, tpl, w.full, rp)
+        finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
+        if w.full:
+            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, rp)
+        return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
+
+    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, rp: np.ndarray) -> np.ndarray:
+        if not win.grouped:
+            return vals
+        return self.be.reduce_sorted(ring, np.ascontiguousarray(vals[win.order]), win.starts, rp)
+
+    def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
+        first = np.searchsorted(self.pid, win_pid)
+        gid = self.gid[first]
+        rep = self.rows[first]
+        q = self.plan.query
+        if len(q.partition_attrs) == len(q.groupby):
+            idx = np.arange(len(win_k))
+            return Windows(idx, idx, win_k, rep, False)
+        order = np.lexsort((win_k, gid))
+        g, k = gid[order], win_k[order]
+        change = np.ones(len(order), bool)
+        change[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
+        starts = np.flatnonzero(change)
+        return Windows(order, starts, k[starts], rep[order][starts], True)
+
+    # -- results --
+
+    def table(self) -> pa.Table:
+        plan, q = self.plan, self.plan.query
+        if self.pos.shape[0] == 0:
+            return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+        W = self._weights("xfloat", plan.linear)
+        vals, win_pid, win_k = self._run("xfloat", plan.linear, W, _NO_RP)
+        win = self._windows(win_pid, win_k)
+        fl = self._grouped("xfloat", vals, win, _NO_RP)
+        keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
+        fl = fl[keep]
+        lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
+        exact = self._exact(win, keep, lin) if plan.exact else {}
+        mm = self._minmax(win, keep) if plan.minmax else {}
+        cols: dict[str, pa.Array] = {}
+        for agg in q.aggregates:
+            cols[agg.name] = self._column(agg, lin, exact, mm, win, keep)
+        return self._build(win.k[keep], win.rep[keep], cols)
+
+    def _exact(self, win: Windows, keep: np.ndarray, lin) -> dict[Channel, np.ndarray]:
+        """Exact Python ints per exact channel (None where certainly beyond decimal(38))."""
+        plan = self.plan
+        bits = 1.0
+        over: dict[Channel, np.ndarray] = {}
+        for ch in plan.exact:
+            if ch.kind == "sum":
+                m, e = lin[Channel("abs", ch.type, ch.attr)]
+                sm, se = lin[ch]
+                bound = xfloat_log2(m, e)
+                approx = xfloat_to_float(sm, se)
+                absb = xfloat_to_float(m, e)
+                certain = np.abs(approx) - 1e-6 * absb > 1e38
+            else:
+                m, e = lin[ch]
+                bound = xfloat_log2(m, e)
+                certain = bound > math.log2(1e38) + 1e-6
+            if self.numeric == "exact":
+                over[ch] = certain
+                bound = np.where(certain, 0.0, bound)
+            if bound.size:
+                bits = max(bits, float(np.max(bound)))
+        n_primes = primes_for_bits(bits + 2.0)
+        res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
+        for j, p in enumerate(primes(n_primes)):
+            rp = np.asarray([p], np.int64)
+            W = self._weights("modp", plan.exact, p)
+            vals, _, _ = self._run("modp", plan.exact, W, rp)
+            res[j] = self._grouped("modp", vals, win, rp)[keep][:, :, 0]
+        out = {}
+        for i, ch in enumerate(plan.exact):
+            ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
+            if ch in over:
+                ints = np.where(over[ch], None, ints)
+            out[ch] = ints
+        return out
+
+    def _minmax(self, win: Windows, keep: np.ndarray) -> dict[Channel, pa.Array]:
+        plan = self.plan
+        W = self._weights("minreach", plan.minmax)
+        vals, _, _ = self._run("minreach", plan.minmax, W, _NO_RP)
+        vals = self._grouped("minreach", vals, win, _NO_RP)[keep]
+        out = {}
+        for i, ch in enumerate(plan.minmax):
+            if ch.kind == "count":
+                continue
+            uniq = self._sorted_unique(ch.attr)
+            r = vals[:, i, 1]
+            if ch.kind == "max":
+                r = len(uniq) - 1 - r
+            reach = vals[:, i, 0] > 0
+            out[ch] = uniq.take(pa.array(np.where(reach, r, 0), mask=~reach))
+        return out
+
+    def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
+        q = self.plan.query
+        if agg.func in ("MIN", "MAX"):
+            return mm[Channel(agg.func.lower(), agg.type, agg.attr)]
+        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
+        scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
+        if agg.type is None:
+            ch = COUNT
+        elif agg.attr is None:
+            ch = Channel("count_e", agg.type)
+        else:
+            ch = Channel("sum", agg.type, agg.attr)
+        if agg.func == "AVG":
+            ce = Channel("count_e", agg.type)
+            if ch in exact and ce in exact:
+                s, c = exact[ch], exact[ce]
+                ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
+                if ok.all():
+                    return pa.array([a / (b * 10**scale) for a, b in zip(s, c)], pa.float64())
+            vals = xfloat_ratio(*lin[ch], *lin[ce]) / 10.0**scale
+            return self._float_column(agg, vals, win, keep)
+        if ch in exact:
+            ints = exact[ch]
+            if self.numeric == "bigint":
+                return bigint_strings(ints, scale)
+            bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool)
+            if bad.any():
+                if self.on_overflow == "error":
+                    i = int(np.flatnonzero(bad)[0])
+                    raise NumericOverflowError(self._overflow_message(
+                        agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i))
+                ints = np.where(bad, None, ints)
+            return decimal_array(ints, scale)
+        vals = xfloat_to_float(*lin[ch]) / 10.0**scale
+        return self._float_column(agg, vals, win, keep)
+
+    def _float_column(self, agg, vals: np.ndarray, win: Windows, keep) -> pa.Array:
+        bad = ~np.isfinite(vals)
+        if bad.any():
+            if self.on_overflow == "error":
+                i = int(np.flatnonzero(bad)[0])
+                raise NumericOverflowError(self._overflow_message(
+                    agg, "is beyond the float64 range", win, keep, i))
+            return pa.array(vals, pa.float64(), mask=bad)
+        return pa.array(vals, pa.float64())
+
+    def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
+        q = self.plan.query
+        rep = int(win.rep[keep][i])
+        group = ", ".join(f"{g}={self.ev.table.column(g)[rep].as_py()!r}" for g in q.groupby)
+        k = int(win.k[keep][i])
+        w = self.plan.windowing
+        start, end = self.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
+        return (f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
+                f"[{start.as_py()}, {end.as_py()}) {what}; use numeric='bigint' for exact "
+                f"digits of any size, numeric='float' for float64, or on_overflow='null'")
+
+    def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
+        q, ev, w = self.plan.query, self.ev, self.plan.windowing
+        out: dict[str, pa.Array] = {}
+        for g in q.groupby:
+            out[g] = ev.table.column(g).take(pa.array(rep, pa.int64())).combine_chunks()
+        start = k * w.slide if not ev.axis.is_float else k.astype(np.float64) * w.slide
+        out["window_start"] = ev.axis.to_arrow(np.asarray(start))
+        out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))
+        for agg in q.aggregates:
+            out[agg.name] = cols[agg.name] if agg.name in cols else self._empty(agg)
+        table = pa.table(out)
+        keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
+        return table.sort_by(keys) if table.num_rows > 1 else table
+
+    def _empty(self, agg) -> pa.Array:
+        if agg.func in ("MIN", "MAX"):
+            return pa.array([], self.plan.attr_types[agg.attr])
+        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
+        if agg.func == "AVG" or kind == "float" or self.numeric == "float":
+            return pa.array([], pa.float64())
+        if self.numeric == "bigint":
+            return pa.array([], pa.string())
+        scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
+        return pa.array([], pa.decimal128(38, scale))
+
+
+def _decimal_limbs(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Unscaled decimal128 values as (low uint64, high int64) limbs."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.type.bit_width != 128:
+        arr = arr.cast(pa.decimal128(38, arr.type.scale))
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)[2 * arr.offset: 2 * (arr.offset + len(arr))]
+    return raw[0::2].copy(), raw[1::2].view(np.int64).copy()

@@ -1,0 +1,185 @@
+"""Turning user input (Arrow, pandas) into validated arrays the engine can sort and scan.
+
+Everything that can be wrong with the data is found here, before any kernel runs, and reported
+with the column (and query) at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.errors import EventDataError, WorkloadError
+from gpu_hamlet.workload import Query, Workload
+
+_TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How times are held internally (int64 ticks or float64 seconds) and given back.
+
+    Integer and timestamp columns keep their own unit as the tick, so ordering and equality are
+    exact; float columns are seconds. Durations must be whole ticks.
+    """
+
+    arrow_type: pa.DataType
+    ticks_per_second: int | None  # None: float seconds
+
+    @property
+    def is_float(self) -> bool:
+        return self.ticks_per_second is None
+
+    def ticks(self, ms: int, query: Query, clause: str) -> int | float:
+        """A duration in ticks; an error when it is not a whole number of the column's unit."""
+        if self.ticks_per_second is None:
+            return ms / 1000.0
+        ticks = Fraction(ms * self.ticks_per_second, 1000)
+        if ticks.denominator != 1:
+            raise WorkloadError(
+                f"{clause} {ms} ms is not a whole number of the time column's unit "
+                f"({self.arrow_type}); use a coarser duration or a finer time column",
+                query=query.name,
+            )
+        return int(ticks)
+
+    def to_arrow(self, values: np.ndarray) -> pa.Array:
+        """Window bounds (in ticks) as an array of the time column's own type."""
+        if self.ticks_per_second is None:
+            return pa.array(values.astype(np.float64)).cast(self.arrow_type)
+        arr = pa.array(values.astype(np.int64))
+        return arr.cast(self.arrow_type)  # raises on overflow of a narrower integer type
+
+
+@dataclass
+class EventFrame:
+    """The events a workload needs, validated: only used columns, only used types' rows."""
+
+    table: pa.Table
+    time: np.ndarray
+    axis: TimeAxis
+    type_codes: np.ndarray  # int32 index into type_names
+    type_names: list[str]
+
+    @property
+    def n(self) -> int:
+        return self.table.num_rows
+
+    def code_of(self, type_name: str) -> int:
+        try:
+            return self.type_names.index(type_name)
+        except ValueError:
+            return -1
+
+
+def to_arrow_table(events: Any) -> pa.Table:
+    """Accept a pyarrow Table or RecordBatch, or a pandas DataFrame."""
+    if isinstance(events, pa.Table):
+        return events
+    if isinstance(events, pa.RecordBatch):
+        return pa.Table.from_batches([events])
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        pd = None
+    if pd is not None and isinstance(events, pd.DataFrame):
+        return pa.Table.from_pandas(events, preserve_index=False)
+    raise EventDataError(
+        f"events must be a pyarrow Table or a pandas DataFrame, not {type(events).__name__}"
+    )
+
+
+def _time_axis(col: pa.ChunkedArray, name: str) -> TimeAxis:
+    t = col.type
+    if pa.types.is_timestamp(t):
+        return TimeAxis(t, _TICKS_PER_SECOND[t.unit])
+    if pa.types.is_integer(t):
+        if pa.types.is_uint64(t):
+            raise EventDataError(f"time column '{name}' is uint64; use int64 seconds or a timestamp")
+        return TimeAxis(t, 1)
+    if pa.types.is_floating(t):
+        return TimeAxis(t, None)
+    raise EventDataError(
+        f"time column '{name}' has unsupported type {t}: use a timestamp, or int or float seconds"
+    )
+
+
+def _require_column(table: pa.Table, name: str, what: str, query: Query | None = None) -> None:
+    if name not in table.column_names:
+        who = f"query {query.name}: " if query is not None else ""
+        raise EventDataError(
+            f"{who}{what} column '{name}' is missing from the events "
+            f"(columns: {', '.join(table.column_names)})"
+        )
+
+
+def used_columns(workload: Workload) -> dict[str, Query]:
+    """Every attribute column the workload reads, with the first query that reads it."""
+    cols: dict[str, Query] = {}
+    for q in workload:
+        names = list(q.partition_attrs) + [f.attr for f in q.filters]
+        names += [a.attr for a in q.aggregates if a.attr is not None]
+        for name in names:
+            cols.setdefault(name, q)
+    return cols
+
+
+def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str) -> EventFrame:
+    """Validate the events against the workload and keep only what it needs."""
+    table = to_arrow_table(events)
+    _require_column(table, time_col, "time")
+    _require_column(table, type_col, "type")
+    attrs = used_columns(workload)
+    for name, q in attrs.items():
+        if name in (time_col, type_col):
+            raise WorkloadError(
+                f"'{name}' is the {'time' if name == time_col else 'type'} column and cannot be "
+                f"used as an attribute",
+                query=q.name,
+            )
+        _require_column(table, name, "attribute", q)
+    axis = _time_axis(table.column(time_col), time_col)
+
+    type_arr = table.column(type_col)
+    if pa.types.is_dictionary(type_arr.type):
+        type_arr = type_arr.cast(type_arr.type.value_type)
+    if not (pa.types.is_string(type_arr.type) or pa.types.is_large_string(type_arr.type)):
+        raise EventDataError(
+            f"type column '{type_col}' must hold strings, not {type_arr.type} "
+            f"(cast it, e.g. to names like 'T2' for integer types)"
+        )
+    if type_arr.null_count:
+        raise EventDataError(f"type column '{type_col}' has {type_arr.null_count} null value(s)")
+
+    # Keep only rows of types some query uses.
+    used_types = sorted({t for q in workload for t in q.types})
+    keep = pc.is_in(type_arr, value_set=pa.array(used_types, type_arr.type))
+    present = set(pc.unique(type_arr).to_pylist()) if table.num_rows else set()
+    if table.num_rows:
+        for q in workload:
+            for t in q.types:
+                if t not in present:
+                    raise EventDataError(
+                        f"query {q.name}: event type '{t}' of its pattern does not occur in column "
+                        f"'{type_col}' (types present: {', '.join(sorted(present)[:20])})"
+                    )
+    columns = [time_col, type_col] + list(attrs)
+    sub = table.select(columns).filter(keep).combine_chunks()
+    time = sub.column(time_col)
+    if time.null_count:
+        raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
+    if axis.is_float:
+        tnp = time.to_numpy().astype(np.float64, copy=False)
+        if not np.all(np.isfinite(tnp)):
+            raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
+    else:
+        tnp = time.cast(pa.int64()).to_numpy()
+    enc = pc.dictionary_encode(sub.column(type_col)).combine_chunks()
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    names = enc.dictionary.to_pylist()
+    return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)

@@ -1,0 +1,144 @@
+"""Exact numbers from residues: primes, the Chinese remainder theorem, and Arrow output types.
+
+Trend counts are computed modulo primes below 2^31 (products fit in int64 on CPU and GPU) and
+rebuilt here. How many primes a query needs follows from a magnitude bound that the float shadow
+run gives for every result, so small results cost one prime and 800-digit ones about 90.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+#: decimal(38, s) holds unscaled values below this.
+DECIMAL38_LIMIT = 10**38
+_PRIME_BITS = 31
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+    for a in (2, 3, 5, 7, 11, 13, 17):  # deterministic below 3.4e14
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def primes(count: int) -> tuple[int, ...]:
+    """The `count` largest primes below 2^31, descending."""
+    out: list[int] = []
+    n = 2**31 - 1
+    while len(out) < count:
+        if _is_prime(n):
+            out.append(n)
+        n -= 2
+    return tuple(out)
+
+
+def primes_for_bits(bits: float) -> int:
+    """How many primes make a modulus above 2^bits (each prime exceeds 2^30.99)."""
+    return max(1, math.ceil((bits + 1) / (_PRIME_BITS - 0.01)))
+
+
+@lru_cache(maxsize=None)
+def _garner_inverses(count: int) -> np.ndarray:
+    ps = primes(count)
+    inv = np.zeros((count, count), np.int64)
+    for i in range(count):
+        for j in range(i + 1, count):
+            inv[i, j] = pow(ps[i], -1, ps[j])
+    return inv
+
+
+@njit(cache=True)
+def _garner(res, ps, inv):
+    # Mixed-radix digits d with x = d0 + d1*p0 + d2*p0*p1 + ...
+    P, m = res.shape
+    d = np.empty((P, m), np.int64)
+    for v in range(m):
+        for j in range(P):
+            x = res[j, v]
+            pj = ps[j]
+            for i in range(j):
+                x = ((x - d[i, v]) % pj) * inv[i, j] % pj
+            d[j, v] = x
+    return d
+
+
+def crt(residues: np.ndarray, signed: bool) -> np.ndarray:
+    """Python ints (object array) from residues of shape (P, m) modulo the first P primes.
+
+    Signed values are taken in (-M/2, M/2]; the caller has made M exceed twice the magnitude.
+    """
+    P, m = residues.shape
+    ps = primes(P)
+    d = _garner(residues, np.asarray(ps, np.int64), _garner_inverses(P))
+    x = d[P - 1].astype(object)
+    for j in range(P - 2, -1, -1):
+        x = x * ps[j] + d[j].astype(object)
+    if signed:
+        M = math.prod(ps)
+        x = np.where(x > M // 2, x - M, x)
+    return x
+
+
+def decimal_array(values: np.ndarray, scale: int) -> pa.Array:
+    """decimal128(38, scale) from unscaled Python ints (None for null), all below 10^38."""
+    valid = np.array([v is not None for v in values], dtype=bool)
+    raw = b"".join((0 if v is None else int(v)).to_bytes(16, "little", signed=True)
+                   for v in values)
+    mask = None
+    null_count = int((~valid).sum())
+    if null_count:
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(pa.decimal128(38, scale), len(values),
+                                 [mask, pa.py_buffer(raw)], null_count=null_count)
+
+
+def bigint_strings(values: np.ndarray, scale: int) -> pa.Array:
+    """Exact decimal strings (with `scale` digits after the point) from Python ints."""
+    if scale == 0:
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
+    q = Decimal(1).scaleb(-scale)
+    return pa.array(
+        [None if v is None else str(Decimal(int(v)).scaleb(-scale).quantize(q)) for v in values],
+        pa.string(),
+    )
+
+
+def xfloat_to_float(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """float64 values of (mantissa, exponent) pairs; inf where beyond the float64 range."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(m, np.clip(e, -2000, 2000).astype(np.int64))
+
+
+def xfloat_log2(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """log2 |value| of (mantissa, exponent) pairs (-inf for zero)."""
+    with np.errstate(divide="ignore"):
+        return np.log2(np.abs(m)) + e
+
+
+def xfloat_ratio(nm: np.ndarray, ne: np.ndarray, dm: np.ndarray, de: np.ndarray) -> np.ndarray:
+    """num / den for (mantissa, exponent) pairs: the scales cancel, so it holds beyond float64."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.ldexp(nm / dm, np.clip(ne - de, -2000, 2000).astype(np.int64))

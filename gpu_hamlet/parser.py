@@ -1,0 +1,609 @@
+"""Parser of the workload language (DESIGN.md section 2): text in, `Workload` out.
+
+A hand-written tokenizer and recursive-descent parser: the grammar is small, and writing it by hand
+keeps the project free of a parser-generator dependency and lets every error name the query, the
+line and column of the offending token, the token itself and what was expected there.
+
+Every error is a `WorkloadError`. Semantic checks (names, types, windows, output columns) run as
+soon as a query has been read, so the first fault in text order is the one reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import Enum
+from typing import NoReturn
+
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.workload import (
+    AGGREGATE_FUNCS,
+    COMPARISON_OPS,
+    Aggregate,
+    Filter,
+    Literal,
+    PatternElement,
+    Query,
+    Workload,
+)
+
+__all__ = ["parse_workload"]
+
+#: Words that cannot be an unquoted name (type, attribute, alias, query name), because they would
+#: make the grammar ambiguous; backticks (`` `Return` ``) make any of them a name. Aggregate
+#: function names and time units are not reserved: they are keywords only where the grammar expects
+#: them (before '(' in RETURN, after a duration's number), so `min` or `day` stay usable attributes.
+#: After `TYPE.` every identifier is an attribute, so `SUM(Stock.return)` needs no backticks.
+RESERVED: frozenset[str] = frozenset(
+    {"RETURN", "PATTERN", "WHERE", "GROUPBY", "WITHIN", "SLIDE", "AND", "AS", "SEQ", "NOT"}
+)
+
+_MS_PER_SECOND = 1000
+#: Time units, lower case, to milliseconds.
+UNITS_MS: dict[str, int] = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), _MS_PER_SECOND),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), 60 * _MS_PER_SECOND),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600 * _MS_PER_SECOND),
+    **dict.fromkeys(("d", "day", "days"), 86400 * _MS_PER_SECOND),
+}
+
+#: Output columns every result table has besides GROUPBY columns and aggregates.
+WINDOW_COLUMNS: tuple[str, str] = ("window_start", "window_end")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokens
+
+
+class Kind(Enum):
+    IDENT = "identifier"  # plain [A-Za-z_][A-Za-z0-9_]*: a name, or a keyword where one fits
+    QUOTED = "quoted name"  # `backtick quoted`: always a name, never a keyword
+    NUMBER = "number"
+    STRING = "string"
+    SYMBOL = "symbol"
+    ERROR = "error"  # a lexical fault, raised when the parser reaches it (so it knows the query)
+    END = "end of text"
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: `value` is normalised (unquoted name, unescaped string, canonical operator),
+    `text` is the raw source (shown in messages), `start`/`end` are offsets into the source."""
+
+    kind: Kind
+    value: str
+    text: str
+    line: int
+    column: int
+    start: int
+    end: int
+
+    def is_symbol(self, symbol: str) -> bool:
+        return self.kind is Kind.SYMBOL and self.value == symbol
+
+    def is_keyword(self, keyword: str) -> bool:
+        return self.kind is Kind.IDENT and self.value.upper() == keyword
+
+    def describe(self) -> str:
+        return "end of text" if self.kind is Kind.END else repr(self.text)
+
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+#: Alternative spellings accepted for operators, mapped to the canonical one.
+# fmt: off
+_SYMBOLS: dict[str, str] = {
+    "<=": "<=", ">=": ">=", "!=": "!=", "<>": "!=", "==": "=",
+    "(": "(", ")": ")", ",": ",", ";": ";", ":": ":", ".": ".", "+": "+", "*": "*",
+    "[": "[", "]": "]", "=": "=", "<": "<", ">": ">",
+}
+# fmt: on
+_STRING_ESCAPES: dict[str, str] = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _scan_string(text: str, i: int) -> tuple[str, int] | None:
+    """Scan a '...' or "..." literal starting at i; return (value, end) or None if unterminated.
+
+    A doubled quote or a backslash escapes the quote; `\\n`, `\\t`, `\\r` and `\\\\` are the usual
+    escapes; any other backslash is kept as is, so Windows paths need no doubling.
+    """
+    quote, j, out = text[i], i + 1, []
+    while j < len(text):
+        ch = text[j]
+        if ch == "\\" and j + 1 < len(text):
+            nxt = text[j + 1]
+            if nxt in (quote, "\\", "'", '"'):
+                out.append(nxt)
+            else:
+                out.append(_STRING_ESCAPES.get(nxt, "\\" + nxt))
+            j += 2
+        elif ch == quote:
+            if text.startswith(quote, j + 1):
+                out.append(quote)
+                j += 2
+            else:
+                return "".join(out), j + 1
+        else:
+            out.append(ch)
+            j += 1
+    return None
+
+
+def _scan_quoted_name(text: str, i: int) -> tuple[str, int] | None:
+    """Scan a `backtick name` (a doubled backtick stands for one); None if unterminated."""
+    j, out = i + 1, []
+    while j < len(text):
+        if text[j] == "`":
+            if text.startswith("`", j + 1):
+                out.append("`")
+                j += 2
+                continue
+            return "".join(out), j + 1
+        out.append(text[j])
+        j += 1
+    return None
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split `text` into tokens, ending with an END token.
+
+    Never raises: a lexical fault becomes a final ERROR token, so that the parser reports it with
+    the name of the query it is in.
+    """
+    tokens: list[Token] = []
+    i, line, line_start, n = 0, 1, 0, len(text)
+
+    def make(kind: Kind, value: str, end: int) -> Token:
+        return Token(kind, value, text[i:end], line, i - line_start + 1, i, end)
+
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            i, line, line_start = i + 1, line + 1, i + 1
+            continue
+        if ch.isspace():
+            i += 1
+            continue
+        if text.startswith("--", i):
+            newline = text.find("\n", i)
+            i = n if newline < 0 else newline
+            continue
+        if m := _IDENT_RE.match(text, i):
+            tok = make(Kind.IDENT, m.group(), m.end())
+        elif m := _NUMBER_RE.match(text, i):
+            tok = make(Kind.NUMBER, m.group(), m.end())
+        elif ch in "'\"":
+            scanned = _scan_string(text, i)
+            if scanned is None:
+                snippet = text[i : i + 20] + ("..." if n - i > 20 else "")
+                tokens.append(make(Kind.ERROR, f"unterminated string literal {snippet!r}", n))
+                break
+            tok = make(Kind.STRING, scanned[0], scanned[1])
+        elif ch == "`":
+            scanned = _scan_quoted_name(text, i)
+            if scanned is None:
+                snippet = text[i : i + 20] + ("..." if n - i > 20 else "")
+                tokens.append(make(Kind.ERROR, f"unterminated quoted name {snippet!r}", n))
+                break
+            if not scanned[0]:
+                tokens.append(make(Kind.ERROR, "empty quoted name '``'", scanned[1]))
+                break
+            tok = make(Kind.QUOTED, scanned[0], scanned[1])
+        elif (sym := text[i : i + 2]) in _SYMBOLS or (sym := ch) in _SYMBOLS:
+            tok = make(Kind.SYMBOL, _SYMBOLS[sym], i + len(sym))
+        else:
+            tokens.append(make(Kind.ERROR, f"unexpected character {ch!r}", i + 1))
+            break
+        tokens.append(tok)
+        # Strings and quoted names may span lines: keep line/column right after them.
+        newlines = text.count("\n", tok.start, tok.end)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", tok.start, tok.end) + 1
+        i = tok.end
+    end_line = text.count("\n") + 1
+    end_col = n - (text.rfind("\n") + 1) + 1
+    tokens.append(Token(Kind.END, "", "", end_line, end_col, n, n))
+    return tokens
+
+
+# --------------------------------------------------------------------------------------------------
+# Parser
+
+
+def _join_alternatives(labels: list[str]) -> str:
+    unique = list(dict.fromkeys(labels))
+    if len(unique) <= 1:
+        return "".join(unique)
+    return ", ".join(unique[:-1]) + " or " + unique[-1]
+
+
+def _format_ms(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0 and ms != 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+class _Parser:
+    """Recursive descent over the token list, one method per grammar rule.
+
+    `_expected` collects what was tried and not found at the current token (optional clauses,
+    separators), so that an error lists every alternative, the required one first.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.query_name: str | None = None
+        self._expected: list[str] = []
+
+    # ---- token access -----------------------------------------------------------------------
+
+    def _peek(self, ahead: int = 0) -> Token:
+        tok = self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+        if tok.kind is Kind.ERROR:
+            raise self._error(tok.value, tok)
+        return tok
+
+    def _advance(self) -> Token:
+        tok = self._peek()
+        self.pos += 1
+        self._expected = []
+        return tok
+
+    def _error(self, message: str, tok: Token | None = None) -> WorkloadError:
+        if tok is None:
+            return WorkloadError(message, query=self.query_name)
+        return WorkloadError(message, query=self.query_name, line=tok.line, column=tok.column)
+
+    def _fail(self, required: str | None = None, hint: str = "") -> NoReturn:
+        """Raise 'expected ..., found ...' at the current token."""
+        labels = ([required] if required else []) + self._expected
+        tok = self._peek()
+        raise self._error(
+            f"expected {_join_alternatives(labels)}, found {tok.describe()}{hint}", tok
+        )
+
+    def _accept_keyword(self, keyword: str) -> Token | None:
+        if self._peek().is_keyword(keyword):
+            return self._advance()
+        self._expected.append(keyword)
+        return None
+
+    def _expect_keyword(self, keyword: str) -> Token:
+        return self._accept_keyword(keyword) or self._fail(keyword)
+
+    def _accept_symbol(self, symbol: str) -> Token | None:
+        if self._peek().is_symbol(symbol):
+            return self._advance()
+        self._expected.append(repr(symbol))
+        return None
+
+    def _expect_symbol(self, symbol: str) -> Token:
+        return self._accept_symbol(symbol) or self._fail(repr(symbol))
+
+    def _is_name(self, tok: Token) -> bool:
+        return tok.kind is Kind.QUOTED or (
+            tok.kind is Kind.IDENT and tok.value.upper() not in RESERVED
+        )
+
+    def _name(self, label: str) -> Token:
+        """A type, attribute, alias or query name: an unreserved identifier or a `quoted name`."""
+        tok = self._peek()
+        if self._is_name(tok):
+            return self._advance()
+        hint = ""
+        if tok.kind is Kind.IDENT:
+            hint = f" ({tok.value.upper()} is a keyword: write `{tok.value}` to use it as a name)"
+        self._fail(label, hint)
+
+    def _attribute(self) -> Token:
+        """The attribute after `TYPE.`: here any identifier is a name, keywords included."""
+        if self._peek().kind in (Kind.IDENT, Kind.QUOTED):
+            return self._advance()
+        self._fail("an attribute name")
+
+    # ---- grammar ----------------------------------------------------------------------------
+
+    def workload(self) -> Workload:
+        self.query_name = "q1"  # a lexical fault before anything else is in the first query
+        if self._peek().kind is Kind.END:
+            raise WorkloadError("empty workload: the text holds no query")
+        queries: list[Query] = []
+        seen_names: dict[str, tuple[int, bool]] = {}  # name -> (1-based position, explicit)
+        while True:
+            position = len(queries) + 1
+            start = self._peek()
+            query, explicit = self.query(position)
+            if query.name in seen_names:
+                other, other_explicit = seen_names[query.name]
+                hint = ""
+                if not (explicit and other_explicit):
+                    hint = " (unnamed queries are named q1, q2, ... by position)"
+                raise self._error(
+                    f"duplicate query name {query.name!r}: query {other} has it too{hint}", start
+                )
+            seen_names[query.name] = (position, explicit)
+            queries.append(query)
+            if self._accept_symbol(";"):
+                if self._peek().kind is Kind.END:
+                    break
+                continue
+            if self._peek().kind is Kind.END:
+                break
+            self._expected.append("end of text")
+            self._fail()
+        return Workload(tuple(queries))
+
+    def query(self, position: int) -> tuple[Query, bool]:
+        """One query; returns it and whether its name was explicit."""
+        self.query_name = f"q{position}"
+        start = self._peek()
+        explicit = self._is_name(start) and self._peek(1).is_symbol(":")
+        if explicit:
+            self.query_name = self._advance().value
+            self._advance()
+        return_tok = self._expect_keyword("RETURN")
+        items = [self.item()]
+        while self._accept_symbol(","):
+            items.append(self.item())
+        self._expect_keyword("PATTERN")
+        pattern = self.pattern()
+        filters: list[tuple[Filter, Token]] = []
+        equivalence: list[str] = []
+        if self._accept_keyword("WHERE"):
+            self.condition(filters, equivalence)
+            while self._accept_keyword("AND"):
+                self.condition(filters, equivalence)
+        groupby: list[Token] = []
+        if self._accept_groupby():
+            groupby.append(self._name("an attribute name"))
+            while self._accept_symbol(","):
+                groupby.append(self._name("an attribute name"))
+        self._expect_keyword("WITHIN")
+        within_tok, within = self.duration("WITHIN")
+        slide_tok, slide = within_tok, within
+        if self._accept_keyword("SLIDE"):
+            slide_tok, slide = self.duration("SLIDE")
+        end = self.tokens[self.pos - 1].end
+
+        query = Query(
+            name=self.query_name,
+            pattern=tuple(e for e, _ in pattern),
+            aggregates=tuple(a for a, _ in items if isinstance(a, Aggregate)),
+            group_items=tuple(a for a, _ in items if isinstance(a, str)),
+            filters=tuple(f for f, _ in filters),
+            equivalence=tuple(equivalence),
+            groupby=tuple(t.value for t in groupby),
+            within_ms=within,
+            slide_ms=slide,
+            text=self.text[start.start : end].strip(),
+        )
+        self._check(query, return_tok, items, pattern, filters, groupby, slide_tok)
+        return query, explicit
+
+    def _accept_groupby(self) -> bool:
+        """`GROUPBY` or `GROUP BY`."""
+        if self._accept_keyword("GROUPBY"):
+            return True
+        if self._peek().is_keyword("GROUP"):
+            self._advance()
+            self._expect_keyword("BY")
+            return True
+        return False
+
+    def item(self) -> tuple[Aggregate | str, Token]:
+        """A RETURN item: an aggregate (with optional alias) or a bare GROUPBY attribute."""
+        tok = self._peek()
+        if tok.kind is Kind.IDENT and self._peek(1).is_symbol("("):
+            func = tok.value.upper()
+            if func not in AGGREGATE_FUNCS:
+                raise self._error(
+                    f"unknown aggregate function {tok.text!r} "
+                    f"(expected {_join_alternatives(list(AGGREGATE_FUNCS))})",
+                    tok,
+                )
+            self._advance()
+            self._advance()
+            if func == "COUNT" and self._accept_symbol("*"):
+                type_, attr = None, None
+            else:
+                type_ = self._name("an event type").value
+                if func == "COUNT":
+                    attr = None
+                    if self._peek().is_symbol("."):
+                        raise self._error(
+                            "COUNT takes '*' or an event type, not an attribute, "
+                            f"found {self._peek().describe()}",
+                            self._peek(),
+                        )
+                else:
+                    self._expect_symbol(".")
+                    attr = self._attribute().value
+            self._expect_symbol(")")
+            agg = Aggregate(func, type_, attr, "")
+            name = agg.default_name
+            if self._accept_keyword("AS"):
+                name = self._name("an alias").value
+            return Aggregate(func, type_, attr, name), tok
+        if self._is_name(tok):
+            return self._advance().value, tok
+        self._fail("an aggregate or a GROUPBY attribute")
+
+    def pattern(self) -> list[tuple[PatternElement, Token]]:
+        if self._peek().is_keyword("SEQ"):
+            self._advance()
+            self._expect_symbol("(")
+            elements = [self.element()]
+            while self._accept_symbol(","):
+                elements.append(self.element())
+            self._expect_symbol(")")
+            return elements
+        return [self.element()]
+
+    def element(self) -> tuple[PatternElement, Token]:
+        tok = self._peek()
+        unsupported = None
+        if tok.is_keyword("NOT"):
+            unsupported = "negation (NOT TYPE)"
+        elif tok.is_symbol("("):
+            unsupported = "a parenthesised sub-pattern ('(SEQ(...))+' or '(...)|(...)')"
+        elif tok.is_keyword("SEQ"):
+            unsupported = "a nested SEQ"
+        if unsupported:
+            raise self._error(f"{unsupported} is not supported yet, found {tok.describe()}", tok)
+        type_tok = self._name("an event type")
+        kleene = self._accept_symbol("+") is not None
+        return PatternElement(type_tok.value, kleene), type_tok
+
+    def condition(self, filters: list[tuple[Filter, Token]], equivalence: list[str]) -> None:
+        """`[a, b]` (merged into `equivalence`) or `TYPE.attr op literal` (added to `filters`)."""
+        if self._accept_symbol("["):
+            names = [self._name("an attribute name")]
+            while self._accept_symbol(","):
+                names.append(self._name("an attribute name"))
+            self._expect_symbol("]")
+            equivalence.extend(t.value for t in names if t.value not in equivalence)
+            return
+        type_tok = self._name("an event type")
+        self._expect_symbol(".")
+        attr = self._attribute().value
+        op_tok = self._peek()
+        if not (op_tok.kind is Kind.SYMBOL and op_tok.value in COMPARISON_OPS):
+            self._fail("a comparison operator (" + ", ".join(COMPARISON_OPS) + ")")
+        self._advance()
+        filters.append((Filter(type_tok.value, attr, op_tok.value, self.literal()), type_tok))
+
+    def literal(self) -> Literal:
+        tok = self._peek()
+        if tok.kind is Kind.STRING:
+            return self._advance().value
+        if tok.kind is Kind.NUMBER:
+            self._advance()
+            return float(tok.value) if "." in tok.value else int(tok.value)
+        self._fail("a number or a string literal")
+
+    def duration(self, clause: str) -> tuple[Token, int]:
+        """NUMBER unit, as whole milliseconds; must be positive."""
+        num_tok = self._peek()
+        if num_tok.kind is not Kind.NUMBER:
+            self._fail("a number")
+        self._advance()
+        unit_tok = self._peek()
+        if unit_tok.kind is not Kind.IDENT or unit_tok.value.lower() not in UNITS_MS:
+            self._fail("a time unit (ms, s, min, h, d)")
+        self._advance()
+        exact = Decimal(num_tok.value) * UNITS_MS[unit_tok.value.lower()]
+        shown = f"{num_tok.text} {unit_tok.text}"
+        if exact != exact.to_integral_value():
+            raise self._error(f"{clause} {shown} is not a whole number of milliseconds", num_tok)
+        if exact <= 0:
+            raise self._error(f"{clause} must be a positive duration, found {shown!r}", num_tok)
+        return num_tok, int(exact)
+
+    # ---- semantic checks --------------------------------------------------------------------
+
+    def _check(
+        self,
+        query: Query,
+        return_tok: Token,
+        items: list[tuple[Aggregate | str, Token]],
+        pattern: list[tuple[PatternElement, Token]],
+        filters: list[tuple[Filter, Token]],
+        groupby: list[Token],
+        slide_tok: Token,
+    ) -> None:
+        """The checks that need the whole query, each raised at the token at fault."""
+        seen_types: set[str] = set()
+        for element, tok in pattern:
+            if element.type in seen_types:
+                raise self._error(
+                    f"event type {element.type!r} appears twice in the pattern: "
+                    "repeated types are not supported yet",
+                    tok,
+                )
+            seen_types.add(element.type)
+        shown_pattern = (
+            f"SEQ({', '.join(map(str, query.pattern))})"
+            if len(pattern) > 1
+            else str(query.pattern[0])
+        )
+        for item, tok in items:
+            if (
+                isinstance(item, Aggregate)
+                and item.type is not None
+                and item.type not in seen_types
+            ):
+                raise self._error(
+                    f"{item} uses event type {item.type!r}, "
+                    f"which is not in the pattern {shown_pattern}",
+                    tok,
+                )
+        for filt, tok in filters:
+            if filt.type not in seen_types:
+                raise self._error(
+                    f"filter {filt} uses event type {filt.type!r}, "
+                    f"which is not in the pattern {shown_pattern}",
+                    tok,
+                )
+        columns: dict[str, str] = {}  # output column -> what produces it
+        for tok in groupby:
+            if tok.value in WINDOW_COLUMNS:
+                raise self._error(
+                    f"GROUPBY attribute {tok.value!r} clashes with the output window column "
+                    f"{tok.value!r}",
+                    tok,
+                )
+            if tok.value in columns:
+                raise self._error(f"attribute {tok.value!r} appears twice in GROUPBY", tok)
+            columns[tok.value] = f"the GROUPBY column {tok.value!r}"
+        columns.update({c: f"the window column {c!r}" for c in WINDOW_COLUMNS})
+        bare_seen: set[str] = set()
+        for item, tok in items:
+            if isinstance(item, str):
+                if item not in query.groupby:
+                    raise self._error(
+                        f"RETURN names {item!r}, which is not a GROUPBY attribute "
+                        "(a bare RETURN name must be grouped)",
+                        tok,
+                    )
+                if item in bare_seen:
+                    raise self._error(f"output column {item!r} appears twice in RETURN", tok)
+                bare_seen.add(item)
+                continue
+            if item.name in columns:
+                raise self._error(
+                    f"output column {item.name!r} of {item} clashes with {columns[item.name]}: "
+                    "output column names must be unique (rename with AS)",
+                    tok,
+                )
+            columns[item.name] = f"the column {item.name!r} of {item}"
+        if not query.aggregates:
+            raise self._error(
+                "RETURN has no aggregate: at least one of "
+                f"{_join_alternatives(list(AGGREGATE_FUNCS))} is required",
+                return_tok,
+            )
+        if query.slide_ms > query.within_ms:
+            raise self._error(
+                f"SLIDE {_format_ms(query.slide_ms)} is longer than WITHIN "
+                f"{_format_ms(query.within_ms)}: as in Spark's window(), the slide duration must "
+                "be less than or equal to the window duration",
+                slide_tok,
+            )
+
+
+def parse_workload(text: str) -> Workload:
+    """Parse a workload (queries separated by ';') into its plain description.
+
+    Raises `WorkloadError` naming the query and, for syntax errors, the line and column.
+    """
+    if not isinstance(text, str):
+        raise TypeError(
+            f"parse_workload expects the workload text as str, got {type(text).__name__}"
+        )
+    return _Parser(text).workload()

@@ -1,0 +1,169 @@
+"""Compiling a query into what the kernels run: the pattern template and the state's channels.
+
+The template is the pattern's automaton over positions (HAMLET's query template): predecessor
+lists in CSR form, start and end flags. Channels are the weighted counts the aggregates need
+(cpu_fallback/kernels.py explains the state). Which channels run in which number system depends
+on the numeric mode, so it is decided here once per query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.events import TimeAxis
+from gpu_hamlet.workload import Aggregate, Query
+
+
+@dataclass(frozen=True)
+class Template:
+    """Pattern positions with predecessor lists: pred(p) = p-1 (if any) and p itself under E+."""
+
+    k: int
+    pred_ptr: np.ndarray
+    pred_idx: np.ndarray
+    is_start: np.ndarray
+    is_end: np.ndarray
+    position: dict[str, int]
+
+    @classmethod
+    def of(cls, query: Query) -> "Template":
+        k = len(query.pattern)
+        ptr = [0]
+        idx: list[int] = []
+        for p, elem in enumerate(query.pattern):
+            if p > 0:
+                idx.append(p - 1)
+            if elem.kleene:
+                idx.append(p)
+            ptr.append(len(idx))
+        start = np.zeros(k, np.bool_)
+        start[0] = True
+        end = np.zeros(k, np.bool_)
+        end[k - 1] = True
+        return cls(
+            k,
+            np.asarray(ptr, np.int64),
+            np.asarray(idx, np.int64),
+            start,
+            end,
+            {e.type: p for p, e in enumerate(query.pattern)},
+        )
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A weighted trend count: `count` (weight 1 everywhere, channel 0), `count_e` (1 on events
+    of `type`), `sum` (attribute value), `abs` (|value|: a magnitude bound for exact sums),
+    `min` / `max` (attribute rank)."""
+
+    kind: str
+    type: str | None = None
+    attr: str | None = None
+
+
+COUNT = Channel("count")
+
+
+def attr_kind(arrow_type: pa.DataType) -> str:
+    """'int', 'decimal' or 'float' for summable types; 'other' for the rest."""
+    if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
+        return "int"
+    if pa.types.is_decimal(arrow_type):
+        return "decimal"
+    if pa.types.is_floating(arrow_type):
+        return "float"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Windowing:
+    """Segments and windows in ticks: windows are [k*a, k*a+n) in segment units."""
+
+    seg: int | float
+    a: int
+    n: int
+    within: int | float
+    slide: int | float
+
+    @property
+    def full(self) -> bool:
+        """Whether segments must be composed (sliding) rather than each being a window."""
+        return self.n > 1
+
+    @classmethod
+    def of(cls, query: Query, axis: TimeAxis) -> "Windowing":
+        w = axis.ticks(query.within_ms, query, "WITHIN")
+        s = axis.ticks(query.slide_ms, query, "SLIDE")
+        # Pane = gcd of window and slide: each event is processed once per pane (once per window
+        # for tumbling windows, where the pane is the window).
+        g_ms = gcd(query.within_ms, query.slide_ms)
+        g = axis.ticks(g_ms, query, "pane of") if not axis.is_float else g_ms / 1000.0
+        return cls(g, query.slide_ms // g_ms, query.within_ms // g_ms, w, s)
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Everything the engine needs to run one query."""
+
+    query: Query
+    template: Template
+    windowing: Windowing
+    linear: tuple[Channel, ...]  # float (shadow) run: channel 0 is COUNT
+    exact: tuple[Channel, ...]  # residue runs (empty in float mode): channel 0 is COUNT
+    minmax: tuple[Channel, ...]  # MINREACH run: channel 0 is reachability
+    attr_types: dict[str, pa.DataType]
+
+
+def _channels_for(agg: Aggregate, kinds: dict[str, str], exact_mode: bool):
+    """(float-run channels, exact-run channels, minmax channels) one aggregate needs."""
+    if agg.type is None:
+        return [], [], []
+    ce = Channel("count_e", agg.type)
+    if agg.attr is None:
+        return [ce], ([ce] if exact_mode else []), []
+    if agg.func in ("MIN", "MAX"):
+        return [], [], [Channel(agg.func.lower(), agg.type, agg.attr)]
+    s = Channel("sum", agg.type, agg.attr)
+    exact_attr = exact_mode and kinds[agg.attr] in ("int", "decimal")
+    lin = [s] + ([Channel("abs", agg.type, agg.attr)] if exact_attr else [])
+    if agg.func == "AVG":
+        lin.append(ce)
+        return lin, ([s, ce] if exact_attr else []), []
+    return lin, ([s] if exact_attr else []), []
+
+
+def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) -> QueryPlan:
+    """Compile one query for one input schema and numeric mode."""
+    attr_types = {a.attr: schema.field(a.attr).type for a in query.aggregates if a.attr}
+    kinds = {name: attr_kind(t) for name, t in attr_types.items()}
+    for agg in query.aggregates:
+        if agg.func in ("SUM", "AVG") and kinds[agg.attr] == "other":
+            raise WorkloadError(
+                f"{agg} needs a numeric column, but '{agg.attr}' is {attr_types[agg.attr]}",
+                query=query.name,
+            )
+    exact_mode = numeric in ("exact", "bigint")
+    linear: list[Channel] = [COUNT]
+    exact: list[Channel] = [COUNT] if exact_mode else []
+    minmax: list[Channel] = []
+    for agg in query.aggregates:
+        lin, ex, mm = _channels_for(agg, kinds, exact_mode)
+        linear += [c for c in lin if c not in linear]
+        exact += [c for c in ex if c not in exact]
+        minmax += [c for c in mm if c not in minmax]
+    if minmax:
+        minmax.insert(0, COUNT)
+    return QueryPlan(
+        query,
+        Template.of(query),
+        Windowing.of(query, axis),
+        tuple(linear),
+        tuple(exact),
+        tuple(minmax),
+        attr_types,
+    )

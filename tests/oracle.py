@@ -1,0 +1,423 @@
+"""Brute-force ground truth for event trend aggregation (DESIGN.md sections 2 and 6).
+
+This module enumerates every trend, one by one, so it is exponential in the length of a burst and
+meant for small inputs only. It must stay obviously correct: it shares no code with the engine and
+uses no algebra (no counting formulas, no state vectors); the only thing it does beyond listing
+subsequences is to prune, during a depth-first search, the prefixes that can no longer become a
+trend (a later event must have a strictly greater time and be able to follow in the pattern).
+
+Semantics implemented, literally:
+
+* Events are partitioned by the query's GROUPBY attributes plus its equivalence attributes.
+* Windows are ``[k*s, k*s + w)`` for every integer k, aligned to time 0 (the Unix epoch for
+  datetimes), ``w = within_ms / 1000`` and ``s = slide_ms / 1000`` seconds.
+* A trend is a subsequence e1..em of one partition's events inside one window with strictly
+  increasing times, every event passing the query's filters for its type (a filter ``T.a op v``
+  only applies to events of type T), whose type sequence matches the pattern (``SEQ`` of elements,
+  ``E+`` one or more E). Skip-till-any-match: every such subsequence counts once.
+* Per (group, window), over the partitions of that group: COUNT(*) the number of trends; COUNT(E)
+  the number of E events summed over the trends; SUM(E.a) the sum of ``a`` over those occurrences;
+  AVG(E.a) = SUM(E.a) / COUNT(E); MIN/MAX(E.a) over the E events that occur in at least one trend.
+* Only (group, window) pairs with at least one trend produce a row.
+
+Result values: COUNT and SUM of integer attributes are exact Python ints; SUM of a float attribute
+is the exact sum rounded once to a float; AVG is an exact ``fractions.Fraction`` (whatever the
+attribute type); MIN/MAX are the attribute values themselves. ``window_start``/``window_end`` have
+the kind of the input times: ``datetime`` (naive when the inputs are naive, then read as UTC), float
+seconds, or int seconds (a float where a bound is not a whole number of seconds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from fractions import Fraction
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+__all__ = [
+    "oracle",
+    "count_trends",
+    "enumerate_trends",
+    "brute_force_trends",
+    "parse_pattern",
+    "Elem",
+    "MAGNITUDE_KEY",
+]
+
+#: Key of the per-row dict of sums of absolute terms (for SUM and AVG), present only when
+#: ``oracle(..., with_magnitudes=True)``; used to give cancelling float sums an absolute slack.
+MAGNITUDE_KEY = "__magnitude__"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+@dataclass(frozen=True)
+class Elem:
+    """A pattern element (duck-type compatible with ``gpu_hamlet.workload.PatternElement``)."""
+
+    type: str
+    kleene: bool = False
+
+
+def parse_pattern(text: str) -> tuple[Elem, ...]:
+    """``"SEQ(A, B+, C)"`` or ``"B+"`` -> elements; a small helper for hand-written tests."""
+    text = text.strip()
+    m = re.fullmatch(r"(?i:SEQ)\s*\((.*)\)", text, flags=re.S)
+    items = m.group(1).split(",") if m else [text]
+    out = []
+    for item in items:
+        item = item.strip()
+        kleene = item.endswith("+")
+        name = item[:-1].strip() if kleene else item
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"bad pattern element {item!r} in {text!r}")
+        out.append(Elem(name, kleene))
+    return tuple(out)
+
+
+def _as_pattern(pattern: Any) -> tuple[Any, ...]:
+    if isinstance(pattern, str):
+        return parse_pattern(pattern)
+    return tuple(pattern)
+
+
+# --------------------------------------------------------------------------------------------
+# Pattern matching: the trend's type sequence must match the pattern, read as a regular
+# expression over types (E+ = E E*). The set of pattern positions reachable after a prefix is
+# tracked, so a subsequence that matches in several ways (repeated types) still counts once.
+# --------------------------------------------------------------------------------------------
+
+
+class _Matcher:
+    def __init__(self, pattern: Sequence[Any]) -> None:
+        self.types = tuple(e.type for e in pattern)
+        self.kleene = tuple(bool(e.kleene) for e in pattern)
+        self.last = len(self.types) - 1
+        if self.last < 0:
+            raise ValueError("empty pattern")
+
+    def start(self, typ: Any) -> frozenset[int]:
+        return frozenset([0]) if self.types[0] == typ else frozenset()
+
+    def step(self, states: frozenset[int], typ: Any) -> frozenset[int]:
+        nxt = set()
+        for p in states:
+            if self.kleene[p] and self.types[p] == typ:
+                nxt.add(p)  # one more event of the same Kleene element
+            if p < self.last and self.types[p + 1] == typ:
+                nxt.add(p + 1)  # the next element of the SEQ
+        return frozenset(nxt)
+
+    def accepts(self, states: frozenset[int]) -> bool:
+        return self.last in states
+
+    def matches(self, types: Sequence[Any]) -> bool:
+        """Direct check of one whole type sequence (used by the 2^n cross-check)."""
+        if not types:
+            return False
+        states = self.start(types[0])
+        for t in types[1:]:
+            states = self.step(states, t)
+        return self.accepts(states)
+
+
+def _dfs_trends(
+    types: Sequence[Any],
+    times: Sequence[Any],
+    matcher: _Matcher,
+    contrib: Sequence[tuple] | None,
+    on_trend: Callable[[tuple[int, ...], tuple], None],
+) -> list[bool]:
+    """Enumerate the trends over events sorted by time; call ``on_trend(path, acc)`` for each.
+
+    ``contrib[i]`` is a tuple of numbers added component-wise along the path (``acc`` is the sum
+    over the trend's events). Returns, per event, whether it occurs in at least one trend.
+    """
+    n = len(types)
+    assert all(times[i] <= times[i + 1] for i in range(n - 1)), "events must be sorted by time"
+    used = [False] * n
+    width = len(contrib[0]) if contrib else 0
+    path: list[int] = []
+
+    def extend(i: int, states: frozenset[int], acc: tuple) -> bool:
+        path.append(i)
+        found = False
+        if matcher.accepts(states):
+            on_trend(tuple(path), acc)
+            found = True
+        ti = times[i]
+        for j in range(i + 1, n):
+            if times[j] > ti:  # strictly later: equal timestamps never follow each other
+                nstates = matcher.step(states, types[j])
+                if nstates:
+                    nacc = tuple(a + b for a, b in zip(acc, contrib[j])) if width else ()
+                    if extend(j, nstates, nacc):
+                        found = True
+        path.pop()
+        if found:
+            used[i] = True
+        return found
+
+    for i in range(n):
+        states = matcher.start(types[i])
+        if states:
+            extend(i, states, tuple(contrib[i]) if width else ())
+    return used
+
+
+def enumerate_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> list[tuple[int, ...]]:
+    """All trends (as tuples of indices into the input) of ``[(type, time), ...]``, no windows.
+
+    The input need not be sorted; indices refer to its order.
+    """
+    order = sorted(range(len(types_and_times)), key=lambda i: _time_key(types_and_times[i][1]))
+    types = [types_and_times[i][0] for i in order]
+    times = [_time_key(types_and_times[i][1]) for i in order]
+    found: list[tuple[int, ...]] = []
+    _dfs_trends(types, times, _Matcher(_as_pattern(pattern)), None,
+                lambda path, acc: found.append(tuple(order[k] for k in path)))
+    return found
+
+
+def count_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> int:
+    """Number of trends of ``pattern`` (``"SEQ(A, B+)"`` or PatternElements) over ``[(type, time)]``."""
+    return len(enumerate_trends(types_and_times, pattern))
+
+
+def brute_force_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> list[tuple[int, ...]]:
+    """The same as :func:`enumerate_trends` by trying all 2^n subsets (a check of the check)."""
+    matcher = _Matcher(_as_pattern(pattern))
+    n = len(types_and_times)
+    out = []
+    for r in range(1, n + 1):
+        for subset in itertools.combinations(range(n), r):
+            seq = sorted(subset, key=lambda i: _time_key(types_and_times[i][1]))
+            ts = [_time_key(types_and_times[i][1]) for i in seq]
+            if any(ts[k] >= ts[k + 1] for k in range(len(ts) - 1)):
+                continue
+            if matcher.matches([types_and_times[i][0] for i in seq]):
+                out.append(tuple(seq))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Time handling
+# --------------------------------------------------------------------------------------------
+
+
+def _time_key(t: Any) -> Fraction:
+    """Exact seconds since the epoch of an int/float/datetime time value."""
+    if t is None:
+        raise ValueError("oracle: null time")
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        d = t - _EPOCH
+        return Fraction(d.days * 86400 + d.seconds) + Fraction(d.microseconds, 10**6)
+    if isinstance(t, bool):
+        raise TypeError(f"oracle: boolean time {t!r}")
+    if isinstance(t, float) and not math.isfinite(t):
+        raise ValueError(f"oracle: non-finite time {t!r}")
+    return Fraction(t)
+
+
+def _time_kind(times: Iterable[Any]) -> tuple[str, Any]:
+    kind, tz = "int", None
+    for t in times:
+        if isinstance(t, datetime):
+            return "datetime", t.tzinfo
+        if isinstance(t, float):
+            kind = "float"
+    return kind, tz
+
+
+def _from_seconds(x: Fraction, kind: str, tz: Any) -> Any:
+    if kind == "datetime":
+        us = x * 10**6
+        if us.denominator != 1:
+            raise ValueError(f"oracle: window bound {x} s is not a whole number of microseconds")
+        d = _EPOCH + timedelta(microseconds=int(us))
+        return d.replace(tzinfo=None) if tz is None else d.astimezone(tz)
+    if kind == "int" and x.denominator == 1:
+        return int(x)
+    return float(x)
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle
+# --------------------------------------------------------------------------------------------
+
+
+def _passes(event: dict, filters: Sequence[Any]) -> bool:
+    for f in filters:
+        v = event.get(f.attr)
+        if v is None:
+            return False  # SQL: a comparison with null is not true
+        if not _OPS[f.op](v, f.value):
+            return False
+    return True
+
+
+def _null_last(v: Any) -> tuple:
+    return (v is None, v if v is not None else 0)
+
+
+def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: str, tz: Any,
+                float_attrs: set[str], with_magnitudes: bool) -> list[dict]:
+    matcher = _Matcher(q.pattern)
+    pattern_types = set(matcher.types)
+    w = Fraction(q.within_ms, 1000)
+    s = Fraction(q.slide_ms, 1000)
+    if w <= 0 or s <= 0:
+        raise ValueError(f"oracle: query {q.name}: non-positive WITHIN/SLIDE")
+    part_attrs = tuple(q.partition_attrs)
+    ngroup = len(q.groupby)
+
+    # Channels summed along a trend: (kind, type, attr) for each aggregate that needs one.
+    channels: list[tuple[str, str, str | None]] = []
+    for a in q.aggregates:
+        if a.type is None:
+            continue
+        want = [("cnt", a.type, None)]
+        if a.func in ("SUM", "AVG"):
+            want += [("sum", a.type, a.attr), ("abs", a.type, a.attr)]
+        for c in want:
+            if c not in channels:
+                channels.append(c)
+    chan_index = {c: i for i, c in enumerate(channels)}
+
+    def contribution(ev: dict) -> tuple:
+        out = []
+        for kind_, typ, attr in channels:
+            if ev[type_col] != typ:
+                out.append(0)
+            elif kind_ == "cnt":
+                out.append(1)
+            else:
+                v = ev[attr]
+                if v is None:
+                    raise ValueError(f"oracle: null {typ}.{attr} in a trend (unsupported)")
+                v = Fraction(v)
+                out.append(abs(v) if kind_ == "abs" else v)
+        return tuple(out)
+
+    # Eligible events, partitioned.
+    parts: dict[tuple, list[dict]] = {}
+    for ev in events:
+        typ = ev[type_col]
+        if typ not in pattern_types or not _passes(ev, q.filters_of(typ)):
+            continue
+        key = tuple(ev[a] for a in part_attrs)
+        parts.setdefault(key, []).append(ev)
+
+    # (group key, window k) -> accumulated state
+    cells: dict[tuple, dict] = {}
+    for key, evs in parts.items():
+        evs = sorted(evs, key=lambda e: _time_key(e[time_col]))
+        secs = [_time_key(e[time_col]) for e in evs]
+        windows = set()
+        for t in secs:
+            k_lo = math.floor((t - w) / s) + 1
+            k_hi = math.floor(t / s)
+            windows.update(range(k_lo, k_hi + 1))
+        for k in sorted(windows):
+            lo, hi = k * s, k * s + w
+            idx = [i for i, t in enumerate(secs) if lo <= t < hi]
+            sub = [evs[i] for i in idx]
+            sub_types = [e[type_col] for e in sub]
+            sub_times = [secs[i] for i in idx]
+            contrib = [contribution(e) for e in sub]
+            trends = [0]
+            total = [0] * len(channels)
+
+            def on_trend(path: tuple[int, ...], acc: tuple) -> None:
+                trends[0] += 1
+                for c in range(len(channels)):
+                    total[c] += acc[c]
+
+            used = _dfs_trends(sub_types, sub_times, matcher, contrib if channels else None, on_trend)
+            if trends[0] == 0:
+                continue
+            cell = cells.setdefault((key[:ngroup], k), {"count": 0, "chan": [0] * len(channels),
+                                                        "used": []})
+            cell["count"] += trends[0]
+            cell["chan"] = [a + b for a, b in zip(cell["chan"], total)]
+            cell["used"].extend(e for e, u in zip(sub, used) if u)
+
+    rows = []
+    for (gkey, k), cell in cells.items():
+        row: dict[str, Any] = {a: v for a, v in zip(q.groupby, gkey)}
+        row["window_start"] = _from_seconds(k * s, kind, tz)
+        row["window_end"] = _from_seconds(k * s + w, kind, tz)
+        mags: dict[str, Any] = {}
+        for a in q.aggregates:
+            if a.type is None:
+                row[a.name] = cell["count"]
+                continue
+            cnt = cell["chan"][chan_index[("cnt", a.type, None)]]
+            if a.func == "COUNT":
+                row[a.name] = cnt
+            elif a.func in ("SUM", "AVG"):
+                tot = cell["chan"][chan_index[("sum", a.type, a.attr)]]
+                mag = cell["chan"][chan_index[("abs", a.type, a.attr)]]
+                if a.func == "SUM":
+                    if a.attr in float_attrs:
+                        row[a.name] = float(tot)
+                    else:
+                        assert tot.denominator == 1
+                        row[a.name] = int(tot)
+                    mags[a.name] = mag
+                else:
+                    row[a.name] = Fraction(tot) / cnt if cnt else None
+                    mags[a.name] = Fraction(mag) / cnt if cnt else None
+            elif a.func in ("MIN", "MAX"):
+                vals = [e[a.attr] for e in cell["used"] if e[type_col] == a.type]
+                vals = [v for v in vals if v is not None]
+                row[a.name] = (min(vals) if a.func == "MIN" else max(vals)) if vals else None
+            else:
+                raise ValueError(f"oracle: unknown aggregate {a.func}")
+        if with_magnitudes:
+            row[MAGNITUDE_KEY] = mags
+        rows.append(row)
+
+    rows.sort(key=lambda r: tuple(_null_last(r[a]) for a in q.groupby)
+              + (_time_key(r["window_start"]),))
+    return rows
+
+
+def oracle(events: list[dict], workload: Any, *, time_col: str = "time", type_col: str = "type",
+           with_magnitudes: bool = False) -> dict[str, list[dict]]:
+    """Ground-truth results of every query of ``workload`` over ``events`` (a list of dicts).
+
+    Returns ``{query name: [row, ...]}``; each row is a dict with the GROUPBY attributes,
+    ``window_start``, ``window_end`` and one entry per aggregate name, rows sorted by (group
+    values, window_start). With ``with_magnitudes=True`` each row also holds
+    ``row[MAGNITUDE_KEY] = {aggregate name: sum of |terms|}`` for SUM (and that sum divided by
+    COUNT(E) for AVG), the scale of the rounding error a float computation may make.
+    """
+    events = list(events)
+    for ev in events:
+        if ev.get(time_col) is None:
+            raise ValueError(f"oracle: event without a time: {ev!r}")
+        if ev.get(type_col) is None:
+            raise ValueError(f"oracle: event without a type: {ev!r}")
+    kind, tz = _time_kind(ev[time_col] for ev in events)
+    float_attrs = {a for ev in events for a, v in ev.items() if isinstance(v, float)}
+    return {
+        q.name: _query_rows(events, q, time_col, type_col, kind, tz, float_attrs, with_magnitudes)
+        for q in workload
+    }
+

@@ -1,0 +1,862 @@
+"""Tests of the workload language parser (DESIGN.md section 2, "Query language")."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.parser import parse_workload, tokenize
+from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+
+MS, S, MIN, H, D = 1, 1000, 60_000, 3_600_000, 86_400_000
+
+
+def one(text: str) -> Query:
+    workload = parse_workload(text)
+    assert len(workload) == 1
+    return workload.queries[0]
+
+
+def error(text: str) -> WorkloadError:
+    with pytest.raises(WorkloadError) as info:
+        parse_workload(text)
+    return info.value
+
+
+def assert_error(
+    text: str, *, query: str | None, line: int | None, column: int | None, contains: tuple[str, ...]
+) -> WorkloadError:
+    err = error(text)
+    assert (err.query, err.line, err.column) == (query, line, column), str(err)
+    for part in contains:
+        assert part in str(err), (part, str(err))
+    if query is not None:
+        assert str(err).startswith(f"query {query}")
+    if line is not None:
+        assert f"line {line}, column {column}:" in str(err)
+    return err
+
+
+# --------------------------------------------------------------------------------------------------
+# Clauses
+
+
+def test_full_query_every_clause() -> None:
+    q = one(
+        """
+        RETURN driver, COUNT(*), COUNT(Travel), SUM(Travel.fare), AVG(Travel.fare),
+               MIN(Travel.fare), MAX(Travel.fare)
+        PATTERN SEQ(Request, Travel+, Dropoff)
+        WHERE [driver, zone] AND Travel.fare > 2 AND [zone, rider]
+        GROUPBY driver
+        WITHIN 30 min SLIDE 10 min
+        """
+    )
+    assert q == Query(
+        name="q1",
+        pattern=(
+            PatternElement("Request"),
+            PatternElement("Travel", True),
+            PatternElement("Dropoff"),
+        ),
+        aggregates=(
+            Aggregate("COUNT", None, None, "count"),
+            Aggregate("COUNT", "Travel", None, "count_Travel"),
+            Aggregate("SUM", "Travel", "fare", "sum_Travel_fare"),
+            Aggregate("AVG", "Travel", "fare", "avg_Travel_fare"),
+            Aggregate("MIN", "Travel", "fare", "min_Travel_fare"),
+            Aggregate("MAX", "Travel", "fare", "max_Travel_fare"),
+        ),
+        group_items=("driver",),
+        filters=(Filter("Travel", "fare", ">", 2),),
+        equivalence=("driver", "zone", "rider"),
+        groupby=("driver",),
+        within_ms=30 * MIN,
+        slide_ms=10 * MIN,
+    )
+    assert q.text.startswith("RETURN driver, COUNT(*)")
+    assert q.text.endswith("WITHIN 30 min SLIDE 10 min")
+    assert q.partition_attrs == ("driver", "zone", "rider")
+    assert not q.tumbling
+
+
+def test_minimal_query_single_element_pattern_and_defaults() -> None:
+    q = one("RETURN COUNT(*) PATTERN A WITHIN 5 s")
+    assert q.name == "q1"
+    assert q.pattern == (PatternElement("A", False),)
+    assert q.aggregates == (Aggregate("COUNT", None, None, "count"),)
+    assert q.group_items == q.filters == q.equivalence == q.groupby == ()
+    assert q.within_ms == q.slide_ms == 5 * S
+    assert q.tumbling
+    assert q.text == "RETURN COUNT(*) PATTERN A WITHIN 5 s"
+
+
+def test_single_kleene_element_pattern() -> None:
+    assert one("RETURN COUNT(*) PATTERN B+ WITHIN 1 s").pattern == (PatternElement("B", True),)
+
+
+def test_seq_of_one_element() -> None:
+    assert one("RETURN COUNT(*) PATTERN SEQ(B+) WITHIN 1 s").pattern == (PatternElement("B", True),)
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        ("COUNT(*)", Aggregate("COUNT", None, None, "count")),
+        ("COUNT(A)", Aggregate("COUNT", "A", None, "count_A")),
+        ("SUM(A.x)", Aggregate("SUM", "A", "x", "sum_A_x")),
+        ("AVG(A.x)", Aggregate("AVG", "A", "x", "avg_A_x")),
+        ("MIN(A.x)", Aggregate("MIN", "A", "x", "min_A_x")),
+        ("MAX(A.x)", Aggregate("MAX", "A", "x", "max_A_x")),
+        ("count(*)", Aggregate("COUNT", None, None, "count")),
+        ("Sum(A.x)", Aggregate("SUM", "A", "x", "sum_A_x")),
+        ("avg ( A . x )", Aggregate("AVG", "A", "x", "avg_A_x")),
+        ("COUNT(*) AS n", Aggregate("COUNT", None, None, "n")),
+        ("COUNT(A) as nA", Aggregate("COUNT", "A", None, "nA")),
+        ("max(A.x) As top", Aggregate("MAX", "A", "x", "top")),
+        ("SUM(A.x) AS `total x`", Aggregate("SUM", "A", "x", "total x")),
+    ],
+)
+def test_aggregates_default_names_and_aliases(item: str, expected: Aggregate) -> None:
+    q = one(f"RETURN {item} PATTERN SEQ(A, B+) WITHIN 1 s")
+    assert q.aggregates == (expected,)
+    assert (
+        q.aggregates[0].default_name
+        == Aggregate(expected.func, expected.type, expected.attr, "").default_name
+    )
+
+
+def test_return_order_and_group_items() -> None:
+    q = one("RETURN b, MAX(A.x), a, COUNT(*) AS n, SUM(A.x) PATTERN A GROUPBY a, b WITHIN 1 s")
+    assert q.group_items == ("b", "a")
+    assert [a.name for a in q.aggregates] == ["max_A_x", "n", "sum_A_x"]
+    assert q.groupby == ("a", "b")
+
+
+@pytest.mark.parametrize("groupby", ["GROUPBY", "groupby", "GROUP BY", "group  by", "Group\n  By"])
+def test_groupby_spellings(groupby: str) -> None:
+    q = one(f"RETURN g, COUNT(*) PATTERN A {groupby} g, h WITHIN 1 s")
+    assert q.groupby == ("g", "h")
+
+
+def test_equivalence_merges_without_duplicates_in_first_appearance_order() -> None:
+    q = one(
+        "RETURN COUNT(*) PATTERN SEQ(A, B) WHERE [c, a] AND A.x = 1 AND [a, b] AND [c] AND [d]"
+        " WITHIN 1 s"
+    )
+    assert q.equivalence == ("c", "a", "b", "d")
+    assert q.filters == (Filter("A", "x", "=", 1),)
+
+
+def test_filters_keep_order_and_may_repeat_a_type() -> None:
+    q = one(
+        "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x > 1 AND A.y = 'k' AND B.x < 10 WITHIN 1 s"
+    )
+    assert q.filters == (
+        Filter("B", "x", ">", 1),
+        Filter("A", "y", "=", "k"),
+        Filter("B", "x", "<", 10),
+    )
+    assert q.filters_of("B") == (Filter("B", "x", ">", 1), Filter("B", "x", "<", 10))
+
+
+# --------------------------------------------------------------------------------------------------
+# Filters: operators and literals
+
+
+@pytest.mark.parametrize(
+    ("op", "canonical"),
+    [
+        ("=", "="),
+        ("==", "="),
+        ("!=", "!="),
+        ("<>", "!="),
+        ("<", "<"),
+        ("<=", "<="),
+        (">", ">"),
+        (">=", ">="),
+    ],
+)
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("7", 7),
+        ("-7", -7),
+        ("0", 0),
+        ("2.5", 2.5),
+        ("-0.25", -0.25),
+        ("12345678901234567890", 12345678901234567890),
+        ("'abc'", "abc"),
+        ('"abc"', "abc"),
+        ("''", ""),
+    ],
+)
+def test_every_operator_on_every_literal_kind(
+    op: str, canonical: str, literal: str, value: object
+) -> None:
+    q = one(f"RETURN COUNT(*) PATTERN A WHERE A.v {op} {literal} WITHIN 1 s")
+    (f,) = q.filters
+    assert f == Filter("A", "v", canonical, value)
+    assert type(f.value) is type(value)
+
+
+def test_operators_without_spaces() -> None:
+    q = one("RETURN COUNT(*) PATTERN A WHERE A.v>=-3 AND A.w<>'x' AND A.u<2.5 WITHIN 1 s")
+    assert q.filters == (
+        Filter("A", "v", ">=", -3),
+        Filter("A", "w", "!=", "x"),
+        Filter("A", "u", "<", 2.5),
+    )
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("'it''s'", "it's"),
+        ("'it\\'s'", "it's"),
+        ('"say ""hi"""', 'say "hi"'),
+        ('"say \\"hi\\""', 'say "hi"'),
+        ("'a\\\\b'", "a\\b"),
+        ("'line\\nbreak'", "line\nbreak"),
+        ("'C:\\data'", "C:\\data"),
+        ("'-- not a comment'", "-- not a comment"),
+        ("'a;b'", "a;b"),
+        ('"it\'s"', "it's"),
+        ("'Ünïcode ✓'", "Ünïcode ✓"),
+    ],
+)
+def test_string_literal_escapes(literal: str, value: str) -> None:
+    assert (
+        one(f"RETURN COUNT(*) PATTERN A WHERE A.s = {literal} WITHIN 1 s").filters[0].value == value
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Durations
+
+
+@pytest.mark.parametrize(
+    ("unit", "factor"),
+    [
+        ("ms", MS),
+        ("msec", MS),
+        ("msecs", MS),
+        ("millisecond", MS),
+        ("milliseconds", MS),
+        ("s", S),
+        ("sec", S),
+        ("secs", S),
+        ("second", S),
+        ("seconds", S),
+        ("min", MIN),
+        ("mins", MIN),
+        ("minute", MIN),
+        ("minutes", MIN),
+        ("h", H),
+        ("hr", H),
+        ("hrs", H),
+        ("hour", H),
+        ("hours", H),
+        ("d", D),
+        ("day", D),
+        ("days", D),
+        ("MS", MS),
+        ("Sec", S),
+        ("MIN", MIN),
+        ("Hours", H),
+        ("DAYS", D),
+    ],
+)
+def test_every_unit(unit: str, factor: int) -> None:
+    q = one(f"RETURN COUNT(*) PATTERN A WITHIN 6 {unit} SLIDE 2 {unit}")
+    assert (q.within_ms, q.slide_ms) == (6 * factor, 2 * factor)
+
+
+@pytest.mark.parametrize(
+    ("duration", "ms"),
+    [
+        ("1.5 h", 5_400_000),
+        ("0.5 s", 500),
+        ("2.25 min", 135_000),
+        ("0.001 s", 1),
+        ("1.0 ms", 1),
+        ("0.5 d", 43_200_000),
+        ("10s", 10_000),
+        ("250ms", 250),
+        ("1.5h", 5_400_000),
+        ("365 days", 365 * D),
+    ],
+)
+def test_decimal_and_unspaced_durations(duration: str, ms: int) -> None:
+    q = one(f"RETURN COUNT(*) PATTERN A WITHIN {duration}")
+    assert q.within_ms == q.slide_ms == ms
+    assert type(q.within_ms) is int
+
+
+def test_slide_equal_to_within_is_tumbling() -> None:
+    q = one("RETURN COUNT(*) PATTERN A WITHIN 1 min SLIDE 60 s")
+    assert q.within_ms == q.slide_ms == MIN
+    assert q.tumbling
+
+
+# --------------------------------------------------------------------------------------------------
+# Names, case, workloads
+
+
+def test_keywords_case_insensitive_names_case_sensitive() -> None:
+    q = one(
+        "return Grp, count(*) pattern seq(a, A+) where [K, k] and A.X = 1 "
+        "group by Grp within 1 S slide 1 Ms"
+    )
+    assert q.pattern == (PatternElement("a"), PatternElement("A", True))
+    assert q.equivalence == ("K", "k")
+    assert q.filters == (Filter("A", "X", "=", 1),)
+    assert q.groupby == ("Grp",)
+    assert q.slide_ms == 1
+
+
+def test_type_names_differing_in_case_are_different_types() -> None:
+    err = error("RETURN COUNT(a) PATTERN A WITHIN 1 s")
+    assert "'a'" in str(err)
+
+
+def test_function_names_and_units_are_not_reserved() -> None:
+    q = one(
+        "RETURN min, day, COUNT(*) AS n, SUM(count.max) PATTERN SEQ(count, sum+) WHERE sum.h > 2 "
+        "GROUPBY min, day WITHIN 1 s"
+    )
+    assert q.group_items == ("min", "day")
+    assert q.pattern == (PatternElement("count"), PatternElement("sum", True))
+    assert q.aggregates[1] == Aggregate("SUM", "count", "max", "sum_count_max")
+    assert q.filters == (Filter("sum", "h", ">", 2),)
+
+
+def test_any_identifier_is_an_attribute_after_a_dot() -> None:
+    q = one("RETURN SUM(Stock.return) PATTERN Stock+ WHERE Stock.within > 0 WITHIN 1 d")
+    assert q.aggregates[0] == Aggregate("SUM", "Stock", "return", "sum_Stock_return")
+    assert q.filters == (Filter("Stock", "within", ">", 0),)
+
+
+def test_backtick_names() -> None:
+    q = one(
+        "`my q`: RETURN `the key`, COUNT(`my type`) AS `n of ``x```, SUM(`my type`.`a b`) "
+        "PATTERN SEQ(`my type`+, `Return`) WHERE [`the key`] AND `my type`.`a b` >= 1 "
+        "GROUPBY `the key` WITHIN 1 s"
+    )
+    assert q.name == "my q"
+    assert q.pattern == (PatternElement("my type", True), PatternElement("Return"))
+    assert q.aggregates == (
+        Aggregate("COUNT", "my type", None, "n of `x`"),
+        Aggregate("SUM", "my type", "a b", "sum_my type_a b"),
+    )
+    assert q.group_items == q.groupby == q.equivalence == ("the key",)
+    assert q.filters == (Filter("my type", "a b", ">=", 1),)
+
+
+def test_named_and_unnamed_queries_numbered_by_position() -> None:
+    w = parse_workload(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;"
+        "fast: RETURN COUNT(*) PATTERN B WITHIN 1 s;"
+        "RETURN COUNT(*) PATTERN C WITHIN 1 s;"
+        "Q4: RETURN COUNT(*) PATTERN D WITHIN 1 s;"
+        "RETURN COUNT(*) PATTERN E WITHIN 1 s"
+    )
+    assert isinstance(w, Workload)
+    assert w.names == ("q1", "fast", "q3", "Q4", "q5")
+    assert w["fast"].types == ("B",)
+    assert w["q5"].types == ("E",)
+
+
+def test_explicit_name_matching_own_position_is_fine() -> None:
+    assert parse_workload(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s; q2: RETURN COUNT(*) PATTERN A WITHIN 1 s"
+    ).names == (
+        "q1",
+        "q2",
+    )
+
+
+@pytest.mark.parametrize("end", ["", ";", " ;  ", ";\n-- done\n", ";  -- done"])
+def test_trailing_semicolon_and_comments(end: str) -> None:
+    w = parse_workload(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s; RETURN COUNT(*) PATTERN B WITHIN 2 s" + end
+    )
+    assert w.names == ("q1", "q2")
+    assert w["q2"].text == "RETURN COUNT(*) PATTERN B WITHIN 2 s"
+
+
+def test_multi_line_workload_with_comments() -> None:
+    text = """-- workload for the ride-sharing demo
+-- two queries
+
+rides : -- name on the same line as a comment
+  RETURN driver, COUNT(*) AS trends  -- all trends
+  PATTERN SEQ(Request, Travel+, Dropoff)
+  WHERE [driver] -- per driver
+    AND Travel.speed >= 10
+  GROUPBY driver
+  WITHIN 1 hour SLIDE 30 minutes;
+
+-- the second query
+RETURN
+  AVG(Travel.speed)
+PATTERN
+  Travel+
+WITHIN
+  1 day
+;
+"""
+    w = parse_workload(text)
+    assert w.names == ("rides", "q2")
+    rides = w["rides"]
+    assert rides.aggregates == (Aggregate("COUNT", None, None, "trends"),)
+    assert rides.filters == (Filter("Travel", "speed", ">=", 10),)
+    assert (rides.within_ms, rides.slide_ms) == (H, 30 * MIN)
+    assert rides.text.startswith("rides : -- name on the same line")
+    assert rides.text.endswith("WITHIN 1 hour SLIDE 30 minutes")
+    assert "-- all trends" in rides.text
+    assert w["q2"].text == "RETURN\n  AVG(Travel.speed)\nPATTERN\n  Travel+\nWITHIN\n  1 day"
+    assert w["q2"].within_ms == D
+
+
+def test_windows_and_tabs_whitespace() -> None:
+    w = parse_workload("RETURN COUNT(*)\r\n\tPATTERN A\r\n\tWITHIN 1 s;\r\n")
+    assert w.names == ("q1",)
+
+
+def test_str_of_query_is_its_text() -> None:
+    q = one("  RETURN COUNT(*) PATTERN A WITHIN 1 s  ")
+    assert str(q) == "RETURN COUNT(*) PATTERN A WITHIN 1 s"
+
+
+def test_tokenizer_positions_and_normalisation() -> None:
+    tokens = tokenize("a <> 'x\ny'\n  `b c` == -1.5 -- c\n")
+    kinds = [(t.kind.name, t.value, t.line, t.column) for t in tokens]
+    assert kinds == [
+        ("IDENT", "a", 1, 1),
+        ("SYMBOL", "!=", 1, 3),
+        ("STRING", "x\ny", 1, 6),
+        ("QUOTED", "b c", 3, 3),
+        ("SYMBOL", "=", 3, 9),
+        ("NUMBER", "-1.5", 3, 12),
+        ("END", "", 4, 1),
+    ]
+
+
+def test_non_string_input_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        parse_workload(b"RETURN COUNT(*) PATTERN A WITHIN 1 s")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# Semantic errors
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "-- nothing here\n-- at all"])
+def test_empty_workload(text: str) -> None:
+    err = assert_error(text, query=None, line=None, column=None, contains=("empty workload",))
+    assert isinstance(err, ValueError)
+
+
+def test_duplicate_explicit_names() -> None:
+    assert_error(
+        "a: RETURN COUNT(*) PATTERN A WITHIN 1 s;\na: RETURN COUNT(*) PATTERN B WITHIN 1 s",
+        query="a",
+        line=2,
+        column=1,
+        contains=("duplicate query name 'a'", "query 1"),
+    )
+
+
+def test_explicit_name_equal_to_earlier_positional_default() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s; q1: RETURN COUNT(*) PATTERN B WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=39,
+        contains=("duplicate query name 'q1'", "query 1", "by position"),
+    )
+
+
+def test_positional_default_equal_to_earlier_explicit_name() -> None:
+    assert_error(
+        "q2: RETURN COUNT(*) PATTERN A WITHIN 1 s;\nRETURN COUNT(*) PATTERN B WITHIN 1 s",
+        query="q2",
+        line=2,
+        column=1,
+        contains=("duplicate query name 'q2'", "query 1"),
+    )
+
+
+def test_bare_return_name_not_in_groupby() -> None:
+    assert_error(
+        "RETURN g, x, COUNT(*) PATTERN A GROUPBY g WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=11,
+        contains=("'x'", "GROUPBY"),
+    )
+
+
+def test_bare_return_name_without_any_groupby() -> None:
+    assert_error(
+        "RETURN x, COUNT(*) PATTERN A WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=8,
+        contains=("'x'", "GROUPBY"),
+    )
+
+
+def test_aggregate_on_type_not_in_pattern() -> None:
+    assert_error(
+        "RETURN COUNT(*), SUM(C.x) PATTERN SEQ(A, B+) WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=18,
+        contains=("SUM(C.x)", "'C'", "SEQ(A, B+)"),
+    )
+
+
+def test_count_of_type_not_in_pattern() -> None:
+    assert_error(
+        "n: RETURN COUNT(C) PATTERN A+ WITHIN 1 s",
+        query="n",
+        line=1,
+        column=11,
+        contains=("COUNT(C)", "'C'", "A+"),
+    )
+
+
+def test_filter_on_type_not_in_pattern() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN SEQ(A, B)\nWHERE A.x = 1 AND C.y > 2 WITHIN 1 s",
+        query="q1",
+        line=2,
+        column=19,
+        contains=("C.y > 2", "'C'", "not in the pattern"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "column", "token"),
+    [
+        ("WITHIN 0 s", 14, "0 s"),
+        ("WITHIN 0.0 h", 14, "0.0 h"),
+        ("WITHIN -5 min", 14, "-5 min"),
+        ("WITHIN 5 min SLIDE 0 ms", 26, "0 ms"),
+        ("WITHIN 5 min SLIDE -1 s", 26, "-1 s"),
+    ],
+)
+def test_zero_or_negative_duration(window: str, column: int, token: str) -> None:
+    assert_error(
+        f"RETURN COUNT(*) PATTERN A+\n      {window}",
+        query="q1",
+        line=2,
+        column=column,
+        contains=("positive duration", token),
+    )
+
+
+@pytest.mark.parametrize("duration", ["0.5 ms", "1.0001 s", "0.00001 min"])
+def test_duration_not_whole_milliseconds(duration: str) -> None:
+    assert_error(
+        f"RETURN COUNT(*) PATTERN A WITHIN {duration}",
+        query="q1",
+        line=1,
+        column=34,
+        contains=(duration, "whole number of milliseconds"),
+    )
+
+
+def test_slide_greater_than_within() -> None:
+    assert_error(
+        "w: RETURN COUNT(*) PATTERN A WITHIN 1 min SLIDE 61 s",
+        query="w",
+        line=1,
+        column=49,
+        contains=("SLIDE", "WITHIN", "Spark", "window()"),
+    )
+
+
+def test_repeated_type_in_pattern() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN SEQ(A, B+, A) WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=36,
+        contains=("'A'", "twice", "not supported yet"),
+    )
+
+
+def test_repeated_type_with_and_without_kleene() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN SEQ(B, B+) WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=32,
+        contains=("'B'", "not supported yet"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("items", "column", "contains"),
+    [
+        ("COUNT(*), COUNT(*)", 18, ("'count'", "unique", "AS")),
+        ("COUNT(*) AS n, SUM(A.x) AS n", 23, ("'n'", "unique")),
+        ("SUM(A.x), SUM(A.x) AS sum_A_x", 18, ("'sum_A_x'",)),
+        ("COUNT(*) AS g", 8, ("'g'", "GROUPBY")),
+        ("COUNT(*) AS window_start", 8, ("'window_start'", "window")),
+        ("COUNT(*) AS window_end", 8, ("'window_end'", "window")),
+        ("g, g, COUNT(*)", 11, ("'g'", "twice")),
+    ],
+)
+def test_duplicate_output_columns(items: str, column: int, contains: tuple[str, ...]) -> None:
+    assert_error(
+        f"RETURN {items} PATTERN A GROUPBY g WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=column,
+        contains=contains,
+    )
+
+
+def test_default_name_clashing_with_groupby_column() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A GROUPBY count WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=8,
+        contains=("'count'", "GROUPBY", "AS"),
+    )
+
+
+def test_groupby_window_column_and_duplicate_groupby() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A GROUPBY window_end WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=35,
+        contains=("'window_end'",),
+    )
+    assert_error(
+        "RETURN COUNT(*) PATTERN A GROUPBY g, g WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=38,
+        contains=("'g'", "twice"),
+    )
+
+
+def test_return_without_aggregate() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;\nq: RETURN g PATTERN A GROUPBY g WITHIN 1 s",
+        query="q",
+        line=2,
+        column=4,
+        contains=("no aggregate",),
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "column", "token", "construct"),
+    [
+        ("SEQ(A, NOT B, C)", 32, "'NOT'", "NOT"),
+        ("SEQ(A, not B, C)", 32, "'not'", "NOT"),
+        ("SEQ(A, (SEQ(B, C))+)", 32, "'('", "not supported yet"),
+        ("SEQ((B)|(C), A)", 29, "'('", "not supported yet"),
+        ("(SEQ(A, B))+", 25, "'('", "not supported yet"),
+        ("NOT A", 25, "'NOT'", "not supported yet"),
+        ("SEQ(A, SEQ(B, C))", 32, "'SEQ'", "not supported yet"),
+    ],
+)
+def test_later_constructs_not_supported_yet(
+    pattern: str, column: int, token: str, construct: str
+) -> None:
+    assert_error(
+        f"RETURN COUNT(*) PATTERN {pattern} WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=column,
+        contains=(token, construct, "not supported yet"),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Syntax errors
+
+
+def test_misspelt_keyword_in_second_query() -> None:
+    text = "RETURN COUNT(*) PATTERN A WITHIN 1 s;\nRETURN COUNT(*)\n         PATERN A WITHIN 1 s"
+    err = assert_error(
+        text, query="q2", line=3, column=10, contains=("expected PATTERN", "found 'PATERN'")
+    )
+    assert str(err).startswith("query q2, line 3, column 10: expected PATTERN")
+
+
+def test_syntax_error_after_explicit_name_uses_that_name() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;\n\nrides: RETURN COUNT(*) PATTERN A WITHN 1 s",
+        query="rides",
+        line=3,
+        column=34,
+        contains=("expected WITHIN", "'WITHN'"),
+    )
+
+
+def test_empty_statement_between_queries_is_an_error_of_the_next_position() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;;",
+        query="q2",
+        line=1,
+        column=38,
+        contains=("expected RETURN", "';'"),
+    )
+
+
+def test_two_names_for_one_query() -> None:
+    assert_error(
+        "x: y: RETURN COUNT(*) PATTERN A WITHIN 1 s",
+        query="x",
+        line=1,
+        column=4,
+        contains=("expected RETURN", "'y'"),
+    )
+
+
+def test_syntax_error_before_the_name_colon_uses_positional_name() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s; RETURN COUNT(*) PATTERN A WITHIN 1 s; rides RETURN",
+        query="q3",
+        line=1,
+        column=77,
+        contains=("expected RETURN", "'rides'"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "contains"),
+    [
+        # unexpected end of text, at the end position
+        ("RETURN COUNT(*) PATTERN A", 1, 26, ("expected WITHIN", "end of text")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 5", 1, 35, ("time unit", "end of text")),
+        ("RETURN COUNT(*) PATTERN A WITHIN", 1, 33, ("a number", "end of text")),
+        ("RETURN COUNT(*) PATTERN SEQ(A, B\n", 2, 1, ("')'", "end of text")),
+        ("RETURN", 1, 7, ("aggregate", "end of text")),
+        # wrong tokens
+        ("RETURN COUNT(*) PATTERN A WITHIN 5 weeks", 1, 36, ("time unit", "'weeks'")),
+        ("RETURN COUNT(*) PATTERN A WITHIN s", 1, 34, ("a number", "'s'")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 1 s SLIDE", 1, 43, ("a number", "end of text")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 1 s GROUPBY g", 1, 38, ("SLIDE", "';'", "'GROUPBY'")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 1 s RETURN", 1, 38, ("';'", "'RETURN'")),
+        ("RETURN COUNT(*) PATTERN A WHERE A.x 3 WITHIN 1 s", 1, 37, ("comparison operator", "'3'")),
+        ("RETURN COUNT(*) PATTERN A WHERE A.x = B WITHIN 1 s", 1, 39, ("literal", "'B'")),
+        ("RETURN COUNT(*) PATTERN A WHERE A = 1 WITHIN 1 s", 1, 35, ("'.'", "'='")),
+        ("RETURN COUNT(*) PATTERN A WHERE [a b] WITHIN 1 s", 1, 36, ("']'", "'b'")),
+        ("RETURN COUNT(*) PATTERN A WHERE [] WITHIN 1 s", 1, 34, ("attribute", "']'")),
+        ("RETURN COUNT(*) PATTERN A WHERE WITHIN 1 s", 1, 33, ("event type", "'['", "'WITHIN'")),
+        ("RETURN COUNT(*) PATTERN SEQ() WITHIN 1 s", 1, 29, ("event type", "')'")),
+        ("RETURN COUNT(*) PATTERN SEQ A WITHIN 1 s", 1, 29, ("'('", "'A'")),
+        ("RETURN COUNT(*) PATTERN SEQ(A B) WITHIN 1 s", 1, 31, ("')'", "'B'")),
+        ("RETURN COUNT(*) PATTERN A++ WITHIN 1 s", 1, 27, ("WITHIN", "'+'")),
+        ("RETURN COUNT(*) PATTERN A GROUP g WITHIN 1 s", 1, 33, ("BY", "'g'")),
+        (
+            "RETURN COUNT(*) PATTERN A GROUPBY WITHIN 1 s",
+            1,
+            35,
+            ("attribute", "'WITHIN'", "keyword"),
+        ),
+        (
+            "RETURN COUNT(*) PATERN A WITHIN 1 s",
+            1,
+            17,
+            ("expected PATTERN", "AS", "','", "'PATERN'"),
+        ),
+        ("RETURN COUNT(*) AS PATTERN A WITHIN 1 s", 1, 20, ("alias", "'PATTERN'")),
+        ("RETURN COUNT(x.y) PATTERN x WITHIN 1 s", 1, 15, ("COUNT", "'.'")),
+        ("RETURN COUNT() PATTERN A WITHIN 1 s", 1, 14, ("event type", "'*'", "')'")),
+        ("RETURN SUM(*) PATTERN A WITHIN 1 s", 1, 12, ("event type", "'*'")),
+        ("RETURN SUM(A) PATTERN A WITHIN 1 s", 1, 13, ("'.'", "')'")),
+        ("RETURN SUM(A.x PATTERN A WITHIN 1 s", 1, 16, ("')'", "'PATTERN'")),
+        ("RETURN MEDIAN(A.x) PATTERN A WITHIN 1 s", 1, 8, ("unknown aggregate", "'MEDIAN'")),
+        ("RETURN , COUNT(*) PATTERN A WITHIN 1 s", 1, 8, ("aggregate", "','")),
+        (";", 1, 1, ("expected RETURN", "';'")),
+        ("SELECT COUNT(*) PATTERN A WITHIN 1 s", 1, 1, ("expected RETURN", "'SELECT'")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 1 s 5", 1, 38, ("end of text", "'5'")),
+        ("RETURN COUNT(*) PATTERN A WITHIN 1e3 s", 1, 35, ("time unit", "'e3'")),
+    ],
+)
+def test_syntax_errors(text: str, line: int, column: int, contains: tuple[str, ...]) -> None:
+    err = assert_error(text, query="q1", line=line, column=column, contains=contains)
+    assert "expected" in str(err) or "unknown aggregate" in str(err) or "COUNT takes" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "contains"),
+    [
+        (
+            "RETURN COUNT(*) PATTERN A WHERE A.x ! 3 WITHIN 1 s",
+            1,
+            37,
+            ("unexpected character", "'!'"),
+        ),
+        ("RETURN COUNT(*) PATTERN A | B WITHIN 1 s", 1, 27, ("unexpected character", "'|'")),
+        (
+            "RETURN COUNT(*) PATTERN A WHERE A.x = - 3 WITHIN 1 s",
+            1,
+            39,
+            ("unexpected character", "'-'"),
+        ),
+        (
+            "RETURN COUNT(*) PATTERN A WHERE A.x = 'abc WITHIN 1 s",
+            1,
+            39,
+            ("unterminated string", "'abc"),
+        ),
+        ('RETURN COUNT(*) PATTERN A WHERE A.x = "abc\\"', 1, 39, ("unterminated string", "abc")),
+        ("RETURN COUNT(*) PATTERN `A WITHIN 1 s", 1, 25, ("unterminated quoted name", "`A")),
+        ("RETURN COUNT(*) PATTERN `` WITHIN 1 s", 1, 25, ("empty quoted name", "``")),
+        ("RETURN COUNT(*) PATTERN Ä WITHIN 1 s", 1, 25, ("unexpected character", "'Ä'")),
+    ],
+)
+def test_lexical_errors(text: str, line: int, column: int, contains: tuple[str, ...]) -> None:
+    assert_error(text, query="q1", line=line, column=column, contains=contains)
+
+
+def test_lexical_error_in_later_named_query() -> None:
+    assert_error(
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;\n"
+        "name: RETURN COUNT(*)\n"
+        "  PATTERN A WHERE A.x = 1 & A.y = 2 WITHIN 1 s",
+        query="name",
+        line=3,
+        column=27,
+        contains=("unexpected character", "'&'"),
+    )
+
+
+def test_lexical_error_at_start_is_in_first_query() -> None:
+    assert_error(
+        "# comment\nRETURN COUNT(*) PATTERN A WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=1,
+        contains=("'#'",),
+    )
+
+
+def test_reserved_word_as_type_suggests_backticks() -> None:
+    err = assert_error(
+        "RETURN COUNT(*) PATTERN SEQ(A, Return) WITHIN 1 s",
+        query="q1",
+        line=1,
+        column=32,
+        contains=("event type", "'Return'", "`Return`"),
+    )
+    assert "keyword" in str(err)
+
+
+def test_error_is_a_value_error_with_fields() -> None:
+    err = error("RETURN COUNT(*) PATTERN A WITHIN 1 s SLIDE 2 s")
+    assert isinstance(err, ValueError)
+    assert err.query == "q1" and err.line == 1 and err.column == 44
