@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cpu_fallback.kernels import compose_kernel, reduce_kernel, segment_kernel
+from cpu_fallback import kernels
+from cpu_fallback.rings import layout, make_tag
 
 
 class CpuBackend:
@@ -12,16 +13,18 @@ class CpuBackend:
 
     name = "cpu"
 
-    def segment_maps(self, ring, pid, seg, time, pos, weights, template, full, rp):
-        kernel = segment_kernel(ring)
-        return kernel(pid, seg, time, pos, weights, template.pred_ptr, template.pred_idx,
-                      template.is_start, template.is_end, weights.shape[0], template.k, full, rp)
+    def segment_maps(self, ring, pid, seg, time, pos, weights, template, full, param=0):
+        proto = np.empty(0, layout(ring)[0])
+        return kernels.segment_maps(
+            make_tag(ring, param), pid, seg, time, pos, weights, template.pred_ptr,
+            template.pred_idx, template.is_start, template.is_end, template.k, full, proto)
 
-    def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, rp):
-        return compose_kernel(ring)(maps, run_pid, run_seg, np.int64(a), np.int64(n), finals, rp)
+    def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
+        return kernels.compose_windows(make_tag(ring, param), maps, run_pid, run_seg, np.int64(a),
+                                       np.int64(n), finals)
 
-    def reduce_sorted(self, ring, values, starts, rp):
-        return reduce_kernel(ring)(values, starts, rp)
+    def reduce_sorted(self, ring, values, starts, param=0):
+        return kernels.reduce_sorted(make_tag(ring, param), values, starts)
 
 
 __all__ = ["CpuBackend"]

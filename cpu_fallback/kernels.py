@@ -19,272 +19,247 @@ segment's whole affine map, D x D, so segments can be composed into windows) or 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 from numba import njit
 
-from cpu_fallback.rings import RINGS, Ring
+from cpu_fallback.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, r_zero
 
 
-@lru_cache(maxsize=None)
-def segment_kernel(ring_name: str):
-    """Compile the segment-map kernel for one ring (once per process)."""
-    R: Ring = RINGS[ring_name]
-    load, store, add, mul, zero, one, is_zero = (
-        R.load, R.store, R.add, R.mul, R.zero, R.one, R.is_zero)
-    dtype, lanes = R.dtype, R.lanes
-
-    @njit(inline="always")
-    def apply_event(X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols, cst,
-                    rp):
-        # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its
-        # own predecessors before writing, and channel 0 is written last).
-        stride = k + 1
-        for col in range(ncols):
-            if is_start[p]:
-                c = load(X, cst, col)
-            else:
-                c = zero()
-            for qi in range(pred_ptr[p], pred_ptr[p + 1]):
-                c = add(c, load(X, pred_idx[qi], col), rp)
-            if is_zero(c):
-                cz = True
-            else:
-                cz = False
-            for ch in range(1, nch):
-                base = ch * stride
-                t = zero()
-                for qi in range(pred_ptr[p], pred_ptr[p + 1]):
-                    t = add(t, load(X, base + pred_idx[qi], col), rp)
-                if not cz:
-                    t = add(t, mul(load(W, ch, i), c, rp), rp)
-                if not is_zero(t):
-                    store(Dst, base + p, col, add(load(Dst, base + p, col), t, rp))
-                    if is_end[p]:
-                        store(Dst, base + k, col, add(load(Dst, base + k, col), t, rp))
-            if not cz:
-                store(Dst, p, col, add(load(Dst, p, col), c, rp))
-                if is_end[p]:
-                    store(Dst, k, col, add(load(Dst, k, col), c, rp))
-
-    @njit(inline="always")
-    def reset(X, full, D):
-        for a in range(X.shape[0]):
-            for b in range(X.shape[1]):
-                store(X, a, b, zero())
-        if full:
-            for a in range(D):
-                store(X, a, a, one())
+@njit(cache=True)
+def _apply_event(tag, X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols):
+    # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its own
+    # predecessors before writing, and channel 0, which the others read through c, is written last).
+    stride = k + 1
+    cst = X.shape[0] - 1
+    for col in range(ncols):
+        if is_start[p]:
+            c = r_load(tag, X, cst, col)
         else:
-            store(X, D - 1, 0, one())
-
-    @njit(cache=False)
-    def segment_maps(pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end, nch, k, full,
-                     rp):
-        n = pos.shape[0]
-        D = nch * (k + 1) + 1
-        cst = D - 1
-        ncols = D if full else 1
-        nruns = 0
-        for i in range(n):
-            if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
-                nruns += 1
-        maps = np.empty((nruns, D, ncols, lanes), dtype)
-        run_pid = np.empty(nruns, np.int64)
-        run_seg = np.empty(nruns, np.int64)
-        X = np.empty((D, ncols, lanes), dtype)
-        Dl = np.empty((D, ncols, lanes), dtype)
-        r = -1
-        i = 0
-        while i < n:
-            if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
-                if r >= 0:
-                    maps[r] = X
-                r += 1
-                run_pid[r] = pid[i]
-                run_seg[r] = seg[i]
-                reset(X, full, D)
-            j = i + 1
-            while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
-                j += 1
-            if j == i + 1:
-                apply_event(X, X, i, pos[i], W, pred_ptr, pred_idx, is_start, is_end, nch, k,
-                            ncols, cst, rp)
-            else:
-                for a in range(D):
-                    for b in range(ncols):
-                        store(Dl, a, b, zero())
-                for e in range(i, j):
-                    apply_event(X, Dl, e, pos[e], W, pred_ptr, pred_idx, is_start, is_end, nch,
-                                k, ncols, cst, rp)
-                for a in range(D - 1):
-                    for b in range(ncols):
-                        d = load(Dl, a, b)
-                        if not is_zero(d):
-                            store(X, a, b, add(load(X, a, b), d, rp))
-            i = j
-        if r >= 0:
-            maps[r] = X
-        return maps, run_pid, run_seg
-
-    return segment_maps
+            c = r_zero(tag)
+        for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+            c = r_add(tag, c, r_load(tag, X, pred_idx[qi], col))
+        cz = r_is_zero(tag, c)
+        for ch in range(1, nch):
+            base = ch * stride
+            t = r_zero(tag)
+            for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+                t = r_add(tag, t, r_load(tag, X, base + pred_idx[qi], col))
+            if not cz:
+                t = r_add(tag, t, r_mul(tag, r_load(tag, W, ch, i), c))
+            if not r_is_zero(tag, t):
+                r_store(tag, Dst, base + p, col, r_add(tag, r_load(tag, Dst, base + p, col), t))
+                if is_end[p]:
+                    r_store(tag, Dst, base + k, col, r_add(tag, r_load(tag, Dst, base + k, col), t))
+        if not cz:
+            r_store(tag, Dst, p, col, r_add(tag, r_load(tag, Dst, p, col), c))
+            if is_end[p]:
+                r_store(tag, Dst, k, col, r_add(tag, r_load(tag, Dst, k, col), c))
 
 
-@lru_cache(maxsize=None)
-def compose_kernel(ring_name: str):
-    """Compile the window-composition kernel for one ring.
+@njit(cache=True)
+def _reset(tag, X, full):
+    D = X.shape[0]
+    for a in range(D):
+        for b in range(X.shape[1]):
+            r_store(tag, X, a, b, r_zero(tag))
+    if full:
+        for a in range(D):
+            r_store(tag, X, a, a, r_one(tag))
+    else:
+        r_store(tag, X, D - 1, 0, r_one(tag))
 
-    Windows are [k*a, k*a + n) in segment units. Each window's map is the product of the maps of
-    its non-empty segments (newest on the left), evaluated on the zero state, with a two-stack
-    sliding aggregation so that each segment map takes part in O(1) matrix products, whatever
-    the overlap n / a.
-    """
-    R: Ring = RINGS[ring_name]
-    load, store, add, mul, zero, one, is_zero = (
-        R.load, R.store, R.add, R.mul, R.zero, R.one, R.is_zero)
-    dtype, lanes = R.dtype, R.lanes
 
-    @njit(inline="always")
-    def matmul(A, B, C, rp):
-        # C = A @ B over the ring (C must not alias A or B).
-        D = A.shape[0]
-        for i in range(D):
+@njit(cache=True)
+def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end, k, full, proto):
+    """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
+
+    `proto` is an empty array of the ring's dtype; returns (maps [runs, D, D or 1, lanes],
+    run_pid, run_seg)."""
+    n = pos.shape[0]
+    nch = W.shape[0]
+    D = nch * (k + 1) + 1
+    ncols = D if full else 1
+    lanes = W.shape[2]
+    nruns = 0
+    for i in range(n):
+        if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
+            nruns += 1
+    maps = np.empty((nruns, D, ncols, lanes), proto.dtype)
+    run_pid = np.empty(nruns, np.int64)
+    run_seg = np.empty(nruns, np.int64)
+    X = np.empty((D, ncols, lanes), proto.dtype)
+    Dl = np.empty((D, ncols, lanes), proto.dtype)
+    r = -1
+    i = 0
+    while i < n:
+        if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
+            if r >= 0:
+                maps[r] = X
+            r += 1
+            run_pid[r] = pid[i]
+            run_seg[r] = seg[i]
+            _reset(tag, X, full)
+        j = i + 1
+        while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
+            j += 1
+        if j == i + 1:
+            _apply_event(tag, X, X, i, pos[i], W, pred_ptr, pred_idx, is_start, is_end, nch, k,
+                         ncols)
+        else:
+            for a in range(D):
+                for b in range(ncols):
+                    r_store(tag, Dl, a, b, r_zero(tag))
+            for e in range(i, j):
+                _apply_event(tag, X, Dl, e, pos[e], W, pred_ptr, pred_idx, is_start, is_end, nch,
+                             k, ncols)
+            for a in range(D - 1):
+                for b in range(ncols):
+                    d = r_load(tag, Dl, a, b)
+                    if not r_is_zero(tag, d):
+                        r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
+        i = j
+    if r >= 0:
+        maps[r] = X
+    return maps, run_pid, run_seg
+
+
+@njit(cache=True)
+def _matmul(tag, A, B, C):
+    # C = A @ B over the ring (C must not alias A or B); zero entries are skipped (maps are sparse).
+    D = A.shape[0]
+    for i in range(D):
+        for j in range(D):
+            r_store(tag, C, i, j, r_zero(tag))
+    for i in range(D):
+        for m in range(D):
+            a = r_load(tag, A, i, m)
+            if r_is_zero(tag, a):
+                continue
             for j in range(D):
-                store(C, i, j, zero())
-        for i in range(D):
-            for m in range(D):
-                a = load(A, i, m)
-                if is_zero(a):
-                    continue
-                for j in range(D):
-                    b = load(B, m, j)
-                    if not is_zero(b):
-                        store(C, i, j, add(load(C, i, j), mul(a, b, rp), rp))
+                b = r_load(tag, B, m, j)
+                if not r_is_zero(tag, b):
+                    r_store(tag, C, i, j, r_add(tag, r_load(tag, C, i, j), r_mul(tag, a, b)))
 
-    @njit(cache=False)
-    def compose(maps, run_pid, run_seg, a, n, finals, rp):
-        R_ = maps.shape[0]
-        D = maps.shape[1]
-        cst = D - 1
-        nf = finals.shape[0]
-        # Pass 1: count windows, and the largest number of segments of one pid in one window.
-        nwin = 0
-        cap = 1
-        s0 = 0
-        while s0 < R_:
-            s1 = s0
-            while s1 < R_ and run_pid[s1] == run_pid[s0]:
-                s1 += 1
-            kk = (run_seg[s0] - n + a) // a  # ceil((seg - n + 1) / a)
-            lo = s0
-            hi = s0
-            while True:
-                while hi < s1 and run_seg[hi] < kk * a + n:
-                    hi += 1
-                while lo < hi and run_seg[lo] < kk * a:
-                    lo += 1
-                if lo < hi:
-                    nwin += 1
-                    if hi - lo > cap:
-                        cap = hi - lo
-                    kk += 1
+
+@njit(cache=True)
+def _window_count(run_pid, run_seg, a, n):
+    """Number of windows holding at least one segment, and the most segments one window holds."""
+    R = run_pid.shape[0]
+    nwin = 0
+    cap = 1
+    s0 = 0
+    while s0 < R:
+        s1 = s0
+        while s1 < R and run_pid[s1] == run_pid[s0]:
+            s1 += 1
+        kk = (run_seg[s0] - n + a) // a  # first window holding the segment: ceil((s - n + 1) / a)
+        lo = s0
+        hi = s0
+        while True:
+            while hi < s1 and run_seg[hi] < kk * a + n:
+                hi += 1
+            while lo < hi and run_seg[lo] < kk * a:
+                lo += 1
+            if lo < hi:
+                nwin += 1
+                cap = max(cap, hi - lo)
+                kk += 1
+            else:
+                if hi == s1:
+                    break
+                kk = max(kk + 1, (run_seg[hi] - n + a) // a)
+        s0 = s1
+    return nwin, cap
+
+
+@njit(cache=True)
+def compose_windows(tag, maps, run_pid, run_seg, a, n, finals):
+    """Window results from segment maps; windows are [k*a, k*a + n) in segment units.
+
+    Each window's map is the product of its non-empty segments' maps (newest on the left) applied
+    to the zero state. A two-stack sliding aggregation makes each segment map take part in O(1)
+    matrix products, whatever the overlap n / a. Returns (values [windows, finals, lanes],
+    window pid, window index)."""
+    R = maps.shape[0]
+    D = maps.shape[1]
+    lanes = maps.shape[3]
+    cst = D - 1
+    nf = finals.shape[0]
+    nwin, cap = _window_count(run_pid, run_seg, a, n)
+    out = np.empty((nwin, nf, lanes), maps.dtype)
+    win_pid = np.empty(nwin, np.int64)
+    win_k = np.empty(nwin, np.int64)
+    G = np.empty((cap, D, D, lanes), maps.dtype)  # front stack: suffix products, by index % cap
+    B = np.empty((D, D, lanes), maps.dtype)  # back: product of the segments pushed since the flip
+    T = np.empty((D, D, lanes), maps.dtype)
+    v = np.empty((D, 1, lanes), maps.dtype)
+    w = 0
+    s0 = 0
+    while s0 < R:
+        s1 = s0
+        while s1 < R and run_pid[s1] == run_pid[s0]:
+            s1 += 1
+        kk = (run_seg[s0] - n + a) // a
+        lo = s0
+        hi = s0
+        flip_end = s0  # the front stack holds [lo, flip_end), the back [flip_end, hi)
+        back_empty = True
+        while True:
+            while hi < s1 and run_seg[hi] < kk * a + n:
+                if back_empty:
+                    B[:] = maps[hi]
+                    back_empty = False
                 else:
-                    if hi == s1:
-                        break
-                    nxt = (run_seg[hi] - n + a) // a
-                    kk = max(kk + 1, nxt)
-            s0 = s1
-        out = np.empty((nwin, nf, lanes), dtype)
-        win_pid = np.empty(nwin, np.int64)
-        win_k = np.empty(nwin, np.int64)
-        G = np.empty((cap, D, D, lanes), dtype)
-        B = np.empty((D, D, lanes), dtype)
-        T = np.empty((D, D, lanes), dtype)
-        v = np.empty((D, 1, lanes), dtype)
-        u = np.empty((D, 1, lanes), dtype)
-        w = 0
-        s0 = 0
-        while s0 < R_:
-            s1 = s0
-            while s1 < R_ and run_pid[s1] == run_pid[s0]:
-                s1 += 1
-            kk = (run_seg[s0] - n + a) // a
-            lo = s0
-            hi = s0
-            flip_end = s0  # front stack holds [lo, flip_end); back holds [flip_end, hi)
-            back_empty = True
-            while True:
-                while hi < s1 and run_seg[hi] < kk * a + n:
+                    _matmul(tag, maps[hi], B, T)
+                    B[:] = T
+                hi += 1
+            while lo < hi and run_seg[lo] < kk * a:
+                lo += 1
+            if lo < hi:
+                if lo >= flip_end:
+                    G[(hi - 1) % cap] = maps[hi - 1]
+                    for x in range(hi - 2, lo - 1, -1):
+                        _matmul(tag, G[(x + 1) % cap], maps[x], G[x % cap])
+                    flip_end = hi
+                    back_empty = True
+                g = G[lo % cap]
+                for c in range(D):
+                    r_store(tag, v, c, 0, r_load(tag, g, c, cst))
+                for f in range(nf):
+                    row = finals[f]
                     if back_empty:
-                        B[:] = maps[hi]
-                        back_empty = False
+                        val = r_load(tag, v, row, 0)
                     else:
-                        matmul(maps[hi], B, T, rp)
-                        B[:] = T
-                    hi += 1
-                while lo < hi and run_seg[lo] < kk * a:
-                    lo += 1
-                if lo < hi:
-                    if lo >= flip_end:
-                        # Flip: suffix products of [lo, hi) into the front stack.
-                        G[(hi - 1) % cap] = maps[hi - 1]
-                        for x in range(hi - 2, lo - 1, -1):
-                            matmul(G[(x + 1) % cap], maps[x], G[x % cap], rp)
-                        flip_end = hi
-                        back_empty = True
-                    g = G[lo % cap]
-                    for c in range(D):
-                        store(v, c, 0, load(g, c, cst))
-                    if not back_empty:
-                        for c in range(D):
-                            acc = zero()
-                            for m in range(D):
-                                bm = load(B, c, m)
-                                if not is_zero(bm):
-                                    acc = add(acc, mul(bm, load(v, m, 0), rp), rp)
-                            store(u, c, 0, acc)
-                        res = u
-                    else:
-                        res = v
-                    for f in range(nf):
-                        for ln in range(lanes):
-                            out[w, f, ln] = res[finals[f], 0, ln]
-                    win_pid[w] = run_pid[s0]
-                    win_k[w] = kk
-                    w += 1
-                    kk += 1
-                else:
-                    if hi == s1:
-                        break
-                    nxt = (run_seg[hi] - n + a) // a
-                    kk = max(kk + 1, nxt)
-            s0 = s1
-        return out, win_pid, win_k
-
-    return compose
+                        val = r_zero(tag)
+                        for m in range(D):
+                            bm = r_load(tag, B, row, m)
+                            if not r_is_zero(tag, bm):
+                                val = r_add(tag, val, r_mul(tag, bm, r_load(tag, v, m, 0)))
+                    r_store(tag, out, w, f, val)
+                win_pid[w] = run_pid[s0]
+                win_k[w] = kk
+                w += 1
+                kk += 1
+            else:
+                if hi == s1:
+                    break
+                kk = max(kk + 1, (run_seg[hi] - n + a) // a)
+        s0 = s1
+    return out, win_pid, win_k
 
 
-@lru_cache(maxsize=None)
-def reduce_kernel(ring_name: str):
-    """Compile a kernel adding up ring values of equal consecutive keys (sorted input)."""
-    R: Ring = RINGS[ring_name]
-    add, load, store = R.add, R.load, R.store
-    dtype, lanes = R.dtype, R.lanes
-
-    @njit(cache=False)
-    def reduce_sorted(vals, starts, rp):
-        ng = starts.shape[0]
-        n = vals.shape[0]
-        nf = vals.shape[1]
-        out = np.empty((ng, nf, lanes), dtype)
-        for g in range(ng):
-            e = starts[g + 1] if g + 1 < ng else n
-            for f in range(nf):
-                acc = load(vals, starts[g], f)
-                for i in range(starts[g] + 1, e):
-                    acc = add(acc, load(vals, i, f), rp)
-                store(out, g, f, acc)
-        return out
-
-    return reduce_sorted
+@njit(cache=True)
+def reduce_sorted(tag, vals, starts):
+    """Ring sums of the runs of rows of `vals` that begin at `starts` (and end at the next)."""
+    ng = starts.shape[0]
+    n = vals.shape[0]
+    nf = vals.shape[1]
+    out = np.empty((ng, nf, vals.shape[2]), vals.dtype)
+    for g in range(ng):
+        e = starts[g + 1] if g + 1 < ng else n
+        for f in range(nf):
+            acc = r_load(tag, vals, starts[g], f)
+            for i in range(starts[g] + 1, e):
+                acc = r_add(tag, acc, r_load(tag, vals, i, f))
+            r_store(tag, out, g, f, acc)
+    return out

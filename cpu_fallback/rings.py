@@ -1,54 +1,105 @@
-"""The number systems the trend state is propagated in, as numba inline functions.
+"""The number systems the trend state is propagated in, for the numba kernels.
 
 Every event is a linear map on the trend state (DESIGN.md section 3), so one kernel serves every
-numeric need once it is written over a semiring: an element is a tuple of `lanes` numbers of one
-dtype, stored in the last axis of the state arrays. `rp` carries a ring's run-time parameter (the
-modulus), so that one compiled kernel serves every prime.
+numeric need once it is written over a semiring. An element is a tuple of `lanes` numbers stored
+in the last axis of the state arrays. A ring is chosen by the *type* of a small tag namedtuple
+passed to the kernels: numba compiles one specialisation per ring and caches it on disk, and the
+tag carries the ring's run-time parameter (the modulus), so one compiled kernel serves every prime.
 
-- `XFLOAT`: float64 mantissa with its own tracked binary exponent. Trend counts grow like 2^n, so
+- `XFloat`: float64 mantissa with its own tracked binary exponent. Trend counts grow like 2^n, so
   plain float64 overflows on bursts of ~1000 events; a per-element exponent also keeps small
   components exact-to-rounding next to huge ones (one shared exponent per state would flush them).
-- `MODP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
+- `ModP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
   primes by the Chinese remainder theorem (gpu_hamlet/numeric.py).
-- `MINREACH`: (reachable, min rank) pairs: reachability is the boolean semiring and the value is
+- `MinReach`: (reachable, min rank) pairs: reachability is the boolean semiring and the value is
   the min over the attribute ranks on the path, which gives MIN (and MAX, on negated ranks).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 _BIG = 2.0**200
 _SMALL = 2.0**-200
-#: Sentinel rank meaning "no value" in MINREACH.
+#: Sentinel rank meaning "no value" in MinReach.
 NO_RANK = np.iinfo(np.int64).max
 
 
-@dataclass(frozen=True)
-class Ring:
-    """A semiring's numba operations plus its storage layout."""
-
-    name: str
-    dtype: type
-    lanes: int
-    zero: Callable
-    one: Callable
-    add: Callable
-    mul: Callable
-    is_zero: Callable
-    load: Callable
-    store: Callable
+class XFloat(NamedTuple):
+    unused: int = 0
 
 
-# --- XFLOAT: (mantissa, exponent) both stored as float64 -------------------------------------
+class ModP(NamedTuple):
+    p: int
 
 
-@njit(inline="always")
+class MinReach(NamedTuple):
+    unused: int = 0
+
+
+#: Storage of each ring: (dtype, lanes).
+LAYOUT = {XFloat: (np.float64, 2), ModP: (np.int64, 1), MinReach: (np.int64, 2)}
+BY_NAME = {"xfloat": XFloat, "modp": ModP, "minreach": MinReach}
+
+
+def make_tag(ring: str, param: int = 0) -> tuple:
+    """The tag value for a ring name ('modp' takes the prime)."""
+    cls = BY_NAME[ring]
+    return cls(int(param)) if cls is ModP else cls(0)
+
+
+def layout(ring: str) -> tuple[type, int]:
+    return LAYOUT[BY_NAME[ring]]
+
+
+def _ring_of(tag) -> type | None:
+    if isinstance(tag, (types.NamedTuple, types.NamedUniTuple)):
+        return tag.instance_class
+    return None
+
+
+# The generic entry points the kernels call; numba picks the implementation by the tag's type.
+def _compiled_only(*args):  # pragma: no cover - the overloads below replace these in numba code
+    raise TypeError("ring operations run only inside numba-compiled kernels")
+
+
+def r_zero(tag):  # pragma: no cover
+    _compiled_only()
+
+
+def r_one(tag):  # pragma: no cover
+    _compiled_only()
+
+
+def r_add(tag, a, b):  # pragma: no cover
+    _compiled_only()
+
+
+def r_mul(tag, a, b):  # pragma: no cover
+    _compiled_only()
+
+
+def r_is_zero(tag, a):  # pragma: no cover
+    _compiled_only()
+
+
+def r_load(tag, X, i, j):  # pragma: no cover
+    _compiled_only()
+
+
+def r_store(tag, X, i, j, v):  # pragma: no cover
+    _compiled_only()
+
+
+# --- XFloat -------------------------------------------------------------------------------------
+
+
+@njit
 def _xf_fix(m, e):
     a = abs(m)
     if a == 0.0:
@@ -59,18 +110,8 @@ def _xf_fix(m, e):
     return m, e
 
 
-@njit(inline="always")
-def _xf_zero():
-    return 0.0, 0.0
-
-
-@njit(inline="always")
-def _xf_one():
-    return 1.0, 0.0
-
-
-@njit(inline="always")
-def _xf_add(a, b, rp):
+@njit
+def _xf_add(a, b):
     am, ae = a
     bm, be = b
     if am == 0.0:
@@ -90,8 +131,8 @@ def _xf_add(a, b, rp):
     return _xf_fix(bm + math.ldexp(am, int(d)), be)
 
 
-@njit(inline="always")
-def _xf_mul(a, b, rp):
+@njit
+def _xf_mul(a, b):
     am, ae = a
     bm, be = b
     if am == 0.0 or bm == 0.0:
@@ -99,102 +140,105 @@ def _xf_mul(a, b, rp):
     return _xf_fix(am * bm, ae + be)
 
 
-@njit(inline="always")
-def _xf_is_zero(a):
-    return a[0] == 0.0
+# --- ModP ---------------------------------------------------------------------------------------
 
 
-@njit(inline="always")
-def _pair_load(X, i, j):
-    return X[i, j, 0], X[i, j, 1]
-
-
-@njit(inline="always")
-def _pair_store(X, i, j, v):
-    X[i, j, 0] = v[0]
-    X[i, j, 1] = v[1]
-
-
-XFLOAT = Ring("xfloat", np.float64, 2, _xf_zero, _xf_one, _xf_add, _xf_mul, _xf_is_zero,
-              _pair_load, _pair_store)
-
-
-# --- MODP: one int64 residue; rp[0] is the modulus ------------------------------------------
-
-
-@njit(inline="always")
-def _mp_zero():
-    return np.int64(0)
-
-
-@njit(inline="always")
-def _mp_one():
-    return np.int64(1)
-
-
-@njit(inline="always")
-def _mp_add(a, b, rp):
+@njit
+def _mp_add(a, b, p):
     s = a + b
-    if s >= rp[0]:
-        s -= rp[0]
+    if s >= p:
+        s -= p
     return s
 
 
-@njit(inline="always")
-def _mp_mul(a, b, rp):
-    return (a * b) % rp[0]
+# --- MinReach -----------------------------------------------------------------------------------
 
 
-@njit(inline="always")
-def _mp_is_zero(a):
-    return a == 0
-
-
-@njit(inline="always")
-def _one_load(X, i, j):
-    return X[i, j, 0]
-
-
-@njit(inline="always")
-def _one_store(X, i, j, v):
-    X[i, j, 0] = v
-
-
-MODP = Ring("modp", np.int64, 1, _mp_zero, _mp_one, _mp_add, _mp_mul, _mp_is_zero,
-            _one_load, _one_store)
-
-
-# --- MINREACH: (reachable 0/1, min rank) stored as int64; unreachable is (0, NO_RANK) -------
-
-
-@njit(inline="always")
-def _mr_zero():
-    return np.int64(0), NO_RANK
-
-
-@njit(inline="always")
-def _mr_one():
-    return np.int64(1), NO_RANK
-
-
-@njit(inline="always")
-def _mr_add(a, b, rp):
-    return a[0] | b[0], min(a[1], b[1])
-
-
-@njit(inline="always")
-def _mr_mul(a, b, rp):
+@njit
+def _mr_mul(a, b):
     if a[0] == 0 or b[0] == 0:
         return np.int64(0), NO_RANK
     return np.int64(1), min(a[1], b[1])
 
 
-@njit(inline="always")
-def _mr_is_zero(a):
-    return a[0] == 0
+# --- dispatch -----------------------------------------------------------------------------------
 
 
-MINREACH = Ring("minreach", np.int64, 2, _mr_zero, _mr_one, _mr_add, _mr_mul, _mr_is_zero,
-                _pair_load, _pair_store)
+@overload(r_zero)
+def _ov_zero(tag):
+    ring = _ring_of(tag)
+    if ring is XFloat:
+        return lambda tag: (0.0, 0.0)
+    if ring is ModP:
+        return lambda tag: np.int64(0)
+    if ring is MinReach:
+        return lambda tag: (np.int64(0), NO_RANK)
+    return None
 
-RINGS: dict[str, Ring] = {r.name: r for r in (XFLOAT, MODP, MINREACH)}
+
+@overload(r_one)
+def _ov_one(tag):
+    ring = _ring_of(tag)
+    if ring is XFloat:
+        return lambda tag: (1.0, 0.0)
+    if ring is ModP:
+        return lambda tag: np.int64(1)
+    if ring is MinReach:
+        return lambda tag: (np.int64(1), NO_RANK)
+    return None
+
+
+@overload(r_add)
+def _ov_add(tag, a, b):
+    ring = _ring_of(tag)
+    if ring is XFloat:
+        return lambda tag, a, b: _xf_add(a, b)
+    if ring is ModP:
+        return lambda tag, a, b: _mp_add(a, b, tag.p)
+    if ring is MinReach:
+        return lambda tag, a, b: (a[0] | b[0], min(a[1], b[1]))
+    return None
+
+
+@overload(r_mul)
+def _ov_mul(tag, a, b):
+    ring = _ring_of(tag)
+    if ring is XFloat:
+        return lambda tag, a, b: _xf_mul(a, b)
+    if ring is ModP:
+        return lambda tag, a, b: (a * b) % tag.p
+    if ring is MinReach:
+        return lambda tag, a, b: _mr_mul(a, b)
+    return None
+
+
+@overload(r_is_zero)
+def _ov_is_zero(tag, a):
+    ring = _ring_of(tag)
+    if ring is XFloat:
+        return lambda tag, a: a[0] == 0.0
+    if ring is ModP:
+        return lambda tag, a: a == 0
+    if ring is MinReach:
+        return lambda tag, a: a[0] == 0
+    return None
+
+
+@overload(r_load)
+def _ov_load(tag, X, i, j):
+    if _ring_of(tag) is ModP:
+        return lambda tag, X, i, j: X[i, j, 0]
+    return lambda tag, X, i, j: (X[i, j, 0], X[i, j, 1])
+
+
+@overload(r_store)
+def _ov_store(tag, X, i, j, v):
+    if _ring_of(tag) is ModP:
+        def store1(tag, X, i, j, v):
+            X[i, j, 0] = v
+        return store1
+
+    def store2(tag, X, i, j, v):
+        X[i, j, 0] = v[0]
+        X[i, j, 1] = v[1]
+    return store2

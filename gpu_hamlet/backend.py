@@ -16,13 +16,13 @@ log = logging.getLogger("gpu_hamlet")
 
 
 class Backend(Protocol):
-    """What a backend provides. Arrays are NumPy; `rp` is the ring parameter (the modulus)."""
+    """What a backend provides. Arrays are NumPy; `param` is the ring's parameter (the modulus of 'modp')."""
 
     name: str
 
     def segment_maps(
         self, ring: str, pid: np.ndarray, seg: np.ndarray, time: np.ndarray, pos: np.ndarray,
-        weights: np.ndarray, template, full: bool, rp: np.ndarray,
+        weights: np.ndarray, template, full: bool, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
 
@@ -31,13 +31,13 @@ class Backend(Protocol):
 
     def compose_windows(
         self, ring: str, maps: np.ndarray, run_pid: np.ndarray, run_seg: np.ndarray, a: int,
-        n: int, finals: np.ndarray, rp: np.ndarray,
+        n: int, finals: np.ndarray, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Window results [windows, finals, lanes], window pid and index, from segment maps."""
         ...
 
     def reduce_sorted(
-        self, ring: str, values: np.ndarray, starts: np.ndarray, rp: np.ndarray
+        self, ring: str, values: np.ndarray, starts: np.ndarray, param: int = 0
     ) -> np.ndarray:
         """Ring sums of consecutive runs of values beginning at `starts`."""
         ...

@@ -38,7 +38,6 @@ SHARING_MODES = ("none",)
 
 _OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
         ">": pc.greater, ">=": pc.greater_equal}
-_NO_RP = np.zeros(1, np.int64)
 
 
 def aggregate(
@@ -287,20 +286,20 @@ class QueryRun:
 
     # -- kernels --
 
-    def _run(self, ring: str, channels: tuple[Channel, ...], W: np.ndarray, rp: np.ndarray):
+    def _run(self, ring: str, channels: tuple[Channel, ...], W: np.ndarray, param: int):
         """Window values [windows, channels, lanes] (kernel order) for one ring."""
         w, tpl = self.plan.windowing, self.tpl
         maps, run_pid, run_seg = self.be.segment_maps(
-            ring, self.pid, self.seg, self.time, self.pos, W, tpl, w.full, rp)
+            ring, self.pid, self.seg, self.time, self.pos, W, tpl, w.full, param)
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if w.full:
-            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, rp)
+            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, param)
         return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
 
-    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, rp: np.ndarray) -> np.ndarray:
+    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> np.ndarray:
         if not win.grouped:
             return vals
-        return self.be.reduce_sorted(ring, np.ascontiguousarray(vals[win.order]), win.starts, rp)
+        return self.be.reduce_sorted(ring, np.ascontiguousarray(vals[win.order]), win.starts, param)
 
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
         first = np.searchsorted(self.pid, win_pid)
@@ -324,9 +323,9 @@ class QueryRun:
         if self.pos.shape[0] == 0:
             return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         W = self._weights("xfloat", plan.linear)
-        vals, win_pid, win_k = self._run("xfloat", plan.linear, W, _NO_RP)
+        vals, win_pid, win_k = self._run("xfloat", plan.linear, W, 0)
         win = self._windows(win_pid, win_k)
-        fl = self._grouped("xfloat", vals, win, _NO_RP)
+        fl = self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
         fl = fl[keep]
         lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
@@ -362,10 +361,9 @@ class QueryRun:
         n_primes = primes_for_bits(bits + 2.0)
         res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
         for j, p in enumerate(primes(n_primes)):
-            rp = np.asarray([p], np.int64)
             W = self._weights("modp", plan.exact, p)
-            vals, _, _ = self._run("modp", plan.exact, W, rp)
-            res[j] = self._grouped("modp", vals, win, rp)[keep][:, :, 0]
+            vals, _, _ = self._run("modp", plan.exact, W, p)
+            res[j] = self._grouped("modp", vals, win, p)[keep][:, :, 0]
         out = {}
         for i, ch in enumerate(plan.exact):
             ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
@@ -377,8 +375,8 @@ class QueryRun:
     def _minmax(self, win: Windows, keep: np.ndarray) -> dict[Channel, pa.Array]:
         plan = self.plan
         W = self._weights("minreach", plan.minmax)
-        vals, _, _ = self._run("minreach", plan.minmax, W, _NO_RP)
-        vals = self._grouped("minreach", vals, win, _NO_RP)[keep]
+        vals, _, _ = self._run("minreach", plan.minmax, W, 0)
+        vals = self._grouped("minreach", vals, win, 0)[keep]
         out = {}
         for i, ch in enumerate(plan.minmax):
             if ch.kind == "count":

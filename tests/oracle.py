@@ -333,22 +333,26 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
             k_lo = math.floor((t - w) / s) + 1
             k_hi = math.floor(t / s)
             windows.update(range(k_lo, k_hi + 1))
+        seen: dict[tuple[int, ...], tuple] = {}  # windows holding the same events: same trends
         for k in sorted(windows):
             lo, hi = k * s, k * s + w
-            idx = [i for i, t in enumerate(secs) if lo <= t < hi]
+            idx = tuple(i for i, t in enumerate(secs) if lo <= t < hi)
             sub = [evs[i] for i in idx]
-            sub_types = [e[type_col] for e in sub]
-            sub_times = [secs[i] for i in idx]
-            contrib = [contribution(e) for e in sub]
-            trends = [0]
-            total = [0] * len(channels)
+            if idx not in seen:
+                sub_types = [e[type_col] for e in sub]
+                sub_times = [secs[i] for i in idx]
+                contrib = [contribution(e) for e in sub]
+                trends = [0]
+                total = [0] * len(channels)
 
-            def on_trend(path: tuple[int, ...], acc: tuple) -> None:
-                trends[0] += 1
-                for c in range(len(channels)):
-                    total[c] += acc[c]
+                def on_trend(path: tuple[int, ...], acc: tuple) -> None:
+                    trends[0] += 1
+                    for c in range(len(channels)):
+                        total[c] += acc[c]
 
-            used = _dfs_trends(sub_types, sub_times, matcher, contrib if channels else None, on_trend)
+                used = _dfs_trends(sub_types, sub_times, matcher, contrib if channels else None, on_trend)
+                seen[idx] = (trends, total, used)
+            trends, total, used = seen[idx]
             if trends[0] == 0:
                 continue
             cell = cells.setdefault((key[:ngroup], k), {"count": 0, "chan": [0] * len(channels),

@@ -1,0 +1,467 @@
+"""The engine against the brute-force oracle (DESIGN.md sections 2, 5 and 6).
+
+Property tests draw random workloads (text, parsed by the engine; the oracle runs on a Workload
+built independently by tests/strategies.py) and small event streams, and compare every aggregate
+in every numeric mode. Deterministic tests cover what small random streams cannot reach: bursts
+whose counts overflow decimal(38) and float64 (checked against closed forms, themselves checked
+against the oracle on small bursts), GROUPBY partitioning and the input errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from fractions import Fraction
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from gpu_hamlet.errors import EventDataError, GpuHamletError, NumericOverflowError, WorkloadError
+from gpu_hamlet.workload import Aggregate, PatternElement, Query, Workload
+
+try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
+    from compare import DECIMAL_LIMIT, assert_matches_oracle, close, events_to_table, to_datetime
+    from oracle import oracle
+    from strategies import event_streams, workload_cases, workload_types
+except ImportError:  # pragma: no cover
+    from tests.compare import DECIMAL_LIMIT, assert_matches_oracle, close, events_to_table, to_datetime
+    from tests.oracle import oracle
+    from tests.strategies import event_streams, workload_cases, workload_types
+
+aggregate = getattr(gpu_hamlet, "aggregate", None)
+needs_engine = pytest.mark.skipif(aggregate is None, reason="gpu_hamlet.aggregate is not there yet")
+needs_parser = pytest.mark.skipif(importlib.util.find_spec("gpu_hamlet.parser") is None,
+                                  reason="gpu_hamlet.parser is not there yet")
+
+NUMERIC_MODES = ("exact", "bigint", "float")
+SHARING_MODES = ("none", "static", "dynamic")
+
+PROPERTY = settings(max_examples=120, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY_SMALL = settings(PROPERTY, max_examples=40)
+
+
+def run(events, workload, **options):
+    """The engine on the CPU backend (options override)."""
+    options.setdefault("backend", "cpu")
+    return aggregate(events, workload, **options)
+
+
+@st.composite
+def cases(draw, max_queries: int = 5):
+    text, wl = draw(workload_cases(max_queries=max_queries))
+    events = draw(event_streams(workload_types(wl)))
+    return text, wl, events
+
+
+# --------------------------------------------------------------------------------------------
+# the parser reads the generated text as the strategies mean it
+# --------------------------------------------------------------------------------------------
+
+
+@needs_parser
+@settings(PROPERTY, max_examples=200)
+@given(workload_cases())
+def test_parser_reads_generated_workloads(case):
+    parse_workload = importlib.import_module("gpu_hamlet.parser").parse_workload
+    text, wl = case
+    parsed = parse_workload(text)
+    assert parsed.names == wl.names, text
+    for got, want in zip(parsed, wl):
+        assert got == want, f"{text!r}\nparsed  {got!r}\nmeant   {want!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# engine vs oracle
+# --------------------------------------------------------------------------------------------
+
+
+@needs_engine
+@PROPERTY
+@given(cases(), st.sampled_from(SHARING_MODES))
+def test_engine_matches_oracle_in_every_numeric_mode(case, sharing):
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    for numeric in NUMERIC_MODES:
+        tables = run(table, text, sharing=sharing, numeric=numeric)
+        assert_matches_oracle(tables, expected, wl, numeric)
+
+
+@needs_engine
+@PROPERTY_SMALL
+@given(cases(), st.randoms(use_true_random=False), st.sampled_from(NUMERIC_MODES))
+def test_input_order_does_not_matter(case, rnd, numeric):
+    text, wl, events = case
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    a = run(events_to_table(events), text, numeric=numeric, sharing="none")
+    b = run(events_to_table(shuffled), text, numeric=numeric, sharing="none")
+    for name in wl.names:
+        assert a[name].equals(b[name]), f"{name}: {a[name].to_pylist()} != {b[name].to_pylist()}"
+
+
+@needs_engine
+@PROPERTY_SMALL
+@given(cases(), st.sampled_from(NUMERIC_MODES))
+def test_pandas_input_equals_arrow_input(case, numeric):
+    text, wl, events = case
+    table = events_to_table(events)
+    a = run(table, text, numeric=numeric)
+    b = run(table.to_pandas(), text, numeric=numeric)
+    for name in wl.names:
+        assert a[name].equals(b[name]), f"{name}: arrow {a[name]}\npandas {b[name]}"
+
+
+@needs_engine
+@PROPERTY_SMALL
+@given(cases(max_queries=3),
+       st.sampled_from([pa.timestamp("us"), pa.timestamp("ms"), pa.timestamp("ns"),
+                        pa.timestamp("us", tz="UTC"), pa.float64()]))
+def test_timestamp_and_float_time_columns(case, time_type):
+    text, wl, events = case
+    table = events_to_table(events, time_type=time_type)
+    if isinstance(time_type, pa.TimestampType):
+        aware = time_type.tz is not None
+        oracle_events = [dict(e, time=to_datetime(e["time"], aware=aware)) for e in events]
+    else:
+        oracle_events = [dict(e, time=float(e["time"])) for e in events]
+    expected = oracle(oracle_events, wl, with_magnitudes=True)
+    tables = run(table, text, numeric="exact")
+    assert_matches_oracle(tables, expected, wl, "exact", time_type=time_type)
+    # the same aggregates as with int seconds
+    ints = run(events_to_table(events), text, numeric="exact")
+    for name in wl.names:
+        bounds = ["window_start", "window_end"]
+        assert tables[name].drop_columns(bounds).equals(ints[name].drop_columns(bounds)), name
+
+
+# --------------------------------------------------------------------------------------------
+# closed forms for SEQ(A, B+) bursts, checked against the oracle
+# --------------------------------------------------------------------------------------------
+
+
+def seq_a_bplus_closed_form(n_a: int, b_groups: list[list[int]]) -> dict:
+    """Aggregates of SEQ(A, B+) when ``n_a`` A events come strictly before all B events and the B
+    events come in timestamp groups ``b_groups`` (the x values of the B's of each timestamp).
+
+    A trend is one A and a non-empty chain taking at most one B per timestamp: with
+    P = prod(1 + m_j), there are n_a * (P - 1) trends, and a B of group j is in
+    n_a * P / (1 + m_j) of them (itself at j, any choice at every other timestamp).
+    """
+    P = math.prod(1 + len(g) for g in b_groups)
+    count = n_a * (P - 1)
+    count_b = n_a * sum(len(g) * (P // (1 + len(g))) for g in b_groups)
+    sum_b = n_a * sum(sum(g) * (P // (1 + len(g))) for g in b_groups)
+    avg_num = sum(Fraction(sum(g), 1 + len(g)) for g in b_groups)
+    avg_den = sum(Fraction(len(g), 1 + len(g)) for g in b_groups)
+    xs = [x for g in b_groups for x in g]
+    return {"count": count, "count_A": count, "count_B": count_b, "sum_B_x": sum_b,
+            "avg_B_x": avg_num / avg_den if avg_den else None,
+            "min_B_x": min(xs) if xs and n_a else None, "max_B_x": max(xs) if xs and n_a else None}
+
+
+def burst_events(n_a: int, b_groups: list[list[int]], *, t0: int = 0, g: str = "g1") -> list[dict]:
+    """n_a A events at t0, then group j of B events at t0 + 1 + j (x values from b_groups)."""
+    evs = [dict(time=t0, type="A", g=g, k=0, x=0, y=0.0, s="u") for _ in range(n_a)]
+    for j, grp in enumerate(b_groups):
+        for x in grp:
+            evs.append(dict(time=t0 + 1 + j, type="B", g=g, k=0, x=x, y=x / 4, s="u"))
+    return evs
+
+
+BURST_AGGS = (Aggregate("COUNT", None, None, "count"), Aggregate("COUNT", "A", None, "count_A"),
+              Aggregate("COUNT", "B", None, "count_B"), Aggregate("SUM", "B", "x", "sum_B_x"),
+              Aggregate("AVG", "B", "x", "avg_B_x"), Aggregate("MIN", "B", "x", "min_B_x"),
+              Aggregate("MAX", "B", "x", "max_B_x"))
+BURST_RETURN = "COUNT(*), COUNT(A), COUNT(B), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x)"
+
+
+def burst_query(name="burst", within_s=100_000, groupby=()) -> Query:
+    return Query(name=name, pattern=(PatternElement("A"), PatternElement("B", True)),
+                 aggregates=BURST_AGGS, groupby=tuple(groupby), group_items=tuple(groupby),
+                 within_ms=within_s * 1000, slide_ms=within_s * 1000)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3), st.lists(st.lists(st.integers(-3, 6), min_size=1, max_size=3), max_size=6))
+def test_closed_form_matches_oracle(n_a, b_groups):
+    (row,) = oracle(burst_events(n_a, b_groups), Workload((burst_query(),)))["burst"] or [None]
+    want = seq_a_bplus_closed_form(n_a, b_groups)
+    if want["count"] == 0:
+        assert row is None
+        return
+    got = {k: v for k, v in row.items() if k not in ("window_start", "window_end")}
+    assert got == want
+
+
+def test_closed_form_examples():
+    assert seq_a_bplus_closed_form(1, [[1]] * 3)["count"] == 7
+    assert seq_a_bplus_closed_form(1, [[1]] * 130)["count"] == 2**130 - 1
+    f = seq_a_bplus_closed_form(1, [[2], [5]])
+    assert (f["count"], f["count_B"], f["sum_B_x"], f["avg_B_x"]) == (3, 4, 14, Fraction(7, 2))
+    f = seq_a_bplus_closed_form(1, [[1, 2], [3]])  # chains: 1, 2, 3, 1-3, 2-3
+    assert (f["count"], f["count_B"], f["sum_B_x"]) == (5, 7, 1 + 2 + 3 + 4 + 5)
+
+
+# --------------------------------------------------------------------------------------------
+# overflow: decimal(38) in "exact", exact digits in "bigint", float64 in "float"
+# --------------------------------------------------------------------------------------------
+
+# g1: 1 A, then 160 B's over 100 timestamps with multiplicities 1, 2, 1, 3, ... (equal timestamps
+# inside the burst): P = 2^50 * 3^25 * 4^25 > 10^38. g2: a small burst. Window [2000, 102000).
+_MULT = [1, 2, 1, 3] * 25
+G1_GROUPS = [[1 + (j + i) % 5 for i in range(m)] for j, m in enumerate(_MULT)]
+G2_GROUPS = [[4], [-2, 7]]
+OVERFLOW_T0 = 2000
+OVERFLOW_TEXT = (f"burst: RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 100000 s")
+
+
+def overflow_events():
+    return (burst_events(1, G1_GROUPS, t0=OVERFLOW_T0, g="g1")
+            + burst_events(1, G2_GROUPS, t0=OVERFLOW_T0 + 50, g="g2"))
+
+
+def test_overflow_fixture_is_an_overflow():
+    f = seq_a_bplus_closed_form(1, G1_GROUPS)
+    assert f["count"] >= DECIMAL_LIMIT and f["count_B"] >= DECIMAL_LIMIT and f["sum_B_x"] >= DECIMAL_LIMIT
+    assert f["count"] < 2**200
+
+
+@needs_engine
+@pytest.mark.parametrize("sharing", SHARING_MODES)
+def test_overflow_exact_raises(sharing):
+    with pytest.raises(NumericOverflowError) as info:
+        run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="exact", sharing=sharing)
+    msg = str(info.value)
+    assert "burst" in msg, f"the query is not named: {msg}"
+    assert "g1" in msg, f"the group is not named: {msg}"
+    assert str(OVERFLOW_T0) in msg, f"the window (starting at {OVERFLOW_T0}) is not named: {msg}"
+    assert "bigint" in msg and "on_overflow" in msg, f"the ways out are not named: {msg}"
+
+
+@needs_engine
+def test_overflow_exact_null():
+    tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="exact", on_overflow="null")
+    rows = tables["burst"].to_pylist()
+    assert [r["g"] for r in rows] == ["g1", "g2"]
+    g1, g2 = rows
+    f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
+    assert g1["count"] is None and g1["count_A"] is None and g1["count_B"] is None and g1["sum_B_x"] is None
+    assert close(g1["avg_B_x"], f1["avg_B_x"])
+    assert (g1["min_B_x"], g1["max_B_x"]) == (f1["min_B_x"], f1["max_B_x"])
+    assert (g1["window_start"], g1["window_end"]) == (0, 100_000)
+    for key in ("count", "count_A", "count_B", "sum_B_x"):
+        assert g2[key] == f2[key], key
+    # the same through the generic comparison
+    wl = Workload((burst_query(groupby=("g",)),))
+    expected = {"burst": [dict(g="g1", window_start=0, window_end=100_000, **f1),
+                          dict(g="g2", window_start=0, window_end=100_000, **f2)]}
+    assert_matches_oracle(tables, expected, wl, "exact", on_overflow="null")
+
+
+@needs_engine
+@pytest.mark.parametrize("sharing", SHARING_MODES)
+def test_overflow_bigint_exact_digits(sharing):
+    tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="bigint", sharing=sharing)
+    rows = tables["burst"].to_pylist()
+    f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
+    assert rows[0]["count"] == str(f1["count"])
+    wl = Workload((burst_query(groupby=("g",)),))
+    expected = {"burst": [dict(g="g1", window_start=0, window_end=100_000, **f1),
+                          dict(g="g2", window_start=0, window_end=100_000, **f2)]}
+    assert_matches_oracle(tables, expected, wl, "bigint")
+
+
+@needs_engine
+def test_overflow_float():
+    tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="float")
+    wl = Workload((burst_query(groupby=("g",)),))
+    f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
+    expected = {"burst": [dict(g="g1", window_start=0, window_end=100_000, **f1),
+                          dict(g="g2", window_start=0, window_end=100_000, **f2)]}
+    assert_matches_oracle(tables, expected, wl, "float")
+
+
+@needs_engine
+def test_plain_burst_of_130_is_2_pow_n_minus_1():
+    events = burst_events(1, [[1]] * 130)
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h"
+    (row,) = run(events_to_table(events), text, numeric="bigint")["q1"].to_pylist()
+    assert row["count"] == str(2**130 - 1)
+    (row,) = run(events_to_table(events), text, numeric="float")["q1"].to_pylist()
+    assert close(row["count"], 2**130 - 1)
+    with pytest.raises(NumericOverflowError):
+        run(events_to_table(events), text, numeric="exact")
+
+
+# --------------------------------------------------------------------------------------------
+# AVG over a burst of 5,000 B events: counts far beyond float64, AVG still to 1e-9
+# --------------------------------------------------------------------------------------------
+
+_BIG_MULT = ([1, 2, 3, 1, 1, 4] * 500)[:2300]
+BIG_GROUPS = []
+_i = 0
+for _m in _BIG_MULT:
+    BIG_GROUPS.append([(7 * (_i + r)) % 23 - 5 for r in range(_m)])
+    _i += _m
+BIG_GROUPS[-1].extend([3] * (5000 - _i))  # exactly 5,000 B events
+BIG_TEXT = "big: RETURN AVG(B.x), AVG(B.y), MIN(B.x), MAX(B.y), COUNT(B) AS n_b PATTERN SEQ(A, B+) WITHIN 1 h"
+
+
+def test_big_burst_fixture():
+    assert sum(len(g) for g in BIG_GROUPS) == 5000
+    f = seq_a_bplus_closed_form(1, BIG_GROUPS)
+    assert f["count"] > 10**1000  # far beyond float64
+
+
+@needs_engine
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+def test_avg_over_a_burst_of_5000(numeric):
+    events = burst_events(1, BIG_GROUPS)
+    f = seq_a_bplus_closed_form(1, BIG_GROUPS)
+    text = "big: RETURN AVG(B.x), AVG(B.y), MIN(B.x), MAX(B.y) PATTERN SEQ(A, B+) WITHIN 1 h"
+    (row,) = run(events_to_table(events), text, numeric=numeric)["big"].to_pylist()
+    assert close(row["avg_B_x"], f["avg_B_x"]), (row["avg_B_x"], float(f["avg_B_x"]))
+    # y = x / 4 for every B, so AVG(B.y) = AVG(B.x) / 4
+    assert close(row["avg_B_y"], f["avg_B_x"] / 4), (row["avg_B_y"], float(f["avg_B_x"] / 4))
+    assert row["min_B_x"] == f["min_B_x"]
+    assert row["max_B_y"] == max(x / 4 for g in BIG_GROUPS for x in g)
+
+
+@needs_engine
+def test_counts_of_a_burst_of_5000_in_bigint():
+    events = burst_events(1, BIG_GROUPS)
+    f = seq_a_bplus_closed_form(1, BIG_GROUPS)
+    (row,) = run(events_to_table(events), BIG_TEXT, numeric="bigint")["big"].to_pylist()
+    assert row["n_b"] == str(f["count_B"])
+    assert close(row["avg_B_x"], f["avg_B_x"])
+
+
+# --------------------------------------------------------------------------------------------
+# GROUPBY partitions, custom column names, empty input
+# --------------------------------------------------------------------------------------------
+
+
+@needs_engine
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+def test_results_are_partitioned_by_groupby(numeric):
+    groups = {"g2": [[3], [1, 2]], "g1": [[5], [5], [-1]]}
+    events = []
+    for g, grp in groups.items():
+        events += burst_events(2, grp, t0=10, g=g)
+        events += burst_events(1, grp, t0=100, g=g)  # a second window (WITHIN 60 s)
+    events = [dict(e, k=i % 2) for i, e in enumerate(events)]
+    # GROUPBY g over both windows
+    text = f"RETURN {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min"
+    wl = Workload((burst_query("q1", within_s=60, groupby=("g",)),))
+    expected = oracle(events, wl, with_magnitudes=True)
+    assert [(r["g"], r["window_start"]) for r in expected["q1"]] == [("g1", 0), ("g1", 60), ("g2", 0), ("g2", 60)]
+    for r in expected["q1"]:
+        f = seq_a_bplus_closed_form(2 if r["window_start"] == 0 else 1, groups[r["g"]])
+        assert {k: r[k] for k in f} == f
+    assert_matches_oracle(run(events_to_table(events), text, numeric=numeric), expected, wl, numeric)
+    # GROUPBY on an int column, and on two columns
+    for groupby in (("k",), ("g", "k")):
+        text = f"RETURN {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY {', '.join(groupby)} WITHIN 1 min"
+        wl = Workload((burst_query("q1", within_s=60, groupby=groupby),))
+        expected = oracle(events, wl, with_magnitudes=True)
+        assert expected["q1"], groupby
+        assert_matches_oracle(run(events_to_table(events), text, numeric=numeric), expected, wl, numeric)
+
+
+@needs_engine
+def test_custom_time_and_type_column_names():
+    events = burst_events(1, [[1], [2, 3]])
+    table = events_to_table(events).rename_columns(
+        ["ev_time" if c == "time" else "ev_kind" if c == "type" else c for c in events_to_table(events).column_names])
+    (row,) = run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s", time_col="ev_time",
+                 type_col="ev_kind", numeric="bigint")["q1"].to_pylist()
+    assert row == {"window_start": 0, "window_end": 10, "count": "5"}
+
+
+@needs_engine
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+def test_empty_input_gives_empty_tables(numeric):
+    text = f"RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min; RETURN COUNT(*) PATTERN C+ WITHIN 5 s"
+    tables = run(events_to_table([]), text, numeric=numeric)
+    wl = Workload((burst_query("q1", within_s=60, groupby=("g",)),
+                   Query("q2", (PatternElement("C", True),), (Aggregate("COUNT", None, None, "count"),),
+                         within_ms=5000, slide_ms=5000)))
+    assert_matches_oracle(tables, {"q1": [], "q2": []}, wl, numeric)
+
+
+# --------------------------------------------------------------------------------------------
+# input errors name the column
+# --------------------------------------------------------------------------------------------
+
+_SIMPLE = "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s"
+
+
+def _renamed(table: pa.Table, **names) -> pa.Table:
+    return table.rename_columns([names.get(c, c) for c in table.column_names])
+
+
+@needs_engine
+def test_null_time_is_an_error():
+    table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
+    times = table.column("ev_time").to_pylist()
+    times[1] = None
+    table = table.set_column(table.column_names.index("ev_time"), "ev_time", pa.array(times, pa.int64()))
+    with pytest.raises(EventDataError, match="ev_time"):
+        run(table, _SIMPLE, time_col="ev_time")
+
+
+@needs_engine
+def test_null_type_is_an_error():
+    table = _renamed(events_to_table(burst_events(1, [[1], [2]])), type="ev_kind")
+    kinds = table.column("ev_kind").to_pylist()
+    kinds[2] = None
+    table = table.set_column(table.column_names.index("ev_kind"), "ev_kind", pa.array(kinds, pa.string()))
+    with pytest.raises(EventDataError, match="ev_kind"):
+        run(table, _SIMPLE, type_col="ev_kind")
+
+
+@needs_engine
+def test_missing_attribute_column_is_an_error():
+    table = events_to_table(burst_events(1, [[1], [2]]))
+    with pytest.raises(EventDataError, match="amount"):
+        run(table, "RETURN SUM(B.amount) PATTERN SEQ(A, B+) WITHIN 10 s")
+    with pytest.raises(EventDataError, match="amount"):
+        run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.amount > 3 WITHIN 10 s")
+    with pytest.raises(EventDataError, match="region"):
+        run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+) GROUPBY region WITHIN 10 s")
+    with pytest.raises(EventDataError, match="region"):
+        run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [region] WITHIN 10 s")
+    with pytest.raises(EventDataError, match="ev_time"):
+        run(table, _SIMPLE, time_col="ev_time")
+    with pytest.raises(EventDataError, match="ev_kind"):
+        run(table, _SIMPLE, type_col="ev_kind")
+
+
+@needs_engine
+@pytest.mark.parametrize("bad", [pa.string(), pa.bool_(), pa.date32()])
+def test_unsupported_time_type_is_an_error(bad):
+    table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
+    times = table.column("ev_time")
+    if bad == pa.string():
+        col = pa.array([str(t) for t in times.to_pylist()], pa.string())
+    elif bad == pa.bool_():
+        col = pa.array([bool(t) for t in times.to_pylist()], pa.bool_())
+    else:
+        col = pa.array(times.to_pylist(), pa.int32()).cast(pa.date32())
+    table = table.set_column(table.column_names.index("ev_time"), "ev_time", col)
+    with pytest.raises(EventDataError, match="ev_time"):
+        run(table, _SIMPLE, time_col="ev_time")
+
+
+@needs_engine
+def test_pattern_type_absent_from_the_data_is_an_error():
+    table = events_to_table(burst_events(1, [[1], [2]]))
+    with pytest.raises((EventDataError, WorkloadError), match="Dropoff"):
+        run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+, Dropoff) WITHIN 10 s")
+    assert issubclass(EventDataError, GpuHamletError)
