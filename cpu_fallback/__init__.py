@@ -17,7 +17,8 @@ class CpuBackend:
         proto = np.empty(0, layout(ring)[0])
         return kernels.segment_maps(
             make_tag(ring, param), pid, seg, time, pos, weights, template.pred_ptr,
-            template.pred_idx, template.is_start, template.is_end, template.k, full, proto)
+            template.pred_idx, template.is_start, template.is_end, template.k, full, template.carry,
+            proto)
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return kernels.compose_windows(make_tag(ring, param), maps, run_pid, run_seg, np.int64(a),

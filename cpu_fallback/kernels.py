@@ -12,9 +12,9 @@ An event at position p with weights w does, from the state before its timestamp:
     then position p of each channel grows by c (or t), and so does the final value if p is an end.
 Events with equal timestamps all read the state from before that timestamp.
 
-A *segment* (a pane, or a whole tumbling window) is processed from the identity (`full`: the
-segment's whole affine map, D x D, so segments can be composed into windows) or from the zero state
-(only the segment's own result, when a window is a single segment).
+A *segment* (a pane, or a whole tumbling window) is processed from the zero state (its own result,
+when a window is a single segment) or, with `full`, into its whole affine map (D x D, so segments
+compose into windows).
 """
 
 from __future__ import annotations
@@ -57,34 +57,59 @@ def _apply_event(tag, X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch
 
 
 @njit(cache=True)
-def _reset(tag, X, full):
+def _reset(tag, X, carry):
+    # Column 0 starts from the zero state (constant 1); column 1 + j from the unit input at
+    # channel-0 position carry[j] (the positions some event reads as a predecessor).
     D = X.shape[0]
     for a in range(D):
         for b in range(X.shape[1]):
             r_store(tag, X, a, b, r_zero(tag))
-    if full:
-        for a in range(D):
-            r_store(tag, X, a, a, r_one(tag))
-    else:
-        r_store(tag, X, D - 1, 0, r_one(tag))
+    r_store(tag, X, D - 1, 0, r_one(tag))
+    for j in range(X.shape[1] - 1):
+        r_store(tag, X, carry[j], j + 1, r_one(tag))
 
 
 @njit(cache=True)
-def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end, k, full, proto):
+def _full_map(tag, X, carry, nch, k, M):
+    """The segment's D x D map from the columns computed for the constant and carried positions.
+
+    A weighted channel's response to its own input is the count channel's response to the count
+    input (the same recursion, with no weight term since c is zero there), so those blocks are
+    copied; inputs nobody reads (finals, positions that are no predecessor) map to themselves."""
+    D = M.shape[0]
+    stride = k + 1
+    for a in range(D):
+        for b in range(D):
+            r_store(tag, M, a, b, r_zero(tag))
+        r_store(tag, M, a, a, r_one(tag))
+    for a in range(D):
+        r_store(tag, M, a, D - 1, r_load(tag, X, a, 0))
+    for j in range(carry.shape[0]):
+        q = carry[j]
+        for a in range(D - 1):
+            r_store(tag, M, a, q, r_load(tag, X, a, j + 1))
+        for ch in range(1, nch):
+            for r in range(stride):
+                r_store(tag, M, ch * stride + r, ch * stride + q, r_load(tag, X, r, j + 1))
+
+
+@njit(cache=True)
+def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end, k, full, carry,
+                 proto):
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
-    `proto` is an empty array of the ring's dtype; returns (maps [runs, D, D or 1, lanes],
-    run_pid, run_seg)."""
+    `carry` lists the positions read as predecessors; `proto` is an empty array of the ring's
+    dtype. Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
     n = pos.shape[0]
     nch = W.shape[0]
     D = nch * (k + 1) + 1
-    ncols = D if full else 1
+    ncols = 1 + carry.shape[0] if full else 1
     lanes = W.shape[2]
     nruns = 0
     for i in range(n):
         if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
             nruns += 1
-    maps = np.empty((nruns, D, ncols, lanes), proto.dtype)
+    maps = np.empty((nruns, D, D if full else 1, lanes), proto.dtype)
     run_pid = np.empty(nruns, np.int64)
     run_seg = np.empty(nruns, np.int64)
     X = np.empty((D, ncols, lanes), proto.dtype)
@@ -94,11 +119,14 @@ def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end,
     while i < n:
         if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
             if r >= 0:
-                maps[r] = X
+                if full:
+                    _full_map(tag, X, carry, nch, k, maps[r])
+                else:
+                    maps[r] = X
             r += 1
             run_pid[r] = pid[i]
             run_seg[r] = seg[i]
-            _reset(tag, X, full)
+            _reset(tag, X, carry)
         j = i + 1
         while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
             j += 1
@@ -119,7 +147,10 @@ def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end,
                         r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
         i = j
     if r >= 0:
-        maps[r] = X
+        if full:
+            _full_map(tag, X, carry, nch, k, maps[r])
+        else:
+            maps[r] = X
     return maps, run_pid, run_seg
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -180,6 +180,7 @@ class QueryRun:
         else:
             self.seg = self.time // np.int64(w.seg)
         self.tpl = plan.template
+        self._key_cache: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._check_nulls()
 
     # -- inputs --
@@ -272,17 +273,35 @@ class QueryRun:
         return W
 
     def _ranks(self, ch: Channel) -> np.ndarray:
-        """Dense ranks of the attribute (negated order for MAX), so MIN covers both."""
-        uniq = self._sorted_unique(ch.attr)
-        col = self.ev.table.column(ch.attr).take(pa.array(self.rows))
-        r = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(zero_copy_only=False)
-        r = r.astype(np.int64)
-        return r if ch.kind == "min" else (len(uniq) - 1 - r)
+        """Order keys of the attribute, bit-inverted for MAX so that MIN covers both."""
+        keys = self._order_keys(ch.attr)[0]
+        return keys if ch.kind == "min" else ~keys
 
-    def _sorted_unique(self, attr: str) -> pa.Array:
-        col = self.ev.table.column(attr).take(pa.array(self.rows))
-        uniq = pc.unique(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-        return uniq.take(pc.array_sort_indices(uniq))
+    def _order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
+        """int64 keys ordered like the attribute's values, and the way back to values.
+
+        Integers and timestamps are their own keys and floats their order-preserving bit
+        patterns (no sort needed); other types (strings, decimals) use dense ranks."""
+        hit = self._key_cache.get(attr)
+        if hit is not None:
+            return hit
+        col = self.ev.table.column(attr).take(pa.array(self.rows)).combine_chunks()
+        t = col.type
+        if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
+                or pa.types.is_boolean(t):
+            keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+            back = lambda k: pa.array(k, pa.int64()).cast(t)  # noqa: E731
+        elif pa.types.is_floating(t):
+            keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
+            back = lambda k: pa.array(_float_keys(k).view(np.float64)).cast(t)  # noqa: E731
+        else:
+            uniq = pc.unique(col)
+            uniq = uniq.take(pc.array_sort_indices(uniq))
+            keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
+                zero_copy_only=False).astype(np.int64)
+            back = lambda k: uniq.take(pa.array(k))  # noqa: E731
+        self._key_cache[attr] = (keys, back)
+        return keys, back
 
     # -- kernels --
 
@@ -381,12 +400,12 @@ class QueryRun:
         for i, ch in enumerate(plan.minmax):
             if ch.kind == "count":
                 continue
-            uniq = self._sorted_unique(ch.attr)
-            r = vals[:, i, 1]
+            keys = vals[:, i, 1]
             if ch.kind == "max":
-                r = len(uniq) - 1 - r
+                keys = ~keys
             reach = vals[:, i, 0] > 0
-            out[ch] = uniq.take(pa.array(np.where(reach, r, 0), mask=~reach))
+            col = self._order_keys(ch.attr)[1](np.where(reach, keys, 0))
+            out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type))
         return out
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
@@ -470,6 +489,12 @@ class QueryRun:
             return pa.array([], pa.string())
         scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
         return pa.array([], pa.decimal128(38, scale))
+
+
+def _float_keys(x: np.ndarray) -> np.ndarray:
+    """Order-preserving int64 keys of float64 values (an involution on the bit patterns)."""
+    i = np.ascontiguousarray(x).view(np.int64)
+    return i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
 
 
 def _decimal_limbs(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

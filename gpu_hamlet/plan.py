@@ -30,6 +30,11 @@ class Template:
     is_end: np.ndarray
     position: dict[str, int]
 
+    @property
+    def carry(self) -> np.ndarray:
+        """Positions some position reads as a predecessor: the inputs a segment map depends on."""
+        return np.unique(self.pred_idx).astype(np.int64)
+
     @classmethod
     def of(cls, query: Query) -> "Template":
         k = len(query.pattern)
