@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 __all__ = [
     "oracle",

@@ -67,7 +67,7 @@ def _duration(draw, ms: int) -> str:
         m = ms // 60000
         forms += [f"{m} min", f"{m} mins"]
     if not forms:
-        forms = [f"{ms} ms"]
+        forms = [f"{ms} ms", f"{ms}ms", f"{ms / 1000:g} s"]
     return draw(st.sampled_from(forms))
 
 
@@ -91,8 +91,13 @@ def _literal(draw, attr: str):
 
 
 @st.composite
-def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES) -> tuple[str, Query]:
-    """One query at position ``index`` (1-based) over types of ``alphabet``: text and Query."""
+def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_ms: int = 1000
+                ) -> tuple[str, Query]:
+    """One query at position ``index`` (1-based) over types of ``alphabet``: text and Query.
+
+    WITHIN and SLIDE are multiples of ``window_unit_ms`` (1000: whole seconds, which int-second
+    time columns can hold; 250 or 100 give sub-second windows for float or timestamp times).
+    """
     kw = lambda w: draw(_kw(w))  # noqa: E731
 
     # name
@@ -162,13 +167,18 @@ def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES) -> tuple[str,
             cond_texts.append(c[0])
             filters.append(c[1])
 
-    # windows (whole seconds, so int-second time columns can hold every bound)
+    # windows: multiples of window_unit_ms, slide <= within, dividing it or not
     if draw(st.integers(0, 9)) == 0:
         within_ms = 60_000
         slide_ms = draw(st.sampled_from([None, 60_000, 30_000, 20_000, 15_000]))
     else:
-        within_ms = 1000 * draw(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 8, 10, 10, 12]))
-        slide_ms = draw(st.one_of(st.none(), st.integers(1, within_ms // 1000).map(lambda s: s * 1000)))
+        u = window_unit_ms
+        scale = max(1, 1000 // u)  # keep windows of about 1 to 12 seconds
+        if scale == 1:
+            within_ms = u * draw(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 8, 10, 10, 12]))
+        else:
+            within_ms = u * draw(st.integers(1, 12 * scale))
+        slide_ms = draw(st.one_of(st.none(), st.integers(1, within_ms // u).map(lambda k: k * u)))
 
     text = f"{name}: " if named else ""
     text += f"{kw('RETURN')} {', '.join(items)} {kw('PATTERN')} {pattern_text}"
@@ -196,12 +206,13 @@ def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES) -> tuple[str,
 
 
 @st.composite
-def workload_cases(draw, min_queries: int = 1, max_queries: int = 5) -> tuple[str, Workload]:
-    """``(workload text, Workload)`` with 1..5 queries."""
+def workload_cases(draw, min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
+                   ) -> tuple[str, Workload]:
+    """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms)."""
     n = draw(st.integers(min_queries, max_queries))
     # a workload draws its types from a few of A..E: denser streams, more shared Kleene types
     alphabet = draw(st.permutations(TYPES))[: draw(st.sampled_from([2, 3, 3, 4, 5]))]
-    cases = [draw(query_cases(i + 1, alphabet)) for i in range(n)]
+    cases = [draw(query_cases(i + 1, alphabet, window_unit_ms)) for i in range(n)]
     sep = draw(st.sampled_from([";\n", "; ", ";\n\n"]))
     text = sep.join(t for t, _ in cases)
     if draw(st.booleans()):
@@ -209,9 +220,9 @@ def workload_cases(draw, min_queries: int = 1, max_queries: int = 5) -> tuple[st
     return text, Workload(tuple(q for _, q in cases))
 
 
-def workloads(min_queries: int = 1, max_queries: int = 5) -> st.SearchStrategy[str]:
+def workloads(min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000) -> st.SearchStrategy[str]:
     """Random workload text in the query language (DESIGN.md section 2)."""
-    return workload_cases(min_queries, max_queries).map(lambda case: case[0])
+    return workload_cases(min_queries, max_queries, window_unit_ms).map(lambda case: case[0])
 
 
 @st.composite

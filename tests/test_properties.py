@@ -52,8 +52,8 @@ def run(events, workload, **options):
 
 
 @st.composite
-def cases(draw, max_queries: int = 5):
-    text, wl = draw(workload_cases(max_queries=max_queries))
+def cases(draw, max_queries: int = 5, window_unit_ms: int = 1000):
+    text, wl = draw(workload_cases(max_queries=max_queries, window_unit_ms=window_unit_ms))
     events = draw(event_streams(workload_types(wl)))
     return text, wl, events
 
@@ -65,7 +65,7 @@ def cases(draw, max_queries: int = 5):
 
 @needs_parser
 @settings(PROPERTY, max_examples=200)
-@given(workload_cases())
+@given(st.sampled_from([1000, 1000, 250, 100]).flatmap(lambda u: workload_cases(window_unit_ms=u)))
 def test_parser_reads_generated_workloads(case):
     parse_workload = importlib.import_module("gpu_hamlet.parser").parse_workload
     text, wl = case
@@ -157,6 +157,23 @@ def test_timestamp_and_float_time_columns(case, time_type):
     for name in wl.names:
         bounds = ["window_start", "window_end"]
         assert tables[name].drop_columns(bounds).equals(ints[name].drop_columns(bounds)), name
+
+
+@needs_engine
+@PROPERTY_SMALL
+@given(st.sampled_from([(pa.timestamp("us"), 100), (pa.timestamp("ms", tz="UTC"), 100),
+                        (pa.float64(), 250)]).flatmap(
+    lambda tu: st.tuples(st.just(tu[0]), cases(max_queries=3, window_unit_ms=tu[1]))))
+def test_subsecond_windows_on_timestamp_and_float_times(args):
+    time_type, (text, wl, events) = args
+    table = events_to_table(events, time_type=time_type)
+    if isinstance(time_type, pa.TimestampType):
+        aware = time_type.tz is not None
+        oracle_events = [dict(e, time=to_datetime(e["time"], aware=aware)) for e in events]
+    else:
+        oracle_events = [dict(e, time=float(e["time"])) for e in events]
+    expected = oracle(oracle_events, wl, with_magnitudes=True)
+    assert_matches_oracle(run(table, text, numeric="exact"), expected, wl, "exact", time_type=time_type)
 
 
 # --------------------------------------------------------------------------------------------
