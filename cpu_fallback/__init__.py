@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cpu_fallback import kernels
-from cpu_fallback.rings import layout, make_tag
+from cpu_fallback.rings import make_tag
 
 
 class CpuBackend:
@@ -13,12 +13,12 @@ class CpuBackend:
 
     name = "cpu"
 
-    def segment_maps(self, ring, pid, seg, time, pos, weights, template, full, param=0):
-        proto = np.empty(0, layout(ring)[0])
+    def segment_maps(self, ring, pid, seg, time, pos, weights, mu, macro, template, full, snap,
+                     param=0):
         return kernels.segment_maps(
-            make_tag(ring, param), pid, seg, time, pos, weights, template.pred_ptr,
-            template.pred_idx, template.is_start, template.is_end, template.k, full, template.carry,
-            proto)
+            make_tag(ring, param), pid, seg, time, pos, weights, mu, macro, template.pred_ptr,
+            template.pred_idx, template.is_start, template.is_end, template.k, full,
+            template.carry, snap)
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return kernels.compose_windows(make_tag(ring, param), maps, run_pid, run_seg, np.int64(a),
@@ -26,6 +26,10 @@ class CpuBackend:
 
     def reduce_sorted(self, ring, values, starts, param=0):
         return kernels.reduce_sorted(make_tag(ring, param), values, starts)
+
+    def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
+        return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, weights,
+                                          np.int64(nseg))
 
 
 __all__ = ["CpuBackend"]

@@ -26,11 +26,15 @@ from cpu_fallback.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, 
 
 
 @njit(cache=True)
-def _apply_event(tag, X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols):
+def _apply_event(tag, X, Dst, i, p, W, MU, macro, pred_ptr, pred_idx, is_start, is_end, nch, k,
+                 ncols, snap):
     # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its own
     # predecessors before writing, and channel 0, which the others read through c, is written last).
+    # A macro event (a shared burst, gpu_hamlet/sharing.py) adds MU*c and MU*z + W*c instead of
+    # c and z + W*c; its c is the burst's snapshot, recorded in `snap` (column 0).
     stride = k + 1
     cst = X.shape[0] - 1
+    is_macro = macro[i]
     for col in range(ncols):
         if is_start[p]:
             c = r_load(tag, X, cst, col)
@@ -38,12 +42,16 @@ def _apply_event(tag, X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch
             c = r_zero(tag)
         for qi in range(pred_ptr[p], pred_ptr[p + 1]):
             c = r_add(tag, c, r_load(tag, X, pred_idx[qi], col))
+        if is_macro and col == 0:
+            r_store(tag, snap, i, 0, c)
         cz = r_is_zero(tag, c)
         for ch in range(1, nch):
             base = ch * stride
             t = r_zero(tag)
             for qi in range(pred_ptr[p], pred_ptr[p + 1]):
                 t = r_add(tag, t, r_load(tag, X, base + pred_idx[qi], col))
+            if is_macro:
+                t = r_mul(tag, r_load(tag, MU, i, 0), t)
             if not cz:
                 t = r_add(tag, t, r_mul(tag, r_load(tag, W, ch, i), c))
             if not r_is_zero(tag, t):
@@ -51,6 +59,8 @@ def _apply_event(tag, X, Dst, i, p, W, pred_ptr, pred_idx, is_start, is_end, nch
                 if is_end[p]:
                     r_store(tag, Dst, base + k, col, r_add(tag, r_load(tag, Dst, base + k, col), t))
         if not cz:
+            if is_macro:
+                c = r_mul(tag, r_load(tag, MU, i, 0), c)
             r_store(tag, Dst, p, col, r_add(tag, r_load(tag, Dst, p, col), c))
             if is_end[p]:
                 r_store(tag, Dst, k, col, r_add(tag, r_load(tag, Dst, k, col), c))
@@ -94,12 +104,14 @@ def _full_map(tag, X, carry, nch, k, M):
 
 
 @njit(cache=True)
-def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end, k, full, carry,
-                 proto):
+def segment_maps(tag, pid, seg, t, pos, W, MU, macro, pred_ptr, pred_idx, is_start, is_end, k,
+                 full, carry, snap):
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
-    `carry` lists the positions read as predecessors; `proto` is an empty array of the ring's
-    dtype. Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+    `MU`/`macro`: multipliers of macro events (shared bursts); `carry` lists the positions read as
+    predecessors; `snap` receives each macro event's snapshot. Returns (maps [runs, D, D or 1,
+    lanes], run_pid, run_seg)."""
+    proto = snap
     n = pos.shape[0]
     nch = W.shape[0]
     D = nch * (k + 1) + 1
@@ -131,15 +143,15 @@ def segment_maps(tag, pid, seg, t, pos, W, pred_ptr, pred_idx, is_start, is_end,
         while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
             j += 1
         if j == i + 1:
-            _apply_event(tag, X, X, i, pos[i], W, pred_ptr, pred_idx, is_start, is_end, nch, k,
-                         ncols)
+            _apply_event(tag, X, X, i, pos[i], W, MU, macro, pred_ptr, pred_idx, is_start, is_end,
+                         nch, k, ncols, snap)
         else:
             for a in range(D):
                 for b in range(ncols):
                     r_store(tag, Dl, a, b, r_zero(tag))
             for e in range(i, j):
-                _apply_event(tag, X, Dl, e, pos[e], W, pred_ptr, pred_idx, is_start, is_end, nch,
-                             k, ncols)
+                _apply_event(tag, X, Dl, e, pos[e], W, MU, macro, pred_ptr, pred_idx, is_start,
+                             is_end, nch, k, ncols, snap)
             for a in range(D - 1):
                 for b in range(ncols):
                     d = r_load(tag, Dl, a, b)
@@ -294,3 +306,47 @@ def reduce_sorted(tag, vals, starts):
                 acc = r_add(tag, acc, r_load(tag, vals, i, f))
             r_store(tag, out, g, f, acc)
     return out
+
+
+@njit(cache=True)
+def burst_coefficients(tag, seg_id, t, W, nseg):
+    """Graphlet coefficients of bursts: for each burst (events sorted, `seg_id` ascending), the
+    count multiplier MU and per-channel weights K of its macro event.
+
+    Over the burst's timestamp groups j with m_j events and weight sums A_j (per channel):
+    g_0 = 1, g_{j+1} = g_j (1 + m_j); MU = sum m_j g_j; K_0 = 0, K_{j+1} = K_j (1 + m_j) + A_j g_j.
+    Then a burst with snapshot y = c (start + predecessor sums) and channel snapshot z adds MU*y
+    to the count and MU*z + K*y to each channel: every event's count is y times a prefix product
+    (HAMLET's graphlet propagation), computed once however many queries share it."""
+    n = seg_id.shape[0]
+    nch = W.shape[0]
+    lanes = W.shape[2]
+    MU = np.empty((nseg, 1, lanes), W.dtype)
+    K = np.empty((nseg, nch, lanes), W.dtype)
+    A = np.empty((nch, 1, lanes), W.dtype)
+    i = 0
+    while i < n:
+        b = seg_id[i]
+        g = r_one(tag)
+        mu = r_zero(tag)
+        for ch in range(nch):
+            r_store(tag, K, b, ch, r_zero(tag))
+        while i < n and seg_id[i] == b:
+            j = i
+            m = r_zero(tag)
+            for ch in range(nch):
+                r_store(tag, A, ch, 0, r_zero(tag))
+            while j < n and seg_id[j] == b and t[j] == t[i]:
+                m = r_add(tag, m, r_one(tag))
+                for ch in range(nch):
+                    r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), r_load(tag, W, ch, j)))
+                j += 1
+            one_m = r_add(tag, r_one(tag), m)
+            for ch in range(nch):
+                kk = r_mul(tag, r_load(tag, K, b, ch), one_m)
+                r_store(tag, K, b, ch, r_add(tag, kk, r_mul(tag, r_load(tag, A, ch, 0), g)))
+            mu = r_add(tag, mu, r_mul(tag, m, g))
+            g = r_mul(tag, g, one_m)
+            i = j
+        r_store(tag, MU, b, 0, mu)
+    return MU, K

@@ -22,11 +22,21 @@ class Backend(Protocol):
 
     def segment_maps(
         self, ring: str, pid: np.ndarray, seg: np.ndarray, time: np.ndarray, pos: np.ndarray,
-        weights: np.ndarray, template, full: bool, param: int = 0,
+        weights: np.ndarray, mu: np.ndarray, macro: np.ndarray, template, full: bool,
+        snap: np.ndarray, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
 
+        `mu`/`macro` describe macro events (shared bursts); their snapshots go to `snap`.
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+        ...
+
+    def burst_coefficients(
+        self, ring: str, seg_id: np.ndarray, time: np.ndarray, weights: np.ndarray, nseg: int,
+        param: int = 0,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Graphlet coefficients (MU [segments, 1, lanes], K [segments, channels, lanes]) of
+        bursts given as events sorted by segment id."""
         ...
 
     def compose_windows(

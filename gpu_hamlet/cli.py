@@ -29,7 +29,7 @@ premium: RETURN COUNT(*) AS trends, SUM(Travel.price) AS revenue
 
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    p.add_argument("--sharing", default="none", choices=["none"])
+    p.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
     p.add_argument("--numeric", default="exact", choices=["exact", "bigint", "float"])
     p.add_argument("--on-overflow", default="error", choices=["error", "null"])
 

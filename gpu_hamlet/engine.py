@@ -1,8 +1,9 @@
 """The in-process engine: `aggregate(events, workload)` -> one Arrow table per query.
 
-Per query (issue 2: every query alone, GRETA-style) the engine
+Per query the engine
 1. keeps the events the query matches (type in the pattern, filters passed), sorted by partition
    (GROUPBY + equivalence values) and time, cut into segments (panes, or whole tumbling windows);
+   bursts it shares with other queries collapse into macro events (gpu_hamlet/sharing.py);
 2. runs the backend's segment kernel in each number system it needs: the XFLOAT run gives float
    results, which rows exist, and magnitude bounds; residue runs modulo as many primes as those
    bounds require give exact integers; a MINREACH run gives MIN/MAX;
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cpu_fallback.rings import NO_RANK
+from cpu_fallback.rings import layout
+from gpu_hamlet.attributes import Attributes
 from gpu_hamlet.backend import Backend, select_backend
 from gpu_hamlet.errors import EventDataError, NumericOverflowError, WorkloadError
 from gpu_hamlet.events import EventFrame, prepare_events
@@ -29,12 +31,14 @@ from gpu_hamlet.numeric import (
     xfloat_ratio, xfloat_to_float,
 )
 from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
+from gpu_hamlet.optimizer import COST_MODELS
+from gpu_hamlet.plan import COUNT, Channel, QueryPlan, Template, attr_kind, plan_query
+from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.workload import Query, Workload
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
-SHARING_MODES = ("none",)
+SHARING_MODES = ("dynamic", "static", "none")
 
 _OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
         ">": pc.greater, ">=": pc.greater_equal}
@@ -45,16 +49,19 @@ def aggregate(
     workload: Workload | str,
     *,
     backend: str = "auto",
-    sharing: str = "none",
+    sharing: str = "dynamic",
     numeric: str = "exact",
     on_overflow: str = "error",
     time_col: str = "time",
     type_col: str = "type",
+    stats: RunStats | None = None,
 ) -> dict[str, pa.Table]:
     """Answer every query of `workload` over `events`, in-process (no Spark).
 
     Returns one table per query name: GROUPBY columns, window_start, window_end, then the RETURN
-    aggregates, one row per (group, window) with at least one trend.
+    aggregates, one row per (group, window) with at least one trend. `sharing` picks HAMLET's
+    dynamic burst-level sharing, static sharing of every burst, or none; results are identical.
+    Pass a `RunStats()` as `stats` to receive the sharing decisions and burst snapshots.
     """
     _check_option("numeric", numeric, NUMERIC_MODES)
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
@@ -63,11 +70,51 @@ def aggregate(
     be = select_backend(backend)
     ev = prepare_events(events, wl, time_col, type_col)
     parts = Partitioner(ev)
+    attrs = Attributes(ev)
+    plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
+    positions = {q.name: match_positions(ev, q, plans[q.name].template) for q in wl}
+    shared: dict[str, list[SharedBursts]] = {}
+    if sharing != "none" and ev.n:
+        for sset in analyze(wl).sets:
+            q0 = sset.queries[0]
+            keys = parts.keys(q0.partition_attrs, len(q0.groupby))
+            sb = SharedBursts(ev, attrs, be, sset, keys.order, keys.pid, plans, positions,
+                              sharing, COST_MODELS[be.name])
+            if stats is not None:
+                stats.sets.append(sb.stats)
+            for name in sset.names:
+                shared.setdefault(name, []).append(sb)
     out: dict[str, pa.Table] = {}
     for q in wl:
-        plan = plan_query(q, ev.axis, ev.table.schema, numeric)
-        out[q.name] = QueryRun(ev, parts, plan, numeric, on_overflow, be).table()
+        run = QueryRun(ev, parts, attrs, plans[q.name], positions[q.name],
+                       shared.get(q.name, []), numeric, on_overflow, be)
+        out[q.name] = run.table()
+        if stats is not None and run.snapshots is not None:
+            stats.snapshots[q.name] = run.snapshots
     return out
+
+
+def match_positions(ev: EventFrame, q: Query, tpl: Template) -> np.ndarray:
+    """Pattern position of every event row, -1 where the query does not match it."""
+    pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
+    for t, p in tpl.position.items():
+        code = ev.code_of(t)
+        if code >= 0:
+            pos_of_code[code] = p
+    pos = pos_of_code[ev.type_codes] if ev.n else np.zeros(0, np.int32)
+    for f in q.filters:
+        col = ev.table.column(f.attr)
+        numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
+            pa.types.is_decimal(col.type)
+        string_col = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+        if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
+            raise WorkloadError(
+                f"filter {f} compares column '{f.attr}' of type {col.type} with "
+                f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
+        ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
+        ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
+        pos = np.where((ev.type_codes == ev.code_of(f.type)) & ~ok, -1, pos)
+    return pos.astype(np.int32)
 
 
 def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -161,17 +208,33 @@ class Windows:
 class QueryRun:
     """Runs one query plan over the events and builds its result table."""
 
-    def __init__(self, ev: EventFrame, parts: Partitioner, plan: QueryPlan, numeric: str,
+    def __init__(self, ev: EventFrame, parts: Partitioner, attrs: Attributes, plan: QueryPlan,
+                 pos_all: np.ndarray, shared: list[SharedBursts], numeric: str,
                  on_overflow: str, be: Backend) -> None:
-        self.ev, self.plan, self.numeric, self.on_overflow, self.be = (
-            ev, plan, numeric, on_overflow, be)
+        self.ev, self.attrs, self.plan, self.numeric, self.on_overflow, self.be = (
+            ev, attrs, plan, numeric, on_overflow, be)
+        self.tpl = plan.template
         q = plan.query
-        pos_all = self._positions(q)
         keys = parts.keys(q.partition_attrs, len(q.groupby))
-        matched = pos_all[keys.order] >= 0
-        self.rows = keys.order[matched]
-        self.pid = np.ascontiguousarray(keys.pid[matched])
-        self.gid = np.ascontiguousarray(keys.gid[matched])
+        qidx = np.flatnonzero(pos_all[keys.order] >= 0)
+        # Shared bursts collapse into macro events: (source, coefficient segment) per row.
+        self.macro_src = np.full(qidx.shape[0], -1, np.int64)
+        self.macro_seg = np.full(qidx.shape[0], -1, np.int64)
+        self.sources = shared
+        for s_i, sb in enumerate(shared):
+            inj = sb.inject(q.name, qidx)
+            if inj is None:
+                continue
+            qidx = qidx[inj.keep]
+            self.macro_src = self.macro_src[inj.keep]
+            self.macro_seg = self.macro_seg[inj.keep]
+            self.macro_src[inj.macro] = s_i
+            self.macro_seg[inj.macro] = inj.segment
+        self.macro = self.macro_src >= 0
+        self.snapshots: list[float] | None = [] if self.macro.any() else None
+        self.rows = keys.order[qidx]
+        self.pid = np.ascontiguousarray(keys.pid[qidx])
+        self.gid = np.ascontiguousarray(keys.gid[qidx])
         self.pos = np.ascontiguousarray(pos_all[self.rows])
         self.time = np.ascontiguousarray(ev.time[self.rows])
         w = plan.windowing
@@ -179,35 +242,9 @@ class QueryRun:
             self.seg = np.floor(self.time / w.seg).astype(np.int64)
         else:
             self.seg = self.time // np.int64(w.seg)
-        self.tpl = plan.template
-        self._key_cache: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._check_nulls()
 
     # -- inputs --
-
-    def _positions(self, q: Query) -> np.ndarray:
-        """Pattern position of every event row, -1 where the query does not match it."""
-        ev = self.ev
-        pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
-        for t, p in self.plan.template.position.items():
-            code = ev.code_of(t)
-            if code >= 0:
-                pos_of_code[code] = p
-        pos = pos_of_code[ev.type_codes] if ev.n else np.zeros(0, np.int32)
-        for f in q.filters:
-            col = ev.table.column(f.attr)
-            numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
-                pa.types.is_decimal(col.type)
-            if isinstance(f.value, str) == numeric_col or not (
-                    numeric_col or pa.types.is_string(col.type)
-                    or pa.types.is_large_string(col.type)):
-                raise WorkloadError(
-                    f"filter {f} compares column '{f.attr}' of type {col.type} with "
-                    f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
-            ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
-            ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
-            pos = np.where((ev.type_codes == ev.code_of(f.type)) & ~ok, -1, pos)
-        return pos.astype(np.int32)
 
     def _check_nulls(self) -> None:
         q = self.plan.query
@@ -224,95 +261,36 @@ class QueryRun:
                     f"query {q.name}: {agg} reads column '{agg.attr}', which is null for "
                     f"{nulls} matched {agg.type} event(s)")
 
-    def _type_mask(self, type_: str) -> np.ndarray:
-        return self.pos == self.tpl.position[type_]
-
-    def _values(self, attr: str) -> np.ndarray:
-        """Attribute values of the matched rows as float64 (decimals: unscaled)."""
-        col = self.ev.table.column(attr).take(pa.array(self.rows))
-        if pa.types.is_decimal(col.type):
-            lo, hi = _decimal_limbs(col)
-            return hi.astype(np.float64) * 2.0**64 + lo.astype(np.float64)
-        return col.to_numpy(zero_copy_only=False).astype(np.float64)
-
-    def _residues(self, attr: str, p: int) -> np.ndarray:
-        col = self.ev.table.column(attr).take(pa.array(self.rows))
-        if pa.types.is_decimal(col.type):
-            lo, hi = _decimal_limbs(col)
-            return ((hi % p) * (2**64 % p) + (lo % np.uint64(p)).astype(np.int64)) % p
-        if pa.types.is_uint64(col.type):
-            return (col.to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
-        return np.mod(col.to_numpy(zero_copy_only=False).astype(np.int64), p)
-
-    def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> np.ndarray:
-        n = self.pos.shape[0]
-        if ring == "xfloat":
-            W = np.zeros((len(channels), n, 2), np.float64)
-        elif ring == "modp":
-            W = np.zeros((len(channels), n, 1), np.int64)
-        else:
-            W = np.zeros((len(channels), n, 2), np.int64)
-            W[:, :, 1] = NO_RANK
-        for c, ch in enumerate(channels):
-            if ch.kind == "count":
-                continue
-            m = self._type_mask(ch.type)
-            if ring == "xfloat":
-                v = np.ones(n) if ch.kind == "count_e" else self._values(ch.attr)
-                if ch.kind == "abs":
-                    v = np.abs(v)
-                f, e = np.frexp(np.where(m, v, 0.0))
-                W[c, :, 0], W[c, :, 1] = f, e
-            elif ring == "modp":
-                v = np.ones(n, np.int64) if ch.kind == "count_e" else self._residues(ch.attr, p)
-                W[c, :, 0] = np.where(m, v, 0)
-            else:
-                ranks = self._ranks(ch)
-                W[c, :, 0] = m.astype(np.int64)
-                W[c, :, 1] = np.where(m, ranks, NO_RANK)
-        return W
-
-    def _ranks(self, ch: Channel) -> np.ndarray:
-        """Order keys of the attribute, bit-inverted for MAX so that MIN covers both."""
-        keys = self._order_keys(ch.attr)[0]
-        return keys if ch.kind == "min" else ~keys
-
-    def _order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
-        """int64 keys ordered like the attribute's values, and the way back to values.
-
-        Integers and timestamps are their own keys and floats their order-preserving bit
-        patterns (no sort needed); other types (strings, decimals) use dense ranks."""
-        hit = self._key_cache.get(attr)
-        if hit is not None:
-            return hit
-        col = self.ev.table.column(attr).take(pa.array(self.rows)).combine_chunks()
-        t = col.type
-        if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
-                or pa.types.is_boolean(t):
-            keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
-            back = lambda k: pa.array(k, pa.int64()).cast(t)  # noqa: E731
-        elif pa.types.is_floating(t):
-            keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
-            back = lambda k: pa.array(_float_keys(k).view(np.float64)).cast(t)  # noqa: E731
-        else:
-            uniq = pc.unique(col)
-            uniq = uniq.take(pc.array_sort_indices(uniq))
-            keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
-                zero_copy_only=False).astype(np.int64)
-            back = lambda k: uniq.take(pa.array(k))  # noqa: E731
-        self._key_cache[attr] = (keys, back)
-        return keys, back
+    def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+        """Event weights and macro multipliers [rows, 1, lanes] for one ring run."""
+        W = self.attrs.weights(ring, channels, self.rows, self.pos, self.tpl.position, p)
+        dtype, lanes = layout(ring)
+        MU = np.zeros((self.pos.shape[0], 1, lanes), dtype)
+        for s_i, sb in enumerate(self.sources):
+            at = np.flatnonzero(self.macro_src == s_i)
+            if at.size:
+                mu, K = sb.coefficients(ring, p, channels)
+                seg = self.macro_seg[at]
+                MU[at] = mu[seg]
+                W[:, at] = np.swapaxes(K[seg], 0, 1)
+        return W, MU
 
     # -- kernels --
 
-    def _run(self, ring: str, channels: tuple[Channel, ...], W: np.ndarray, param: int):
+    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Window values [windows, channels, lanes] (kernel order) for one ring."""
         w, tpl = self.plan.windowing, self.tpl
+        W, MU = self._weights(ring, channels, p)
+        dtype, lanes = layout(ring)
+        snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         maps, run_pid, run_seg = self.be.segment_maps(
-            ring, self.pid, self.seg, self.time, self.pos, W, tpl, w.full, param)
+            ring, self.pid, self.seg, self.time, self.pos, W, MU, self.macro, tpl, w.full, snap, p)
+        if ring == "xfloat" and self.snapshots is not None:
+            at = np.flatnonzero(self.macro)
+            self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if w.full:
-            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, param)
+            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, p)
         return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
 
     def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> np.ndarray:
@@ -341,8 +319,7 @@ class QueryRun:
         plan, q = self.plan, self.plan.query
         if self.pos.shape[0] == 0:
             return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
-        W = self._weights("xfloat", plan.linear)
-        vals, win_pid, win_k = self._run("xfloat", plan.linear, W, 0)
+        vals, win_pid, win_k = self._run("xfloat", plan.linear)
         win = self._windows(win_pid, win_k)
         fl = self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
@@ -365,9 +342,10 @@ class QueryRun:
                 m, e = lin[Channel("abs", ch.type, ch.attr)]
                 sm, se = lin[ch]
                 bound = xfloat_log2(m, e)
-                approx = xfloat_to_float(sm, se)
-                absb = xfloat_to_float(m, e)
-                certain = np.abs(approx) - 1e-6 * absb > 1e38
+                # Certainly beyond 10^38 when the float sum is, and cancellation is too mild for
+                # its error (~1e-12 of the absolute bound) to matter.
+                rel = xfloat_ratio(np.abs(sm), se, m, e)
+                certain = (xfloat_log2(sm, se) > math.log2(1e38) + 1e-6) & (rel > 1e-6)
             else:
                 m, e = lin[ch]
                 bound = xfloat_log2(m, e)
@@ -380,8 +358,7 @@ class QueryRun:
         n_primes = primes_for_bits(bits + 2.0)
         res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
         for j, p in enumerate(primes(n_primes)):
-            W = self._weights("modp", plan.exact, p)
-            vals, _, _ = self._run("modp", plan.exact, W, p)
+            vals, _, _ = self._run("modp", plan.exact, p)
             res[j] = self._grouped("modp", vals, win, p)[keep][:, :, 0]
         out = {}
         for i, ch in enumerate(plan.exact):
@@ -393,8 +370,7 @@ class QueryRun:
 
     def _minmax(self, win: Windows, keep: np.ndarray) -> dict[Channel, pa.Array]:
         plan = self.plan
-        W = self._weights("minreach", plan.minmax)
-        vals, _, _ = self._run("minreach", plan.minmax, W, 0)
+        vals, _, _ = self._run("minreach", plan.minmax)
         vals = self._grouped("minreach", vals, win, 0)[keep]
         out = {}
         for i, ch in enumerate(plan.minmax):
@@ -404,7 +380,7 @@ class QueryRun:
             if ch.kind == "max":
                 keys = ~keys
             reach = vals[:, i, 0] > 0
-            col = self._order_keys(ch.attr)[1](np.where(reach, keys, 0))
+            col = self.attrs.order_keys(ch.attr)[1](np.where(reach, keys, 0))
             out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type))
         return out
 
@@ -489,18 +465,3 @@ class QueryRun:
             return pa.array([], pa.string())
         scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
         return pa.array([], pa.decimal128(38, scale))
-
-
-def _float_keys(x: np.ndarray) -> np.ndarray:
-    """Order-preserving int64 keys of float64 values (an involution on the bit patterns)."""
-    i = np.ascontiguousarray(x).view(np.int64)
-    return i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
-
-
-def _decimal_limbs(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Unscaled decimal128 values as (low uint64, high int64) limbs."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if arr.type.bit_width != 128:
-        arr = arr.cast(pa.decimal128(38, arr.type.scale))
-    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)[2 * arr.offset: 2 * (arr.offset + len(arr))]
-    return raw[0::2].copy(), raw[1::2].view(np.int64).copy()

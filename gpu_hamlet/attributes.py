@@ -1,0 +1,139 @@
+"""Attribute columns in the forms the rings need, converted once per column for all queries.
+
+Shared bursts combine events of several queries, so every query must see the same numbers for the
+same event: the conversions are done over all event rows and then indexed by each query's rows.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cpu_fallback.rings import NO_RANK
+from gpu_hamlet.events import EventFrame
+from gpu_hamlet.plan import Channel
+
+
+class Attributes:
+    """Per-column caches over the rows of an EventFrame."""
+
+    def __init__(self, ev: EventFrame) -> None:
+        self.ev = ev
+        self._floats: dict[str, np.ndarray] = {}
+        self._residues: dict[tuple[str, int], np.ndarray] = {}
+        self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
+
+    def column(self, attr: str) -> pa.Array:
+        return self.ev.table.column(attr).combine_chunks()
+
+    def floats(self, attr: str) -> np.ndarray:
+        """float64 values (unscaled for decimals)."""
+        if attr not in self._floats:
+            col = self.column(attr)
+            if pa.types.is_decimal(col.type):
+                lo, hi = _decimal_limbs(col)
+                v = hi.astype(np.float64) * 2.0**64 + lo.astype(np.float64)
+            else:
+                v = col.to_numpy(zero_copy_only=False).astype(np.float64)
+            self._floats[attr] = v
+        return self._floats[attr]
+
+    def residues(self, attr: str, p: int) -> np.ndarray:
+        """Values modulo p (unscaled for decimals), for exact sums."""
+        key = (attr, p)
+        if key not in self._residues:
+            col = self.column(attr)
+            if pa.types.is_decimal(col.type):
+                lo, hi = _decimal_limbs(col)
+                r = ((hi % p) * (2**64 % p) + (lo % np.uint64(p)).astype(np.int64)) % p
+            elif pa.types.is_uint64(col.type):
+                r = (col.to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
+            else:
+                r = np.mod(col.to_numpy(zero_copy_only=False).astype(np.int64), p)
+            self._residues[key] = r
+        return self._residues[key]
+
+    def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
+        """int64 keys ordered like the values, and the way back from keys to values.
+
+        Integers and timestamps are their own keys and floats their order-preserving bit
+        patterns (no sort needed); other types (strings, decimals) use dense ranks."""
+        if attr in self._keys:
+            return self._keys[attr]
+        col = self.column(attr)
+        t = col.type
+        if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
+                or pa.types.is_boolean(t):
+            keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+
+            def back(k: np.ndarray) -> pa.Array:
+                return pa.array(k, pa.int64()).cast(t)
+        elif pa.types.is_floating(t):
+            keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
+
+            def back(k: np.ndarray) -> pa.Array:
+                return pa.array(_float_keys(k).view(np.float64)).cast(t)
+        else:
+            uniq = pc.unique(col.drop_null())
+            uniq = uniq.take(pc.array_sort_indices(uniq))
+            keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
+                zero_copy_only=False).astype(np.int64)
+
+            def back(k: np.ndarray) -> pa.Array:
+                return uniq.take(pa.array(k))
+        self._keys[attr] = (keys, back)
+        return keys, back
+
+    def weights(self, ring: str, channels: tuple[Channel, ...], rows: np.ndarray,
+                labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> np.ndarray:
+        """Per-channel event weights [channels, rows, lanes] in `ring`, zero except on the events
+        of the channel's type (`labels` of the rows equal to `label_of[type]`).
+
+        COUNT(E): 1 on E events; SUM: the value; abs: |value|; MIN/MAX: the (bit-inverted for MAX)
+        order key. Channel 0 (the trend count) has no weight."""
+        n = rows.shape[0]
+        if ring == "xfloat":
+            W = np.zeros((len(channels), n, 2), np.float64)
+        elif ring == "modp":
+            W = np.zeros((len(channels), n, 1), np.int64)
+        else:
+            W = np.zeros((len(channels), n, 2), np.int64)
+            W[:, :, 1] = NO_RANK
+        for c, ch in enumerate(channels):
+            if ch.kind == "count":
+                continue
+            m = labels == label_of[ch.type]
+            if ring == "xfloat":
+                v = np.ones(n) if ch.kind == "count_e" else self.floats(ch.attr)[rows]
+                if ch.kind == "abs":
+                    v = np.abs(v)
+                f, e = np.frexp(np.where(m, v, 0.0))
+                W[c, :, 0], W[c, :, 1] = f, e
+            elif ring == "modp":
+                v = np.ones(n, np.int64) if ch.kind == "count_e" else self.residues(ch.attr, p)[rows]
+                W[c, :, 0] = np.where(m, v, 0)
+            else:
+                keys = self.order_keys(ch.attr)[0][rows]
+                if ch.kind == "max":
+                    keys = ~keys
+                W[c, :, 0] = m.astype(np.int64)
+                W[c, :, 1] = np.where(m, keys, NO_RANK)
+        return W
+
+
+def _float_keys(x: np.ndarray) -> np.ndarray:
+    """Order-preserving int64 keys of float64 values (an involution on the bit patterns)."""
+    i = np.ascontiguousarray(x).view(np.int64)
+    return i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def _decimal_limbs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Unscaled decimal128 values as (low uint64, high int64) limbs."""
+    if arr.type.bit_width != 128:
+        arr = arr.cast(pa.decimal128(38, arr.type.scale))
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
+    raw = raw[2 * arr.offset: 2 * (arr.offset + len(arr))]
+    return raw[0::2].copy(), raw[1::2].view(np.int64).copy()

@@ -1,0 +1,82 @@
+"""HAMLET's dynamic sharing optimizer (paper section 4): benefit model and query-set choice.
+
+For each burst of a shared Kleene type, the queries of a sharable set fall into *classes*: queries
+that match exactly the same events of the burst. The largest class introduces no new snapshot; each
+other class needs a snapshot of its own (HAMLET Def. 9, event-level snapshots due to predicates).
+Theorem 4.1 says queries that introduce no snapshot are always worth sharing with, and Theorem 4.2
+that every other query's choice can be made on its own, so the plan is found by one decision per
+class (linear in the number of classes) instead of a search over 2^k query subsets.
+
+The benefit machinery is generic over a cost model: `PaperCostModel` is the paper's Equation 7
+(checked against Equations 9 to 11 in the tests) and `EngineCostModel` predicts this engine's costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PaperCostModel:
+    """HAMLET Definition 11 / Equation 7 (b events in the burst, n events in the window so far,
+    k queries, g events in shared graphlets, t types per query, sc / sp snapshots created /
+    propagated)."""
+
+    def shared(self, b, n, k, g, t, sc, sp):
+        return b * n * sp + sc * k * g * t
+
+    def nonshared(self, b, n, k):
+        return k * b * n
+
+    def benefit(self, b, n, k, g, t, sc, sp):
+        return self.nonshared(b, n, k) - self.shared(b, n, k, g, t, sc, sp)
+
+
+@dataclass(frozen=True)
+class EngineCostModel:
+    """This engine's cost of one burst for one class of queries, in seconds (per backend).
+
+    `width` is the class's queries' state channels added up. Not shared, each query runs the
+    burst's b events through its kernel: b * width * event_s. Shared, the coefficients are computed
+    once (b * coef_s per weighted channel the class needs, plus the count), each query applies one
+    macro event (width * event_s), and the class pays fixed bookkeeping (class_s). The paper's n^2
+    terms do not apply here: there is no predecessor scan (DESIGN.md section 3).
+    """
+
+    event_s: float
+    coef_s: float
+    class_s: float
+
+    def shared(self, b, width, channels):
+        return b * self.coef_s * (channels + 1) + width * self.event_s + self.class_s
+
+    def nonshared(self, b, width):
+        return b * width * self.event_s
+
+    def benefit(self, b, width, channels):
+        return self.nonshared(b, width) - self.shared(b, width, channels)
+
+
+#: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64 dev
+#: machine; see BENCHMARKS.md). Seconds per event-channel, per burst event-channel, per class.
+CPU_COSTS = EngineCostModel(event_s=2.6e-8, coef_s=1.2e-8, class_s=2.0e-6)
+
+COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS}
+
+
+def choose_shared(mode: str, b: np.ndarray, width: np.ndarray, channels: np.ndarray,
+                  model: EngineCostModel) -> np.ndarray:
+    """Which (burst, class) pairs run shared, vectorised over all of them.
+
+    `b`: matched events of the class in the burst; `width`: the class's state channels; `channels`:
+    distinct weighted channels it needs. static shares every burst; dynamic shares where the
+    benefit is positive, one decision per class (by Theorems 4.1 and 4.2 this is the optimal query
+    set: classes cost independently); none shares nothing.
+    """
+    if mode == "static":
+        return b > 0
+    if mode == "none":
+        return np.zeros(b.shape, bool)
+    return (b > 0) & (model.benefit(b, width, channels) > 0)

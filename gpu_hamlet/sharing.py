@@ -1,0 +1,296 @@
+"""HAMLET sharing: which queries can share a Kleene sub-pattern, and shared burst execution.
+
+Workload analysis (HAMLET 3.1): a Kleene sub-pattern E+ is shareable when several queries contain
+it (Def. 4); queries sharing it form a sharable set when they group and partition alike (Def. 5;
+in a batch, windows always overlap). The merged template lists each type once, with transitions
+labelled by the queries that take them, and the pane is the gcd of the set's windows and slides.
+
+Execution. A *burst* is a run of events of type E, in one partition and pane, with no event of the
+set's other types in between (Def. 10); it is cut at timestamp groups that mix types. On each
+query's state a burst acts like one *macro event* whose coefficients (cpu_fallback/kernels.py,
+`burst_coefficients`) depend only on which events of the burst the query matches. So queries that
+match the same events of a burst form a *class* that computes the coefficients once (HAMLET's
+shared graphlet; its snapshot is the query's c at the burst), each query then resolving the burst
+in O(1). Classes other than the largest stand for the event-level snapshots of Def. 9. The
+optimizer (gpu_hamlet/optimizer.py) decides per burst and class whether sharing pays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import gcd
+
+import numpy as np
+
+from gpu_hamlet.attributes import Attributes
+from gpu_hamlet.backend import Backend
+from gpu_hamlet.events import EventFrame
+from gpu_hamlet.optimizer import EngineCostModel, choose_shared
+from gpu_hamlet.plan import QueryPlan
+from gpu_hamlet.workload import Query, Workload
+
+
+# --- workload analysis ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharableSet:
+    """Queries that share the Kleene sub-pattern `kleene_type`+ and partition alike."""
+
+    kleene_type: str
+    queries: tuple[Query, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
+
+    @property
+    def pane_ms(self) -> int:
+        """gcd of the set's windows and slides: bursts never cross a pane."""
+        g = 0
+        for q in self.queries:
+            g = gcd(gcd(g, q.within_ms), q.slide_ms)
+        return g
+
+    def merged_template(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Transitions (from type, to type) labelled by the queries that take them; 'START' and
+        'END' mark where trends begin and finish."""
+        edges: dict[tuple[str, str], list[str]] = {}
+        for q in self.queries:
+            types = q.types
+            edges.setdefault(("START", types[0]), []).append(q.name)
+            for p, e in enumerate(q.pattern):
+                if p > 0:
+                    edges.setdefault((types[p - 1], e.type), []).append(q.name)
+                if e.kleene:
+                    edges.setdefault((e.type, e.type), []).append(q.name)
+            edges.setdefault((types[-1], "END"), []).append(q.name)
+        return {k: tuple(v) for k, v in edges.items()}
+
+
+@dataclass(frozen=True)
+class WorkloadAnalysis:
+    sets: tuple[SharableSet, ...]
+    pane_ms: int
+
+    def describe(self) -> str:
+        lines = [f"workload pane: {self.pane_ms} ms (gcd of all windows and slides)"]
+        if not self.sets:
+            lines.append("no shareable Kleene sub-pattern: every query runs alone")
+        for s in self.sets:
+            q0 = s.queries[0]
+            lines.append(f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
+                         f"(partition {', '.join(q0.partition_attrs) or '-'}, "
+                         f"pane {s.pane_ms} ms)")
+            for (a, b), names in sorted(s.merged_template().items()):
+                lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
+        return "\n".join(lines)
+
+
+def analyze(workload: Workload) -> WorkloadAnalysis:
+    """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
+    by_key: dict[tuple, list[Query]] = {}
+    for q in workload:
+        for e in q.pattern:
+            if e.kleene:
+                by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
+    sets = tuple(SharableSet(key[0], tuple(qs)) for key, qs in by_key.items() if len(qs) >= 2)
+    pane = 0
+    for q in workload:
+        pane = gcd(gcd(pane, q.within_ms), q.slide_ms)
+    return WorkloadAnalysis(sets, pane)
+
+
+# --- execution ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SharingStats:
+    """What the optimizer did for one sharable set (see README: reading the sharing stats)."""
+
+    kleene_type: str
+    queries: tuple[str, ...]
+    bursts: int = 0
+    shared: int = 0
+    unshared: int = 0
+    splits: int = 0
+    merges: int = 0
+    graphlet_snapshots: int = 0
+    event_snapshots: int = 0
+    burst_events: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Injection:
+    """How one query's sorted events change under sharing: kept rows and macro rows."""
+
+    keep: np.ndarray  # over the query's events: rows still processed individually or as macro
+    macro: np.ndarray  # over the kept rows: which are macro events
+    segment: np.ndarray  # coefficient segment of each macro row
+
+
+class SharedBursts:
+    """Bursts of one sharable set over one input, the optimizer's decisions, and coefficients."""
+
+    def __init__(self, ev: EventFrame, attrs: Attributes, be: Backend, sset: SharableSet,
+                 order: np.ndarray, pid: np.ndarray, plans: dict[str, QueryPlan],
+                 positions: dict[str, np.ndarray], mode: str, model: EngineCostModel) -> None:
+        self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
+        self.stats = SharingStats(sset.kleene_type, sset.names)
+        self._coef: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        names = sset.names
+        self.index = {name: j for j, name in enumerate(names)}
+        masks = np.stack([positions[name][order] >= 0 for name in names])
+        self.set_idx = np.flatnonzero(masks.any(axis=0))
+        masks = masks[:, self.set_idx]
+        rows = order[self.set_idx]
+        t = ev.time[rows]
+        pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
+        panes = np.floor(t / pane).astype(np.int64) if ev.axis.is_float else t // np.int64(pane)
+        self.burst_id = _bursts(pid[self.set_idx], panes, t,
+                                ev.type_codes[rows] == ev.code_of(sset.kleene_type))
+        be_idx = np.flatnonzero(self.burst_id >= 0)
+        nb = int(self.burst_id.max()) + 1 if be_idx.size else 0
+        self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
+        self.segidx = np.full((len(names), nb), -1, np.int64)
+        if nb == 0:
+            return
+        starts = np.flatnonzero(np.r_[True, np.diff(self.burst_id[be_idx]) != 0])
+        counts = np.add.reduceat(masks[:, be_idx].astype(np.int64), starts, axis=1)
+        salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
+        hashes = np.add.reduceat(masks[:, be_idx] * salt, starts, axis=1)
+        hashes[counts == 0] = 0
+        rep = _representatives(hashes)
+        width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
+                            for n in names], np.float64)
+        weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
+        k = len(names)
+        flat = (rep * nb + np.arange(nb)).ravel()
+        cls_width = np.bincount(flat, weights=np.repeat(width, nb), minlength=k * nb)
+        cls_width = cls_width.reshape(k, nb)
+        cls_chan = np.zeros((k, nb))
+        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nb), k)), np.repeat(weighted, nb))
+        cls_size = np.bincount(flat, minlength=k * nb).reshape(k, nb)
+        is_rep = (rep == np.arange(k)[:, None]) & (counts > 0)
+        decide = np.zeros((k, nb), bool)
+        decide[is_rep] = choose_shared(mode, counts[is_rep].astype(np.float64),
+                                       cls_width[is_rep], cls_chan[is_rep], model)
+        shared_q = decide[rep, np.arange(nb)[None, :]] & (counts > 0)
+        seg_of_rep = np.full((k, nb), -1, np.int64)
+        seg_of_rep[decide] = np.arange(int(decide.sum()))
+        self.segidx = np.where(shared_q, seg_of_rep[rep, np.arange(nb)[None, :]], -1)
+        self._stats(decide, cls_size, is_rep, pid[self.set_idx][be_idx[starts]])
+        # Events of each shared class, in segment order (reps in order, bursts in order).
+        seg_events, seg_ids = [], []
+        for r in range(k):
+            sel = decide[r]
+            if not sel.any():
+                continue
+            ev_r = be_idx[masks[r, be_idx] & sel[self.burst_id[be_idx]]]
+            seg_events.append(ev_r)
+            seg_ids.append(seg_of_rep[r, self.burst_id[ev_r]])
+        self.nseg = int(decide.sum())
+        self.coef_rows = rows[np.concatenate(seg_events)] if seg_events else rows[:0]
+        self.coef_t = np.ascontiguousarray(t[np.concatenate(seg_events)]) if seg_events else t[:0]
+        self.coef_seg = np.concatenate(seg_ids) if seg_ids else np.zeros(0, np.int64)
+
+    def _stats(self, decide: np.ndarray, size: np.ndarray, is_rep: np.ndarray,
+               burst_pid: np.ndarray) -> None:
+        st = self.stats
+        any_shared = decide.any(axis=0)
+        st.shared = int(any_shared.sum())
+        st.unshared = st.bursts - st.shared
+        # The largest class of a burst introduces no snapshot of its own: a graphlet snapshot
+        # when it is shared; every other shared class is an event-level snapshot.
+        main = np.argmax(np.where(is_rep, size, -1), axis=0)
+        main_shared = decide[main, np.arange(decide.shape[1])]
+        st.graphlet_snapshots = int(main_shared.sum())
+        st.event_snapshots = int(decide.sum() - main_shared.sum())
+        same = burst_pid[1:] == burst_pid[:-1]
+        st.splits = int((same & main_shared[:-1] & ~main_shared[1:]).sum())
+        st.merges = int((same & ~main_shared[:-1] & main_shared[1:]).sum())
+
+    def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
+        """For a query's events (as indices into the sorted order), which collapse into macro
+        events: the events of each burst shared for it, kept as one row at the first of them."""
+        j = self.index[name]
+        if self.segidx.shape[1] == 0 or not (self.segidx[j] >= 0).any():
+            return None
+        sp = np.searchsorted(self.set_idx, qidx)
+        sp_ok = np.minimum(sp, len(self.set_idx) - 1)
+        in_set = (sp < len(self.set_idx)) & (self.set_idx[sp_ok] == qidx)
+        bid = np.where(in_set, self.burst_id[sp_ok], -1)
+        seg = np.where(bid >= 0, self.segidx[j, np.maximum(bid, 0)], -1)
+        sh = seg >= 0
+        first = sh.copy()
+        first[1:] &= bid[1:] != bid[:-1]
+        keep = ~sh | first
+        return Injection(keep, first[keep], seg[first])
+
+    def coefficients(self, ring: str, param: int, channels: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """(MU [segments, 1, lanes], K [segments, channels, lanes]) of the shared bursts."""
+        key = (ring, param, channels)
+        if key not in self._coef:
+            labels = self.ev.type_codes[self.coef_rows]
+            label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
+            # Burst events are all of type E: channels of other types get zero weights.
+            W = self.attrs.weights(ring, channels, self.coef_rows, labels, label_of, param)
+            self._coef[key] = self.be.burst_coefficients(ring, self.coef_seg, self.coef_t, W,
+                                                         self.nseg, param)
+        return self._coef[key]
+
+
+def _bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
+    """Burst id of every event (-1 outside bursts): maximal runs of timestamp groups made only of
+    Kleene-type events, within one partition and pane."""
+    n = t.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    new_part = np.r_[True, (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])]
+    new_group = new_part | np.r_[True, t[1:] != t[:-1]]
+    gstarts = np.flatnonzero(new_group)
+    pure = np.minimum.reduceat(is_e.astype(np.int8), gstarts).astype(bool)
+    gid = np.cumsum(new_group) - 1
+    pure_e = pure[gid]
+    prev_pure = np.r_[False, pure_e[:-1]]
+    start = pure_e & new_group & (~prev_pure | new_part)
+    bid = np.cumsum(start) - 1
+    return np.where(pure_e, bid, -1).astype(np.int64)
+
+
+def _representatives(hashes: np.ndarray) -> np.ndarray:
+    """For each (query, burst): the first query with the same match hash (its class's rep)."""
+    k, nb = hashes.shape
+    order = np.argsort(hashes, axis=0, kind="stable")
+    hs = np.take_along_axis(hashes, order, axis=0)
+    start = np.ones((k, nb), bool)
+    start[1:] = hs[1:] != hs[:-1]
+    run_start = np.maximum.accumulate(np.where(start, np.arange(k)[:, None], 0), axis=0)
+    rep_sorted = np.take_along_axis(order, run_start, axis=0)
+    rep = np.empty_like(rep_sorted)
+    np.put_along_axis(rep, order, rep_sorted, axis=0)
+    return rep
+
+
+@dataclass
+class RunStats:
+    """Statistics of one `aggregate` run: per sharable set, and each query's burst snapshots.
+
+    Pass an instance as `aggregate(..., stats=RunStats())`; the engine fills it in."""
+
+    sets: list[SharingStats] = field(default_factory=list)
+    snapshots: dict[str, list[float]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if not self.sets:
+            return "sharing: no sharable set in this workload (or sharing='none')"
+        out = []
+        for s in self.sets:
+            out.append(f"{s.kleene_type}+ shared by {', '.join(s.queries)}: {s.bursts} bursts "
+                       f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
+                       f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
+                       f"and {s.event_snapshots} event-level snapshots")
+        return "\n".join(out)
