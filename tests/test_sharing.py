@@ -1,0 +1,189 @@
+"""HAMLET sharing: the paper's worked examples, event-level snapshots, and shared vs alone."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from compare import assert_matches_oracle, events_to_table
+from gpu_hamlet.datagen import load_hamlet_stream
+from gpu_hamlet.optimizer import CPU_COSTS, PaperCostModel, choose_shared
+from gpu_hamlet.sharing import RunStats, analyze
+from oracle import oracle
+
+import numpy as np
+from pathlib import Path
+
+PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
+PAPER_QUERIES = ("q1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 100 s;"
+                 "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 100 s")
+
+
+def test_paper_benefit_equations_9_to_11():
+    """The benefit machinery with the paper's cost formula reproduces Equations 9, 10 and 11."""
+    m = PaperCostModel()
+    assert m.shared(b=4, n=7, k=2, g=4, t=2, sc=1, sp=1) == 44
+    assert m.nonshared(b=4, n=7, k=2) == 56
+    assert m.benefit(b=4, n=7, k=2, g=4, t=2, sc=1, sp=1) == 12
+    assert m.shared(b=4, n=11, k=2, g=8, t=2, sc=1, sp=2) == 120
+    assert m.benefit(b=4, n=11, k=2, g=8, t=2, sc=1, sp=2) == -32
+    assert m.shared(b=4, n=15, k=2, g=4, t=2, sc=1, sp=1) == 76
+    assert m.benefit(b=4, n=15, k=2, g=4, t=2, sc=1, sp=1) == 44
+
+
+def test_paper_figure_4_5_snapshots():
+    """Shared execution of the running example: snapshot x is 2 for q1 and 1 for q2 at the first
+    B burst, y is 34 and 19 at the second; 132 and 72 trends."""
+    events = load_hamlet_stream(PAPER_STREAM)
+    stats = RunStats()
+    res = gpu_hamlet.aggregate(events, PAPER_QUERIES, sharing="static", stats=stats,
+                               backend="cpu")
+    assert stats.snapshots == {"q1": [2.0, 34.0], "q2": [1.0, 19.0]}
+    assert res["q1"].column("count").to_pylist() == [132]
+    assert res["q2"].column("count").to_pylist() == [72]
+    (s,) = stats.sets
+    assert (s.bursts, s.shared, s.graphlet_snapshots, s.event_snapshots) == (2, 2, 2, 0)
+
+
+def test_analysis_sets_template_and_pane():
+    wl = gpu_hamlet.parse_workload(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 min;"
+        "b: RETURN COUNT(*) PATTERN SEQ(D, B+) WITHIN 15 min SLIDE 5 min;"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 min;"
+        "d: RETURN COUNT(*) PATTERN SEQ(A, C+) WITHIN 4 min")
+    an = analyze(wl)
+    (s,) = an.sets  # c groups differently; C+ occurs once
+    assert s.kleene_type == "B" and s.names == ("a", "b")
+    assert s.pane_ms == 5 * 60_000
+    assert an.pane_ms == 60_000
+    tmpl = s.merged_template()
+    assert tmpl[("B", "B")] == ("a", "b")
+    assert tmpl[("A", "B")] == ("a",) and tmpl[("D", "B")] == ("b",)
+    assert tmpl[("B", "END")] == ("b",) and tmpl[("C", "END")] == ("a",)
+    assert "sharable set B+: a, b" in an.describe()
+
+
+def _burst_events(xs: list[int]) -> list[dict]:
+    """A1 then a burst of B (x values given, distinct times) then C, D."""
+    ev = [{"time": 1, "type": "A", "x": 0}, {"time": 2, "type": "D", "x": 0}]
+    ev += [{"time": 3 + i, "type": "B", "x": x} for i, x in enumerate(xs)]
+    ev += [{"time": 3 + len(xs), "type": "C", "x": 0}]
+    return ev
+
+
+def test_event_level_snapshots_when_filters_differ_inside_a_burst():
+    """Queries whose filters select different events of one burst need their own snapshots;
+    results still equal the oracle."""
+    text = ("f1: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WHERE B.x < 5 WITHIN 100 s;"
+            "f2: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 100 s;"
+            "f3: RETURN COUNT(*), MAX(B.x) PATTERN SEQ(D, B+) WHERE B.x < 5 WITHIN 100 s;"
+            "f4: RETURN COUNT(B) PATTERN SEQ(D, B+, C) WITHIN 100 s")
+    events = _burst_events([1, 7, 2, 9, 3, 4, 8, 1])
+    wl = gpu_hamlet.parse_workload(text)
+    expected = oracle(events, wl)
+    for mode in ("static", "dynamic", "none"):
+        stats = RunStats()
+        got = gpu_hamlet.aggregate(events_to_table(events), text, sharing=mode, stats=stats,
+                                   backend="cpu")
+        assert_matches_oracle(got, expected, wl, "exact")
+        if mode == "static":
+            (s,) = stats.sets
+            # f1 and f3 match the same events, f2 and f4 all of them: two classes.
+            assert (s.bursts, s.graphlet_snapshots, s.event_snapshots) == (1, 1, 1)
+
+
+def test_dynamic_choice_follows_the_cost_model():
+    b = np.array([1.0, 2.0, 50.0, 50.0])
+    width = np.array([2.0, 2.0, 100.0, 1.0])
+    chans = np.zeros(4)
+    got = choose_shared("dynamic", b, width, chans, CPU_COSTS)
+    want = CPU_COSTS.benefit(b, width, chans) > 0
+    assert (got == want).all()
+    assert got[2] and not got[0]  # long burst, many queries: share; single event: do not
+    assert choose_shared("static", b, width, chans, CPU_COSTS).all()
+    assert not choose_shared("none", b, width, chans, CPU_COSTS).any()
+
+
+def test_splits_and_merges_are_counted():
+    """Bursts alternating between one and many filtered-in events flip the dynamic decision."""
+    text = ";".join(f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s" for i in range(6))
+    events, t = [], 0
+    for burst in (40, 1, 40, 1, 40):
+        events.append({"time": t, "type": "A", "x": 0})
+        t += 1
+        for _ in range(burst):
+            events.append({"time": t, "type": "B", "x": 0})
+            t += 1
+    stats = RunStats()
+    got = gpu_hamlet.aggregate(events_to_table(events), text, stats=stats, numeric="float",
+                               backend="cpu")
+    (s,) = stats.sets
+    assert (s.bursts, s.shared, s.unshared) == (5, 3, 2)
+    assert (s.splits, s.merges) == (2, 2)
+    alone = gpu_hamlet.aggregate(events_to_table(events), text, sharing="none", numeric="float",
+                                 backend="cpu")
+    for name in got:
+        assert got[name].equals(alone[name])
+
+
+@st.composite
+def sharing_cases(draw):
+    """2 to 4 queries sharing B+ (same grouping), varied neighbours, filters on B, aggregates and
+    windows; and a bursty stream of A, B, C, D with duplicate timestamps."""
+    group = draw(st.sampled_from(["", " GROUPBY g", " WHERE [g]"]))
+    queries = []
+    for i in range(draw(st.integers(2, 4))):
+        first = draw(st.sampled_from(["A", "D", None]))
+        last = draw(st.sampled_from(["C", None]))
+        elems = ([first] if first else []) + ["B+"] + ([last] if last else [])
+        aggs = draw(st.sampled_from(["COUNT(*)", "COUNT(*), SUM(B.x)", "COUNT(B), MIN(B.x)",
+                                     "AVG(B.y), MAX(B.y)", "COUNT(*), COUNT(B), SUM(B.y)"]))
+        conds = [f"B.x {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(0, 4))}"] \
+            if draw(st.booleans()) else []
+        where = ""
+        if group.startswith(" WHERE"):
+            where = " WHERE [g]" + "".join(f" AND {c}" for c in conds)
+        elif conds:
+            where = " WHERE " + " AND ".join(conds)
+        w = draw(st.sampled_from([6, 12]))
+        slide = draw(st.sampled_from([w, w // 2, w // 3]))
+        grp = group if group == " GROUPBY g" else ""
+        queries.append(f"s{i}: RETURN {aggs} PATTERN SEQ({', '.join(elems)}){where}{grp} "
+                       f"WITHIN {w} s SLIDE {slide} s")
+    events, t = [], 0
+    for _ in range(draw(st.integers(1, 4))):
+        for ty in draw(st.lists(st.sampled_from("ACD"), min_size=0, max_size=2)):
+            events.append((t, ty))
+            t += draw(st.integers(0, 1))
+        for _ in range(draw(st.integers(1, 7))):
+            events.append((t, "B"))
+            t += draw(st.integers(0, 1))
+    rows = [{"time": tm, "type": ty, "g": draw(st.sampled_from(["u", "v"])),
+             "x": draw(st.integers(0, 5)), "y": draw(st.integers(0, 8)) / 4} for tm, ty in events]
+    for ty in "ABCD":  # every pattern type occurs
+        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
+    return ";\n".join(queries), rows
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sharing_cases(), st.sampled_from(["exact", "float", "bigint"]))
+def test_shared_bursts_match_oracle(case, numeric):
+    text, events = case
+    wl = gpu_hamlet.parse_workload(text)
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    results = {}
+    for mode in ("static", "dynamic", "none"):
+        stats = RunStats()
+        results[mode] = gpu_hamlet.aggregate(table, text, sharing=mode, numeric=numeric,
+                                             stats=stats, backend="cpu")
+        assert_matches_oracle(results[mode], expected, wl, numeric)
+        if mode == "static":
+            assert sum(s.shared for s in stats.sets) == sum(s.bursts for s in stats.sets)
+    if numeric != "float":
+        for name in results["none"]:
+            assert results["static"][name].equals(results["none"][name])
+            assert results["dynamic"][name].equals(results["none"][name])
