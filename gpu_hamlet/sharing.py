@@ -143,6 +143,7 @@ class SharedBursts:
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         names = sset.names
         self.index = {name: j for j, name in enumerate(names)}
+        k = len(names)
         masks = np.stack([positions[name][order] >= 0 for name in names])
         self.set_idx = np.flatnonzero(masks.any(axis=0))
         masks = masks[:, self.set_idx]
@@ -150,80 +151,104 @@ class SharedBursts:
         t = ev.time[rows]
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes = np.floor(t / pane).astype(np.int64) if ev.axis.is_float else t // np.int64(pane)
-        self.burst_id = _bursts(pid[self.set_idx], panes, t,
-                                ev.type_codes[rows] == ev.code_of(sset.kleene_type))
-        be_idx = np.flatnonzero(self.burst_id >= 0)
-        nb = int(self.burst_id.max()) + 1 if be_idx.size else 0
-        self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
-        self.segidx = np.full((len(names), nb), -1, np.int64)
-        if nb == 0:
-            return
-        starts = np.flatnonzero(np.r_[True, np.diff(self.burst_id[be_idx]) != 0])
-        counts = np.add.reduceat(masks[:, be_idx].astype(np.int64), starts, axis=1)
-        salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
-        hashes = np.add.reduceat(masks[:, be_idx] * salt, starts, axis=1)
-        hashes[counts == 0] = 0
-        rep = _representatives(hashes)
+        burst_id = _bursts(pid[self.set_idx], panes, t,
+                           ev.type_codes[rows] == ev.code_of(sset.kleene_type))
         width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
                             for n in names], np.float64)
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
-        k = len(names)
-        flat = (rep * nb + np.arange(nb)).ravel()
-        cls_width = np.bincount(flat, weights=np.repeat(width, nb), minlength=k * nb)
-        cls_width = cls_width.reshape(k, nb)
-        cls_chan = np.zeros((k, nb))
-        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nb), k)), np.repeat(weighted, nb))
-        cls_size = np.bincount(flat, minlength=k * nb).reshape(k, nb)
+        be_idx = np.flatnonzero(burst_id >= 0)
+        nb = int(burst_id.max()) + 1 if be_idx.size else 0
+        self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
+        self.burst_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
+        self.segidx = np.zeros((k, 0), np.int64)
+        self.nseg = 0
+        self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
+        if nb == 0:
+            return
+        # Bursts where even sharing by every query of the set could not pay are not analysed
+        # further (a smaller class only gains less): they run unshared at no extra cost.
+        starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
+        length = np.diff(np.r_[starts, be_idx.size]).astype(np.float64)
+        all_pid = pid[self.set_idx][be_idx[starts]]
+        analysed = np.arange(nb)
+        if mode == "dynamic":
+            worth = choose_shared(mode, length, np.full(nb, width.sum()),
+                                  np.full(nb, weighted.max()), model)
+            analysed = np.flatnonzero(worth)
+            be_idx = be_idx[worth[burst_id[be_idx]]]
+            renumber = np.where(worth, np.cumsum(worth) - 1, -1)
+            burst_id = np.where(burst_id >= 0, renumber[np.maximum(burst_id, 0)], -1)
+            starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
+        nsh = int(burst_id.max()) + 1 if be_idx.size else 0
+        self.burst_of[self.set_idx] = burst_id
+        self.segidx = np.full((k, nsh), -1, np.int64)
+        if nsh == 0:
+            self._stats(np.zeros((k, 0), bool), np.zeros((k, 0)), np.zeros((k, 0), bool),
+                        analysed, all_pid)
+            return
+        mb = masks[:, be_idx]
+        counts = np.add.reduceat(mb.astype(np.int64), starts, axis=1)
+        salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
+        hashes = np.add.reduceat(mb * salt, starts, axis=1)
+        hashes[counts == 0] = 0
+        rep = _representatives(hashes)
+        cols = np.arange(nsh)[None, :]
+        flat = (rep * nsh + cols).ravel()
+        cls_width = np.bincount(flat, weights=np.repeat(width, nsh), minlength=k * nsh)
+        cls_chan = np.zeros((k, nsh))
+        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nsh), k)),
+                      np.repeat(weighted, nsh))
+        cls_size = np.bincount(flat, minlength=k * nsh).reshape(k, nsh)
         is_rep = (rep == np.arange(k)[:, None]) & (counts > 0)
-        decide = np.zeros((k, nb), bool)
+        decide = np.zeros((k, nsh), bool)
         decide[is_rep] = choose_shared(mode, counts[is_rep].astype(np.float64),
-                                       cls_width[is_rep], cls_chan[is_rep], model)
-        shared_q = decide[rep, np.arange(nb)[None, :]] & (counts > 0)
-        seg_of_rep = np.full((k, nb), -1, np.int64)
+                                       cls_width.reshape(k, nsh)[is_rep], cls_chan[is_rep], model)
+        seg_of_rep = np.full((k, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
-        self.segidx = np.where(shared_q, seg_of_rep[rep, np.arange(nb)[None, :]], -1)
-        self._stats(decide, cls_size, is_rep, pid[self.set_idx][be_idx[starts]])
+        self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
+        self._stats(decide, cls_size, is_rep, analysed, all_pid)
         # Events of each shared class, in segment order (reps in order, bursts in order).
         seg_events, seg_ids = [], []
         for r in range(k):
-            sel = decide[r]
-            if not sel.any():
-                continue
-            ev_r = be_idx[masks[r, be_idx] & sel[self.burst_id[be_idx]]]
-            seg_events.append(ev_r)
-            seg_ids.append(seg_of_rep[r, self.burst_id[ev_r]])
+            if decide[r].any():
+                ev_r = be_idx[mb[r] & decide[r][burst_id[be_idx]]]
+                seg_events.append(ev_r)
+                seg_ids.append(seg_of_rep[r, burst_id[ev_r]])
         self.nseg = int(decide.sum())
-        self.coef_rows = rows[np.concatenate(seg_events)] if seg_events else rows[:0]
-        self.coef_t = np.ascontiguousarray(t[np.concatenate(seg_events)]) if seg_events else t[:0]
-        self.coef_seg = np.concatenate(seg_ids) if seg_ids else np.zeros(0, np.int64)
+        if not self.nseg:
+            return
+        events = np.concatenate(seg_events)
+        self.coef_rows = rows[events]
+        self.coef_t = np.ascontiguousarray(t[events])
+        self.coef_seg = np.concatenate(seg_ids)
 
     def _stats(self, decide: np.ndarray, size: np.ndarray, is_rep: np.ndarray,
-               burst_pid: np.ndarray) -> None:
+               analysed: np.ndarray, burst_pid: np.ndarray) -> None:
+        """Counts over all bursts; those not analysed (no gain possible) ran unshared."""
         st = self.stats
-        any_shared = decide.any(axis=0)
-        st.shared = int(any_shared.sum())
-        st.unshared = st.bursts - st.shared
+        nb = burst_pid.shape[0]
+        st.shared = int(decide.any(axis=0).sum())
+        st.unshared = nb - st.shared
         # The largest class of a burst introduces no snapshot of its own: a graphlet snapshot
         # when it is shared; every other shared class is an event-level snapshot.
         main = np.argmax(np.where(is_rep, size, -1), axis=0)
         main_shared = decide[main, np.arange(decide.shape[1])]
         st.graphlet_snapshots = int(main_shared.sum())
         st.event_snapshots = int(decide.sum() - main_shared.sum())
+        shared_all = np.zeros(nb, bool)
+        shared_all[analysed] = main_shared
         same = burst_pid[1:] == burst_pid[:-1]
-        st.splits = int((same & main_shared[:-1] & ~main_shared[1:]).sum())
-        st.merges = int((same & ~main_shared[:-1] & main_shared[1:]).sum())
+        st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
+        st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro
         events: the events of each burst shared for it, kept as one row at the first of them."""
-        j = self.index[name]
-        if self.segidx.shape[1] == 0 or not (self.segidx[j] >= 0).any():
+        seg_j = self.segidx[self.index[name]]
+        if not (seg_j >= 0).any():
             return None
-        sp = np.searchsorted(self.set_idx, qidx)
-        sp_ok = np.minimum(sp, len(self.set_idx) - 1)
-        in_set = (sp < len(self.set_idx)) & (self.set_idx[sp_ok] == qidx)
-        bid = np.where(in_set, self.burst_id[sp_ok], -1)
-        seg = np.where(bid >= 0, self.segidx[j, np.maximum(bid, 0)], -1)
+        bid = self.burst_of[qidx]
+        seg = np.where(bid >= 0, seg_j[bid], -1)
         sh = seg >= 0
         first = sh.copy()
         first[1:] &= bid[1:] != bid[:-1]

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pytest
+from pathlib import Path
+from unittest.mock import patch
+
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
 from compare import assert_matches_oracle, events_to_table
 from gpu_hamlet.datagen import load_hamlet_stream
-from gpu_hamlet.optimizer import CPU_COSTS, PaperCostModel, choose_shared
+from gpu_hamlet.optimizer import COST_MODELS, CPU_COSTS, EngineCostModel, PaperCostModel, \
+    choose_shared
 from gpu_hamlet.sharing import RunStats, analyze
 from oracle import oracle
-
-import numpy as np
-from pathlib import Path
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
 PAPER_QUERIES = ("q1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 100 s;"
@@ -168,18 +168,23 @@ def sharing_cases(draw):
     return ";\n".join(queries), rows
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sharing_cases(), st.sampled_from(["exact", "float", "bigint"]))
-def test_shared_bursts_match_oracle(case, numeric):
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sharing_cases(), st.sampled_from(["exact", "float", "bigint"]),
+       st.floats(0.0, 30.0))
+def test_shared_bursts_match_oracle(case, numeric, class_cost):
+    """static, dynamic and none agree with the oracle; the dynamic optimizer runs with cost
+    constants drawn so that its per-burst decisions (and pruned bursts) vary."""
     text, events = case
+    model = EngineCostModel(event_s=1.0, coef_s=0.5, class_s=class_cost)
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl, with_magnitudes=True)
     table = events_to_table(events)
     results = {}
     for mode in ("static", "dynamic", "none"):
         stats = RunStats()
-        results[mode] = gpu_hamlet.aggregate(table, text, sharing=mode, numeric=numeric,
-                                             stats=stats, backend="cpu")
+        with patch.dict(COST_MODELS, {"cpu": model}):
+            results[mode] = gpu_hamlet.aggregate(table, text, sharing=mode, numeric=numeric,
+                                                 stats=stats, backend="cpu")
         assert_matches_oracle(results[mode], expected, wl, numeric)
         if mode == "static":
             assert sum(s.shared for s in stats.sets) == sum(s.bursts for s in stats.sets)

@@ -1,0 +1,98 @@
+"""HAMLET sharing (issue 3): dynamic vs static vs none, in one run on one machine.
+
+    python benchmarks/bench_sharing.py [--events 200000] [--queries 5 25 50 100]
+        [--bursts 5 20 50] [--json OUT.json]
+
+Two streams from `gpu_hamlet.datagen.kleene_stream` (types A..H, Kleene type B):
+- *kleene-sharing*: the workload of HAMLET 6.1, queries with different patterns that share B+
+  (same window, grouping, predicates and aggregates), over bursts of mean length 5, 20, 50;
+- *short bursts + filters*: bursts of mean length 1.5 and a different filter on B per query, where
+  sharing does not pay.
+Every mode answers the same workload over the same events; the best of `--repeat` runs counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import time
+
+import gpu_hamlet
+from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.sharing import RunStats
+
+TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
+OTHERS = [t for t in TYPES if t != "B"]
+
+
+def kleene_sharing_workload(n: int, filters: bool = False) -> str:
+    """n queries with distinct patterns around B+ (HAMLET 6.1's Kleene-sharing workload)."""
+    shapes = ([f"SEQ({x}, B+, {y})" for x, y in itertools.permutations(OTHERS, 2)]
+              + [f"SEQ({x}, B+)" for x in OTHERS] + [f"SEQ(B+, {y})" for y in OTHERS]
+              + [f"SEQ({x}, {y}, B+)" for x, y in itertools.permutations(OTHERS, 2)])
+    out = []
+    for i in range(n):
+        where = f" WHERE B.x < {1 + i % 9}" if filters else ""
+        out.append(f"k{i}: RETURN COUNT(*), SUM(B.x) PATTERN {shapes[i]}{where} WITHIN 1 min")
+    return ";\n".join(out)
+
+
+def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunStats]:
+    best, stats = float("inf"), RunStats()
+    for _ in range(repeat):
+        stats = RunStats()
+        t0 = time.perf_counter()
+        gpu_hamlet.aggregate(events, workload, backend="cpu", sharing=sharing, numeric="float",
+                             on_overflow="null", stats=stats)
+        best = min(best, time.perf_counter() - t0)
+    return best, stats
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--queries", type=int, nargs="+", default=[5, 25, 50, 100])
+    ap.add_argument("--bursts", type=float, nargs="+", default=[5, 20, 50])
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events; "
+          f"float mode, CPU backend, best of {args.repeat}")
+    streams = [(f"kleene-sharing, mean burst {b:g}", kleene_stream(
+        args.events, seed=3, types=TYPES, mean_burst=b, mean_other_run=3.0), False)
+        for b in args.bursts]
+    streams.append(("short bursts + per-query filters", kleene_stream(
+        args.events, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0), True))
+    warm = kleene_sharing_workload(3)
+    for mode in ("none", "static", "dynamic"):
+        run(streams[0][1].slice(0, 5000), warm, mode, 1)
+    rows = []
+    for label, events, filters in streams:
+        for n in args.queries:
+            wl = kleene_sharing_workload(n, filters)
+            res = {}
+            for mode in ("none", "static", "dynamic"):
+                dt, st = run(events, wl, mode, args.repeat)
+                s = st.sets[0] if st.sets else None
+                res[mode] = dt
+                rows.append({"stream": label, "queries": n, "sharing": mode, "seconds": dt,
+                             "events_per_s": args.events / dt,
+                             "stats": s.as_dict() if s else None})
+            best_other = min(res["static"], res["none"])
+            s = rows[-1]["stats"] or {}
+            print(f"{label:>34} | {n:3d} q | none {res['none']:7.3f} s  static "
+                  f"{res['static']:7.3f} s  dynamic {res['dynamic']:7.3f} s | none/dynamic "
+                  f"{res['none'] / res['dynamic']:5.2f}x  dynamic/best "
+                  f"{res['dynamic'] / best_other:4.2f} | dynamic shared {s.get('shared', 0)}"
+                  f"/{s.get('bursts', 0)} bursts, {s.get('event_snapshots', 0)} event snapshots",
+                  flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
