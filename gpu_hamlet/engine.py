@@ -30,9 +30,10 @@ from gpu_hamlet.numeric import (
     DECIMAL38_LIMIT, bigint_strings, crt, decimal_array, primes, primes_for_bits, xfloat_log2,
     xfloat_ratio, xfloat_to_float,
 )
-from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import COST_MODELS
-from gpu_hamlet.plan import COUNT, Channel, QueryPlan, Template, attr_kind, plan_query
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.workload import Query, Workload
 
@@ -40,8 +41,6 @@ NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
 SHARING_MODES = ("dynamic", "static", "none")
 
-_OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-        ">": pc.greater, ">=": pc.greater_equal}
 
 
 def aggregate(
@@ -72,13 +71,16 @@ def aggregate(
     parts = Partitioner(ev)
     attrs = Attributes(ev)
     plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
-    positions = {q.name: match_positions(ev, q, plans[q.name].template) for q in wl}
+    matcher = Matcher(ev)
+    for q in wl:  # every filter is checked against its column before any kernel runs
+        for f in q.filters:
+            matcher.dropped(q, f)
     shared: dict[str, list[SharedBursts]] = {}
     if sharing != "none" and ev.n:
         for sset in analyze(wl).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
-            sb = SharedBursts(ev, attrs, be, sset, keys.order, keys.pid, plans, positions,
+            sb = SharedBursts(ev, attrs, be, sset, keys.order, keys.pid, plans, matcher,
                               sharing, COST_MODELS[be.name])
             if stats is not None:
                 stats.sets.append(sb.stats)
@@ -86,35 +88,12 @@ def aggregate(
                 shared.setdefault(name, []).append(sb)
     out: dict[str, pa.Table] = {}
     for q in wl:
-        run = QueryRun(ev, parts, attrs, plans[q.name], positions[q.name],
-                       shared.get(q.name, []), numeric, on_overflow, be)
+        run = QueryRun(ev, parts, attrs, plans[q.name], matcher, shared.get(q.name, []),
+                       numeric, on_overflow, be, record_snapshots=stats is not None)
         out[q.name] = run.table()
         if stats is not None and run.snapshots is not None:
             stats.snapshots[q.name] = run.snapshots
     return out
-
-
-def match_positions(ev: EventFrame, q: Query, tpl: Template) -> np.ndarray:
-    """Pattern position of every event row, -1 where the query does not match it."""
-    pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
-    for t, p in tpl.position.items():
-        code = ev.code_of(t)
-        if code >= 0:
-            pos_of_code[code] = p
-    pos = pos_of_code[ev.type_codes] if ev.n else np.zeros(0, np.int32)
-    for f in q.filters:
-        col = ev.table.column(f.attr)
-        numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
-            pa.types.is_decimal(col.type)
-        string_col = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-        if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
-            raise WorkloadError(
-                f"filter {f} compares column '{f.attr}' of type {col.type} with "
-                f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
-        ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
-        ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
-        pos = np.where((ev.type_codes == ev.code_of(f.type)) & ~ok, -1, pos)
-    return pos.astype(np.int32)
 
 
 def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -209,33 +188,45 @@ class QueryRun:
     """Runs one query plan over the events and builds its result table."""
 
     def __init__(self, ev: EventFrame, parts: Partitioner, attrs: Attributes, plan: QueryPlan,
-                 pos_all: np.ndarray, shared: list[SharedBursts], numeric: str,
-                 on_overflow: str, be: Backend) -> None:
+                 matcher: Matcher, shared: list[SharedBursts], numeric: str, on_overflow: str,
+                 be: Backend, record_snapshots: bool = False) -> None:
         self.ev, self.attrs, self.plan, self.numeric, self.on_overflow, self.be = (
             ev, attrs, plan, numeric, on_overflow, be)
         self.tpl = plan.template
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
-        qidx = np.flatnonzero(pos_all[keys.order] >= 0)
-        # Shared bursts collapse into macro events: (source, coefficient segment) per row.
-        self.macro_src = np.full(qidx.shape[0], -1, np.int64)
-        self.macro_seg = np.full(qidx.shape[0], -1, np.int64)
         self.sources = shared
-        for s_i, sb in enumerate(shared):
-            inj = sb.inject(q.name, qidx)
-            if inj is None:
-                continue
-            qidx = qidx[inj.keep]
-            self.macro_src = self.macro_src[inj.keep]
-            self.macro_seg = self.macro_seg[inj.keep]
-            self.macro_src[inj.macro] = s_i
-            self.macro_seg[inj.macro] = inj.segment
+        tpl = self.tpl
+        fast = shared[0].compressed(
+            q.name, lambda idx: matcher.positions(q, tpl, keys.order[idx])) \
+            if len(shared) == 1 else None
+        if fast is not None:
+            qidx, self.macro_seg = fast
+            self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
+        else:
+            pos_all = matcher.positions(q, tpl)
+            qidx = np.flatnonzero(pos_all[keys.order] >= 0)
+            # Shared bursts collapse into macro events: (source, coefficient segment) per row.
+            self.macro_src = np.full(qidx.shape[0], -1, np.int64)
+            self.macro_seg = np.full(qidx.shape[0], -1, np.int64)
+            for s_i, sb in enumerate(shared):
+                inj = sb.inject(q.name, qidx)
+                if inj is None:
+                    continue
+                qidx = qidx[inj.keep]
+                self.macro_src = self.macro_src[inj.keep]
+                self.macro_seg = self.macro_seg[inj.keep]
+                self.macro_src[inj.macro] = s_i
+                self.macro_seg[inj.macro] = inj.segment
         self.macro = self.macro_src >= 0
-        self.snapshots: list[float] | None = [] if self.macro.any() else None
+        self.snapshots: list[float] | None = \
+            [] if record_snapshots and self.macro.any() else None
         self.rows = keys.order[qidx]
         self.pid = np.ascontiguousarray(keys.pid[qidx])
         self.gid = np.ascontiguousarray(keys.gid[qidx])
-        self.pos = np.ascontiguousarray(pos_all[self.rows])
+        self.pos = matcher.positions(q, tpl, self.rows)
+        for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
+            self.pos[self.macro_src == s_i] = self.tpl.position[sb.sset.kleene_type]
         self.time = np.ascontiguousarray(ev.time[self.rows])
         w = plan.windowing
         if ev.axis.is_float:

@@ -38,39 +38,45 @@ class PaperCostModel:
 class EngineCostModel:
     """This engine's cost of one burst for one class of queries, in seconds (per backend).
 
-    `width` is the class's queries' state channels added up. Not shared, each query runs the
-    burst's b events through its kernel: b * width * event_s. Shared, the coefficients are computed
-    once (b * coef_s per weighted channel the class needs, plus the count), each query applies one
-    macro event (width * event_s), and the class pays fixed bookkeeping (class_s). The paper's n^2
-    terms do not apply here: there is no predecessor scan (DESIGN.md section 3).
+    A query's kernel pays `base_s` per event plus `event_s` per event and state channel; `k` is the
+    class's queries and `width` their channels added up. Not shared, each query runs the burst's
+    b events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once
+    (b * coef_s per weighted channel, plus the count), each query applies one macro event, and
+    the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not apply here: there
+    is no predecessor scan (DESIGN.md section 3).
     """
 
+    base_s: float
     event_s: float
     coef_s: float
     class_s: float
 
-    def shared(self, b, width, channels):
-        return b * self.coef_s * (channels + 1) + width * self.event_s + self.class_s
+    def per_event(self, k, width):
+        return k * self.base_s + width * self.event_s
 
-    def nonshared(self, b, width):
-        return b * width * self.event_s
+    def shared(self, b, k, width, channels):
+        return b * self.coef_s * (channels + 1) + self.per_event(k, width) + self.class_s
 
-    def benefit(self, b, width, channels):
-        return self.nonshared(b, width) - self.shared(b, width, channels)
+    def nonshared(self, b, k, width):
+        return b * self.per_event(k, width)
+
+    def benefit(self, b, k, width, channels):
+        return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
 
 
-#: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64 dev
-#: machine; see BENCHMARKS.md). Seconds per event-channel, per burst event-channel, per class.
-CPU_COSTS = EngineCostModel(event_s=2.6e-8, coef_s=1.2e-8, class_s=2.0e-6)
+#: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
+#: development machine, 400,000 events; BENCHMARKS.md has the output).
+CPU_COSTS = EngineCostModel(base_s=5.8e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=4.8e-07)
 
 COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS}
 
 
-def choose_shared(mode: str, b: np.ndarray, width: np.ndarray, channels: np.ndarray,
-                  model: EngineCostModel) -> np.ndarray:
+def choose_shared(mode: str, b: np.ndarray, k: np.ndarray, width: np.ndarray,
+                  channels: np.ndarray, model: EngineCostModel) -> np.ndarray:
     """Which (burst, class) pairs run shared, vectorised over all of them.
 
-    `b`: matched events of the class in the burst; `width`: the class's state channels; `channels`:
+    `b`: matched events of the class in the burst; `k`: its queries; `width`: their state
+    channels; `channels`:
     distinct weighted channels it needs. static shares every burst; dynamic shares where the
     benefit is positive, one decision per class (by Theorems 4.1 and 4.2 this is the optimal query
     set: classes cost independently); none shares nothing.
@@ -79,4 +85,4 @@ def choose_shared(mode: str, b: np.ndarray, width: np.ndarray, channels: np.ndar
         return b > 0
     if mode == "none":
         return np.zeros(b.shape, bool)
-    return (b > 0) & (model.benefit(b, width, channels) > 0)
+    return (b > 0) & (model.benefit(b, k, width, channels) > 0)

@@ -25,6 +25,7 @@ import numpy as np
 from gpu_hamlet.attributes import Attributes
 from gpu_hamlet.backend import Backend
 from gpu_hamlet.events import EventFrame
+from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.plan import QueryPlan
 from gpu_hamlet.workload import Query, Workload
@@ -137,30 +138,40 @@ class SharedBursts:
 
     def __init__(self, ev: EventFrame, attrs: Attributes, be: Backend, sset: SharableSet,
                  order: np.ndarray, pid: np.ndarray, plans: dict[str, QueryPlan],
-                 positions: dict[str, np.ndarray], mode: str, model: EngineCostModel) -> None:
+                 matcher: Matcher, mode: str, model: EngineCostModel) -> None:
         self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._slots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        E = sset.kleene_type
         names = sset.names
+        # Which events of a burst a query matches depends only on its filters on E: queries with
+        # the same ones form a filter group, and classes are unions of filter groups.
+        groups: dict[frozenset, int] = {}
+        self.group = np.asarray([groups.setdefault(frozenset(q.filters_of(E)), len(groups))
+                                 for q in sset.queries], np.int64)
         self.index = {name: j for j, name in enumerate(names)}
-        k = len(names)
-        masks = np.stack([positions[name][order] >= 0 for name in names])
-        self.set_idx = np.flatnonzero(masks.any(axis=0))
-        masks = masks[:, self.set_idx]
+        nf = len(groups)
+        rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
+        self.set_idx = np.flatnonzero(matcher.matched_by_any(sset.queries)[order])
         rows = order[self.set_idx]
         t = ev.time[rows]
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes = np.floor(t / pane).astype(np.int64) if ev.axis.is_float else t // np.int64(pane)
-        burst_id = _bursts(pid[self.set_idx], panes, t,
-                           ev.type_codes[rows] == ev.code_of(sset.kleene_type))
+        burst_id = _bursts(pid[self.set_idx], panes, t, ev.type_codes[rows] == ev.code_of(E))
         width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
                             for n in names], np.float64)
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
+        width_f = np.bincount(self.group, weights=width, minlength=nf)
+        weighted_f = np.zeros(nf)
+        np.maximum.at(weighted_f, self.group, weighted)
         be_idx = np.flatnonzero(burst_id >= 0)
         nb = int(burst_id.max()) + 1 if be_idx.size else 0
         self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
         self.burst_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
-        self.segidx = np.zeros((k, 0), np.int64)
+        self.segidx = np.zeros((nf, 0), np.int64)
+        self.expand = np.zeros(nf, bool)  # groups with unshared analysed bursts to expand
+        self.slot_idx = self.slot_burst = None
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
@@ -172,8 +183,8 @@ class SharedBursts:
         all_pid = pid[self.set_idx][be_idx[starts]]
         analysed = np.arange(nb)
         if mode == "dynamic":
-            worth = choose_shared(mode, length, np.full(nb, width.sum()),
-                                  np.full(nb, weighted.max()), model)
+            worth = choose_shared(mode, length, np.full(nb, float(len(names))),
+                                  np.full(nb, width.sum()), np.full(nb, weighted.max()), model)
             analysed = np.flatnonzero(worth)
             be_idx = be_idx[worth[burst_id[be_idx]]]
             renumber = np.where(worth, np.cumsum(worth) - 1, -1)
@@ -181,35 +192,49 @@ class SharedBursts:
             starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
         nsh = int(burst_id.max()) + 1 if be_idx.size else 0
         self.burst_of[self.set_idx] = burst_id
-        self.segidx = np.full((k, nsh), -1, np.int64)
+        # The set stream with each analysed burst collapsed to a slot at its first event.
+        first = burst_id >= 0
+        first[1:] &= burst_id[1:] != burst_id[:-1]
+        slots = np.flatnonzero((burst_id < 0) | first)
+        self.slot_idx = self.set_idx[slots]
+        self.slot_burst = burst_id[slots]
+        self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
-            self._stats(np.zeros((k, 0), bool), np.zeros((k, 0)), np.zeros((k, 0), bool),
+            self._stats(np.zeros((nf, 0), bool), np.zeros((nf, 0)), np.zeros((nf, 0), bool),
                         analysed, all_pid)
             return
-        mb = masks[:, be_idx]
-        counts = np.add.reduceat(mb.astype(np.int64), starts, axis=1)
-        salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
-        hashes = np.add.reduceat(mb * salt, starts, axis=1)
-        hashes[counts == 0] = 0
-        rep = _representatives(hashes)
+        # Per filter group: matched events and a hash of which ones, per burst.
+        mb = np.stack([matcher.positions(sset.queries[r], plans[names[r]].template,
+                                         rows[be_idx]) >= 0 for r in rep_query])
+        counts = np.add.reduceat(mb, starts, axis=1, dtype=np.int64)
+        if nf > 1:
+            salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
+            hashes = np.add.reduceat(np.where(mb, salt, np.uint64(0)), starts, axis=1)
+            hashes[counts == 0] = 0
+            rep = _representatives(hashes)
+        else:
+            rep = np.zeros((1, nsh), np.int64)
         cols = np.arange(nsh)[None, :]
         flat = (rep * nsh + cols).ravel()
-        cls_width = np.bincount(flat, weights=np.repeat(width, nsh), minlength=k * nsh)
-        cls_chan = np.zeros((k, nsh))
-        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nsh), k)),
-                      np.repeat(weighted, nsh))
-        cls_size = np.bincount(flat, minlength=k * nsh).reshape(k, nsh)
-        is_rep = (rep == np.arange(k)[:, None]) & (counts > 0)
-        decide = np.zeros((k, nsh), bool)
+        cls_width = np.bincount(flat, weights=np.repeat(width_f, nsh), minlength=nf * nsh)
+        cls_chan = np.zeros((nf, nsh))
+        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nsh), nf)),
+                      np.repeat(weighted_f, nsh))
+        cls_size = np.bincount(flat, weights=np.repeat(np.bincount(self.group), nsh),
+                               minlength=nf * nsh).reshape(nf, nsh)
+        is_rep = (rep == np.arange(nf)[:, None]) & (counts > 0)
+        decide = np.zeros((nf, nsh), bool)
         decide[is_rep] = choose_shared(mode, counts[is_rep].astype(np.float64),
-                                       cls_width.reshape(k, nsh)[is_rep], cls_chan[is_rep], model)
-        seg_of_rep = np.full((k, nsh), -1, np.int64)
+                                       cls_size[is_rep], cls_width.reshape(nf, nsh)[is_rep],
+                                       cls_chan[is_rep], model)
+        seg_of_rep = np.full((nf, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
+        self.expand = ((counts > 0) & (self.segidx < 0)).any(axis=1)
         self._stats(decide, cls_size, is_rep, analysed, all_pid)
         # Events of each shared class, in segment order (reps in order, bursts in order).
         seg_events, seg_ids = [], []
-        for r in range(k):
+        for r in range(nf):
             if decide[r].any():
                 ev_r = be_idx[mb[r] & decide[r][burst_id[be_idx]]]
                 seg_events.append(ev_r)
@@ -241,10 +266,30 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
+    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, np.ndarray] | None:
+        """The query's events straight from the collapsed set stream, when every analysed burst
+        it matches runs shared: (indices into the sorted order, macro segment or -1 per row).
+        `pos_at(idx)` gives the query's positions at sorted indices. None when some burst must be
+        expanded (then `inject` applies)."""
+        g = int(self.group[self.index[name]])
+        if self.slot_idx is None or self.expand[g]:
+            return None
+        if g not in self._slots:  # per filter group: which slots are its macro rows
+            seg_g = self.segidx[g]
+            b = self.slot_burst
+            seg = np.where(b >= 0, seg_g[np.maximum(b, 0)], -1) if seg_g.size else \
+                np.full(b.shape, -1)
+            plain = np.flatnonzero(b < 0)
+            self._slots[g] = (plain, np.flatnonzero(seg >= 0), seg)
+        plain, macro, seg = self._slots[g]
+        plain = plain[pos_at(self.slot_idx[plain]) >= 0]
+        take = np.sort(np.concatenate([plain, macro]))
+        return self.slot_idx[take], seg[take]
+
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro
         events: the events of each burst shared for it, kept as one row at the first of them."""
-        seg_j = self.segidx[self.index[name]]
+        seg_j = self.segidx[self.group[self.index[name]]]
         if not (seg_j >= 0).any():
             return None
         bid = self.burst_of[qidx]

@@ -97,14 +97,15 @@ def test_event_level_snapshots_when_filters_differ_inside_a_burst():
 
 def test_dynamic_choice_follows_the_cost_model():
     b = np.array([1.0, 2.0, 50.0, 50.0])
-    width = np.array([2.0, 2.0, 100.0, 1.0])
-    chans = np.zeros(4)
-    got = choose_shared("dynamic", b, width, chans, CPU_COSTS)
-    want = CPU_COSTS.benefit(b, width, chans) > 0
+    k = np.array([2.0, 2.0, 50.0, 1.0])
+    width = 2 * k
+    chans = np.ones(4)
+    got = choose_shared("dynamic", b, k, width, chans, CPU_COSTS)
+    want = CPU_COSTS.benefit(b, k, width, chans) > 0
     assert (got == want).all()
     assert got[2] and not got[0]  # long burst, many queries: share; single event: do not
-    assert choose_shared("static", b, width, chans, CPU_COSTS).all()
-    assert not choose_shared("none", b, width, chans, CPU_COSTS).any()
+    assert choose_shared("static", b, k, width, chans, CPU_COSTS).all()
+    assert not choose_shared("none", b, k, width, chans, CPU_COSTS).any()
 
 
 def test_splits_and_merges_are_counted():
@@ -175,7 +176,7 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
     """static, dynamic and none agree with the oracle; the dynamic optimizer runs with cost
     constants drawn so that its per-burst decisions (and pruned bursts) vary."""
     text, events = case
-    model = EngineCostModel(event_s=1.0, coef_s=0.5, class_s=class_cost)
+    model = EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=class_cost)
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl, with_magnitudes=True)
     table = events_to_table(events)

@@ -1,0 +1,95 @@
+"""Calibrate the optimizer's cost model (gpu_hamlet/optimizer.py, EngineCostModel) on a backend.
+
+    python benchmarks/calibrate_costs.py [--backend cpu] [--events 400000]
+
+Measures, on the backend's own kernels:
+- base_s, event_s: segment kernel seconds per event, and per event and state channel (vector
+  mode, a line fitted over 1 to 4 channels: intercept and slope);
+- coef_s: burst-coefficient kernel seconds per burst event per channel;
+- class_s: seconds of bookkeeping per shared (burst, class), measured end to end: static sharing
+  over bursts of one event (nothing to gain) minus no sharing, per shared class, less the kernel
+  work it moved.
+Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+import gpu_hamlet
+from gpu_hamlet.backend import select_backend
+from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.plan import Template
+from gpu_hamlet.sharing import RunStats
+
+
+def best(fn, repeat: int = 5) -> float:
+    out = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--events", type=int, default=400_000)
+    args = ap.parse_args()
+    be = select_backend(args.backend)
+    n = args.events
+    rng = np.random.default_rng(0)
+    tpl = Template.of(gpu_hamlet.parse_workload(
+        "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 s").queries[0])
+    pid = np.zeros(n, np.int64)
+    seg = np.arange(n, dtype=np.int64) // 1000
+    t = np.arange(n, dtype=np.int64)
+    pos = rng.choice([0, 1, 1, 1, 2], n).astype(np.int32)
+    macro = np.zeros(n, bool)
+    per_channel = []
+    for nch in (1, 2, 3, 4):
+        W = np.zeros((nch, n, 2))
+        W[:, :, 0] = 0.5
+        MU = np.zeros((n, 1, 2))
+        snap = np.zeros((n, 1, 2))
+        be.segment_maps("xfloat", pid, seg, t, pos, W, MU, macro, tpl, False, snap)
+        per_channel.append(best(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, macro,
+                                                        tpl, False, snap)))
+    slope, intercept = np.polyfit([1, 2, 3, 4], per_channel, 1)
+    event_s, base_s = float(slope) / n, float(intercept) / n
+    burst = np.repeat(np.arange(n // 20), 20)[:n].astype(np.int64)
+    coef = []
+    for nch in (1, 3):
+        W = np.zeros((nch, burst.shape[0], 2))
+        W[:, :, 0] = 0.5
+        nseg = int(burst[-1]) + 1
+        be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W, nseg)
+        coef.append(best(lambda: be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W,
+                                                       nseg)))
+    coef_s = (coef[1] - coef[0]) / 2 / burst.shape[0]
+    # Bookkeeping per shared class: bursts of one B event between A events, two queries.
+    ev = kleene_stream(n, seed=1, types=("A", "B"), mean_burst=1.0, mean_other_run=1.0)
+    wl = ("RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min;"
+          "RETURN COUNT(*) PATTERN SEQ(B+, A) WITHIN 1 min")
+    stats = RunStats()
+    gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float", backend=args.backend,
+                         stats=stats)
+    shared = best(lambda: gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float",
+                                               backend=args.backend), 3)
+    alone = best(lambda: gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float",
+                                              backend=args.backend), 3)
+    classes = sum(s.graphlet_snapshots + s.event_snapshots for s in stats.sets)
+    class_s = max((shared - alone) / max(classes, 1), 0.0)
+    print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
+    print(f"segment kernel s per event by channels 1..4: {[f'{x / n:.2e}' for x in per_channel]}")
+    print(f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
+          f"class_s={class_s:.2e})")
+
+
+if __name__ == "__main__":
+    main()

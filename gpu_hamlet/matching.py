@@ -1,0 +1,77 @@
+"""Which events a query matches: its pattern position per event, from cached filter masks.
+
+Many queries of a workload filter the same type the same way (or not at all), and shared
+execution needs matches only at a few rows, so filter masks are evaluated once per filter over all
+events and then gathered wherever they are needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.events import EventFrame
+from gpu_hamlet.plan import Template
+from gpu_hamlet.workload import Filter, Query
+
+_OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+        ">": pc.greater, ">=": pc.greater_equal}
+
+
+class Matcher:
+    """Pattern positions of events for queries, over all rows or a subset of them."""
+
+    def __init__(self, ev: EventFrame) -> None:
+        self.ev = ev
+        self._dropped: dict[Filter, np.ndarray] = {}
+        self._type_masks: dict[tuple, np.ndarray] = {}
+
+    def dropped(self, q: Query, f: Filter) -> np.ndarray:
+        """Rows of the filter's type that fail it (nulls fail, as in SQL)."""
+        if f not in self._dropped:
+            ev = self.ev
+            col = ev.table.column(f.attr)
+            numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
+                pa.types.is_decimal(col.type)
+            string_col = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+            if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
+                raise WorkloadError(
+                    f"filter {f} compares column '{f.attr}' of type {col.type} with "
+                    f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
+            ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
+            ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
+            self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok
+        return self._dropped[f]
+
+    def positions(self, q: Query, tpl: Template, rows: np.ndarray | None = None) -> np.ndarray:
+        """Pattern position of each row (all rows, or `rows`), -1 where q does not match it."""
+        ev = self.ev
+        pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
+        for t, p in tpl.position.items():
+            code = ev.code_of(t)
+            if code >= 0:
+                pos_of_code[code] = p
+        codes = ev.type_codes if rows is None else ev.type_codes[rows]
+        pos = pos_of_code[codes]
+        for f in q.filters:
+            drop = self.dropped(q, f)
+            pos[drop if rows is None else drop[rows]] = -1
+        return pos
+
+    def matched_by_any(self, queries: tuple[Query, ...]) -> np.ndarray:
+        """Rows some query matches, from one mask per distinct (type, filters on it)."""
+        ev = self.ev
+        out = np.zeros(ev.n, bool)
+        for q in queries:
+            for t in q.types:
+                key = (t, frozenset(q.filters_of(t)))
+                if key not in self._type_masks:
+                    m = ev.type_codes == ev.code_of(t)
+                    for f in key[1]:
+                        m &= ~self.dropped(q, f)
+                    self._type_masks[key] = m
+        for m in self._type_masks.values():
+            out |= m
+        return out
