@@ -7,6 +7,7 @@ workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
 from gpu_hamlet.engine import aggregate
 from gpu_hamlet.errors import EventDataError, GpuHamletError, NumericOverflowError, WorkloadError
 from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.sharing import RunStats
 from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 __version__ = "0.1.0"
@@ -19,6 +20,7 @@ __all__ = [
     "NumericOverflowError",
     "PatternElement",
     "Query",
+    "RunStats",
     "Workload",
     "WorkloadError",
     "aggregate",

@@ -66,23 +66,27 @@ def _write_results(results: dict[str, pa.Table], out: Path, fmt: str) -> dict[st
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_hamlet import aggregate, parse_workload
+    from gpu_hamlet import RunStats, aggregate, parse_workload
 
     t0 = time.perf_counter()
     workload = parse_workload(Path(args.workload).read_text())
     events = _read_events(Path(args.events))
+    stats = RunStats() if args.stats else None
     results = aggregate(events, workload, backend=args.backend, sharing=args.sharing,
                         numeric=args.numeric, on_overflow=args.on_overflow,
-                        time_col=args.time_col, type_col=args.type_col)
+                        time_col=args.time_col, type_col=args.type_col, stats=stats)
     rows = _write_results(results, Path(args.out), args.format)
     dt = time.perf_counter() - t0
     print(f"read {events.num_rows:,} events; wrote " +
           ", ".join(f"{n}: {r:,} rows" for n, r in rows.items()) + f" to {args.out} in {dt:.2f} s")
+    if stats is not None:
+        print(stats.describe())
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet import parse_workload
+    from gpu_hamlet.sharing import analyze
 
     workload = parse_workload(Path(args.workload).read_text())
     for q in workload:
@@ -93,6 +97,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
         print(f"  window     : {q.within_ms} ms, slide {q.slide_ms} ms")
+    print()
+    print(analyze(workload).describe())
     return 0
 
 
@@ -111,18 +117,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"({events.num_rows / dt / 1e6:.2f} M events/s, in-process engine)\n")
     for name, table in results.items():
         print(f"== {name}: {table.num_rows} rows; first {min(args.rows, table.num_rows)}:")
-        print(table.slice(0, args.rows).to_pandas().to_string(index=False)
-              if _has_pandas() else table.slice(0, args.rows))
+        print(_format(table.slice(0, args.rows)))
         print()
     return 0
 
 
-def _has_pandas() -> bool:
+def _format(table: pa.Table) -> str:
+    """A plain text table (pandas when installed, else Arrow's own rendering)."""
     try:
-        import pandas  # noqa: F401
+        return table.to_pandas().to_string(index=False)
     except ImportError:
-        return False
-    return True
+        return str(table)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", default="parquet", choices=["parquet", "csv"])
     run.add_argument("--time-col", default="time")
     run.add_argument("--type-col", default="type")
+    run.add_argument("--stats", action="store_true",
+                     help="print the sharing decisions per sharable set")
     _options(run)
     run.set_defaults(func=cmd_run)
     explain = sub.add_parser("explain", help="show how a workload is compiled")

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from cpu_fallback.rings import layout
 from gpu_hamlet.attributes import Attributes
 from gpu_hamlet.backend import Backend, select_backend
-from gpu_hamlet.errors import EventDataError, NumericOverflowError, WorkloadError
+from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.events import EventFrame, prepare_events
 from gpu_hamlet.numeric import (
     DECIMAL38_LIMIT, bigint_strings, crt, decimal_array, primes, primes_for_bits, xfloat_log2,
@@ -35,7 +35,7 @@ from gpu_hamlet.optimizer import COST_MODELS
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
-from gpu_hamlet.workload import Query, Workload
+from gpu_hamlet.workload import Workload
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
@@ -376,7 +376,6 @@ class QueryRun:
         return out
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
-        q = self.plan.query
         if agg.func in ("MIN", "MAX"):
             return mm[Channel(agg.func.lower(), agg.type, agg.attr)]
         kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"

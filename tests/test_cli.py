@@ -1,0 +1,73 @@
+"""The command line: run (round trip through Parquet), explain, demo, and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+import gpu_hamlet
+from gpu_hamlet.cli import main
+from gpu_hamlet.datagen import load_hamlet_stream
+
+PAPER = Path(__file__).parent / "data" / "Paper_TestStream.txt"
+WORKLOAD = ("q1: RETURN COUNT(*), COUNT(T2) PATTERN SEQ(T1, T2+) WITHIN 100 s;\n"
+            "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 10 s SLIDE 5 s\n")
+
+
+def _inputs(tmp_path: Path) -> tuple[Path, Path]:
+    wl = tmp_path / "workload.txt"
+    wl.write_text(WORKLOAD)
+    events = tmp_path / "events.parquet"
+    pq.write_table(load_hamlet_stream(PAPER), events)
+    return wl, events
+
+
+def test_run_round_trip(tmp_path, capsys):
+    wl, events = _inputs(tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out),
+                 "--stats", "--sharing", "static"]) == 0
+    printed = capsys.readouterr().out
+    assert "read 14 events" in printed and "T2+ shared by q1, q2" in printed
+    expected = gpu_hamlet.aggregate(pq.read_table(events), WORKLOAD, backend="cpu")
+    for name in ("q1", "q2"):
+        got = pq.read_table(out / name)
+        assert got.equals(expected[name])
+    assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
+
+
+def test_failed_run_leaves_no_output(tmp_path, capsys):
+    wl, events = _inputs(tmp_path)
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(T1, T9+) WITHIN 100 s")
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "query q1" in err and "'T9'" in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_syntax_error_names_line_and_column(tmp_path, capsys):
+    wl, events = _inputs(tmp_path)
+    wl.write_text("RETURN COUNT(*)\nPATERN SEQ(T1, T2+) WITHIN 100 s")
+    assert main(["explain", "--workload", str(wl)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2, column 1" in err and "PATERN" in err
+
+
+def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
+    wl, _ = _inputs(tmp_path)
+    assert main(["explain", "--workload", str(wl)]) == 0
+    out = capsys.readouterr().out
+    assert "workload pane: 5000 ms" in out
+    assert "sharable set T2+: q1, q2" in out
+    assert "T2 -> T2" in out and "q1, q2" in out
+
+
+def test_demo_prints_results(capsys):
+    assert main(["demo", "--events", "20000", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "generated 20,000 ridesharing events" in out
+    assert "== rides:" in out and "== premium:" in out
