@@ -2,7 +2,8 @@
 
     python benchmarks/bench_engine.py [--events 1000000] [--repeat 3] [--json OUT.json]
 
-Measures events per second of `gpu_hamlet.aggregate` on a generated Kleene stream for one query
+Measures events per second of `gpu_hamlet.aggregate` (sharing="none": every query alone) on a
+generated Kleene stream for one query
 `SEQ(A, B+, C)` and for a 50-query workload, in float, exact and bigint mode, on time-sorted and on
 shuffled input. Kernels are compiled (and cached) by a warm-up run first; the best of `--repeat`
 runs is reported. Ratios between modes come from one run on one machine.
@@ -47,7 +48,8 @@ def measure(events: pa.Table, workload, numeric: str, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        gpu_hamlet.aggregate(events, workload, backend="cpu", numeric=numeric, on_overflow="null")
+        gpu_hamlet.aggregate(events, workload, backend="cpu", sharing="none", numeric=numeric,
+                             on_overflow="null")
         best = min(best, time.perf_counter() - t0)
     return best
 

@@ -32,7 +32,8 @@ def kleene_sharing_workload(n: int, filters: bool = False) -> str:
     """n queries with distinct patterns around B+ (HAMLET 6.1's Kleene-sharing workload)."""
     shapes = ([f"SEQ({x}, B+, {y})" for x, y in itertools.permutations(OTHERS, 2)]
               + [f"SEQ({x}, B+)" for x in OTHERS] + [f"SEQ(B+, {y})" for y in OTHERS]
-              + [f"SEQ({x}, {y}, B+)" for x, y in itertools.permutations(OTHERS, 2)])
+              + [f"SEQ({x}, {y}, B+)" for x, y in itertools.permutations(OTHERS, 2)]
+              + [f"SEQ(B+, {x}, {y})" for x, y in itertools.permutations(OTHERS, 2)])
     out = []
     for i in range(n):
         where = f" WHERE B.x < {1 + i % 9}" if filters else ""

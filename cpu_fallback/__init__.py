@@ -13,10 +13,10 @@ class CpuBackend:
 
     name = "cpu"
 
-    def segment_maps(self, ring, pid, seg, time, pos, weights, mu, macro, template, full, snap,
+    def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
                      param=0):
         return kernels.segment_maps(
-            make_tag(ring, param), pid, seg, time, pos, weights, mu, macro, template.pred_ptr,
+            make_tag(ring, param), pid, seg, time, pos, weights, mu, k, mseg, template.pred_ptr,
             template.pred_idx, template.is_start, template.is_end, template.k, full,
             template.carry, snap)
 

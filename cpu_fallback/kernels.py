@@ -26,15 +26,17 @@ from cpu_fallback.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, 
 
 
 @njit(cache=True)
-def _apply_event(tag, X, Dst, i, p, W, MU, macro, pred_ptr, pred_idx, is_start, is_end, nch, k,
+def _apply_event(tag, X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k,
                  ncols, snap):
     # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its own
     # predecessors before writing, and channel 0, which the others read through c, is written last).
-    # A macro event (a shared burst, gpu_hamlet/sharing.py) adds MU*c and MU*z + W*c instead of
-    # c and z + W*c; its c is the burst's snapshot, recorded in `snap` (column 0).
+    # A macro event (a shared burst, gpu_hamlet/sharing.py; mseg[i] >= 0 names its coefficients)
+    # adds MU*c and MU*z + K*c instead of c and z + W*c; its c, the burst's snapshot, is recorded
+    # in `snap` (column 0).
     stride = k + 1
     cst = X.shape[0] - 1
-    is_macro = macro[i]
+    m = mseg[i]
+    is_macro = m >= 0
     for col in range(ncols):
         if is_start[p]:
             c = r_load(tag, X, cst, col)
@@ -51,8 +53,10 @@ def _apply_event(tag, X, Dst, i, p, W, MU, macro, pred_ptr, pred_idx, is_start, 
             for qi in range(pred_ptr[p], pred_ptr[p + 1]):
                 t = r_add(tag, t, r_load(tag, X, base + pred_idx[qi], col))
             if is_macro:
-                t = r_mul(tag, r_load(tag, MU, i, 0), t)
-            if not cz:
+                t = r_mul(tag, r_load(tag, MU, m, 0), t)
+                if not cz:
+                    t = r_add(tag, t, r_mul(tag, r_load(tag, K, m, ch), c))
+            elif not cz:
                 t = r_add(tag, t, r_mul(tag, r_load(tag, W, ch, i), c))
             if not r_is_zero(tag, t):
                 r_store(tag, Dst, base + p, col, r_add(tag, r_load(tag, Dst, base + p, col), t))
@@ -60,7 +64,7 @@ def _apply_event(tag, X, Dst, i, p, W, MU, macro, pred_ptr, pred_idx, is_start, 
                     r_store(tag, Dst, base + k, col, r_add(tag, r_load(tag, Dst, base + k, col), t))
         if not cz:
             if is_macro:
-                c = r_mul(tag, r_load(tag, MU, i, 0), c)
+                c = r_mul(tag, r_load(tag, MU, m, 0), c)
             r_store(tag, Dst, p, col, r_add(tag, r_load(tag, Dst, p, col), c))
             if is_end[p]:
                 r_store(tag, Dst, k, col, r_add(tag, r_load(tag, Dst, k, col), c))
@@ -104,13 +108,13 @@ def _full_map(tag, X, carry, nch, k, M):
 
 
 @njit(cache=True)
-def segment_maps(tag, pid, seg, t, pos, W, MU, macro, pred_ptr, pred_idx, is_start, is_end, k,
+def segment_maps(tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k,
                  full, carry, snap):
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
-    `MU`/`macro`: multipliers of macro events (shared bursts); `carry` lists the positions read as
-    predecessors; `snap` receives each macro event's snapshot. Returns (maps [runs, D, D or 1,
-    lanes], run_pid, run_seg)."""
+    Row i is a macro event (a shared burst) when mseg[i] >= 0, with coefficients MU[mseg[i]] and
+    K[mseg[i]]; `carry` lists the positions read as predecessors; `snap` receives each macro
+    event's snapshot. Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
     proto = snap
     n = pos.shape[0]
     nch = W.shape[0]
@@ -143,14 +147,14 @@ def segment_maps(tag, pid, seg, t, pos, W, MU, macro, pred_ptr, pred_idx, is_sta
         while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
             j += 1
         if j == i + 1:
-            _apply_event(tag, X, X, i, pos[i], W, MU, macro, pred_ptr, pred_idx, is_start, is_end,
-                         nch, k, ncols, snap)
+            _apply_event(tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
+                         is_end, nch, k, ncols, snap)
         else:
             for a in range(D):
                 for b in range(ncols):
                     r_store(tag, Dl, a, b, r_zero(tag))
             for e in range(i, j):
-                _apply_event(tag, X, Dl, e, pos[e], W, MU, macro, pred_ptr, pred_idx, is_start,
+                _apply_event(tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
                              is_end, nch, k, ncols, snap)
             for a in range(D - 1):
                 for b in range(ncols):

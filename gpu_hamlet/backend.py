@@ -22,12 +22,13 @@ class Backend(Protocol):
 
     def segment_maps(
         self, ring: str, pid: np.ndarray, seg: np.ndarray, time: np.ndarray, pos: np.ndarray,
-        weights: np.ndarray, mu: np.ndarray, macro: np.ndarray, template, full: bool,
-        snap: np.ndarray, param: int = 0,
+        weights: np.ndarray, mu: np.ndarray, k: np.ndarray, mseg: np.ndarray, template,
+        full: bool, snap: np.ndarray, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
 
-        `mu`/`macro` describe macro events (shared bursts); their snapshots go to `snap`.
+        Rows with mseg >= 0 are macro events (shared bursts) with coefficients mu[mseg], k[mseg];
+        their snapshots go to `snap`.
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 

@@ -200,8 +200,9 @@ class QueryRun:
         fast = shared[0].compressed(
             q.name, lambda idx: matcher.positions(q, tpl, keys.order[idx])) \
             if len(shared) == 1 else None
+        pos = None
         if fast is not None:
-            qidx, self.macro_seg = fast
+            qidx, self.macro_seg, pos = fast
             self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
         else:
             pos_all = matcher.positions(q, tpl)
@@ -222,9 +223,11 @@ class QueryRun:
         self.snapshots: list[float] | None = \
             [] if record_snapshots and self.macro.any() else None
         self.rows = keys.order[qidx]
-        self.pid = np.ascontiguousarray(keys.pid[qidx])
-        self.gid = np.ascontiguousarray(keys.gid[qidx])
-        self.pos = matcher.positions(q, tpl, self.rows)
+        if q.partition_attrs:
+            self.pid, self.gid = keys.pid[qidx], keys.gid[qidx]
+        else:  # one partition
+            self.pid = self.gid = np.zeros(qidx.shape[0], np.int64)
+        self.pos = matcher.positions(q, tpl, self.rows) if pos is None else pos
         for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
             self.pos[self.macro_src == s_i] = self.tpl.position[sb.sset.kleene_type]
         self.time = np.ascontiguousarray(ev.time[self.rows])
@@ -253,29 +256,35 @@ class QueryRun:
                     f"{nulls} matched {agg.type} event(s)")
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
-        """Event weights and macro multipliers [rows, 1, lanes] for one ring run."""
-        W = self.attrs.weights(ring, channels, self.rows, self.pos, self.tpl.position, p)
+        """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
+        the row's index into them or -1), all sources' segments one after another."""
+        labels = np.where(self.macro, -1, self.pos) if self.sources else self.pos
+        W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.position, p)
         dtype, lanes = layout(ring)
-        MU = np.zeros((self.pos.shape[0], 1, lanes), dtype)
+        mus = [np.zeros((0, 1, lanes), dtype)]
+        ks = [np.zeros((0, len(channels), lanes), dtype)]
+        mseg = np.full(self.pos.shape[0], -1, np.int64)
+        offset = 0
         for s_i, sb in enumerate(self.sources):
-            at = np.flatnonzero(self.macro_src == s_i)
-            if at.size:
+            at = self.macro_src == s_i
+            if at.any():
                 mu, K = sb.coefficients(ring, p, channels)
-                seg = self.macro_seg[at]
-                MU[at] = mu[seg]
-                W[:, at] = np.swapaxes(K[seg], 0, 1)
-        return W, MU
+                mseg[at] = self.macro_seg[at] + offset
+                mus.append(mu)
+                ks.append(K)
+                offset += mu.shape[0]
+        return W, np.concatenate(mus), np.concatenate(ks), mseg
 
     # -- kernels --
 
     def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Window values [windows, channels, lanes] (kernel order) for one ring."""
         w, tpl = self.plan.windowing, self.tpl
-        W, MU = self._weights(ring, channels, p)
+        W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
         snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         maps, run_pid, run_seg = self.be.segment_maps(
-            ring, self.pid, self.seg, self.time, self.pos, W, MU, self.macro, tpl, w.full, snap, p)
+            ring, self.pid, self.seg, self.time, self.pos, W, MU, K, mseg, tpl, w.full, snap, p)
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()

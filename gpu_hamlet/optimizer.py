@@ -41,8 +41,8 @@ class EngineCostModel:
     A query's kernel pays `base_s` per event plus `event_s` per event and state channel; `k` is the
     class's queries and `width` their channels added up. Not shared, each query runs the burst's
     b events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once
-    (b * coef_s per weighted channel, plus the count), each query applies one macro event, and
-    the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not apply here: there
+    (b * coef_s per weighted channel, plus the count), each query applies one macro event (which
+    costs `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not apply here: there
     is no predecessor scan (DESIGN.md section 3).
     """
 
@@ -50,12 +50,14 @@ class EngineCostModel:
     event_s: float
     coef_s: float
     class_s: float
+    macro: float
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
 
     def shared(self, b, k, width, channels):
-        return b * self.coef_s * (channels + 1) + self.per_event(k, width) + self.class_s
+        return (b * self.coef_s * (channels + 1) + self.macro * self.per_event(k, width)
+                + self.class_s)
 
     def nonshared(self, b, k, width):
         return b * self.per_event(k, width)
@@ -66,7 +68,8 @@ class EngineCostModel:
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
 #: development machine, 400,000 events; BENCHMARKS.md has the output).
-CPU_COSTS = EngineCostModel(base_s=5.8e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=4.8e-07)
+CPU_COSTS = EngineCostModel(base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06,
+                            macro=1.13)
 
 COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS}
 

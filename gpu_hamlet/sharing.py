@@ -176,15 +176,16 @@ class SharedBursts:
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
             return
-        # Bursts where even sharing by every query of the set could not pay are not analysed
-        # further (a smaller class only gains less): they run unshared at no extra cost.
+        # Bursts where sharing could not pay even with each filter group as one class are not
+        # analysed further: they run unshared at no extra cost.
         starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
         length = np.diff(np.r_[starts, be_idx.size]).astype(np.float64)
         all_pid = pid[self.set_idx][be_idx[starts]]
         analysed = np.arange(nb)
         if mode == "dynamic":
-            worth = choose_shared(mode, length, np.full(nb, float(len(names))),
-                                  np.full(nb, width.sum()), np.full(nb, weighted.max()), model)
+            worth = choose_shared(mode, length, np.full(nb, len(names) / nf),
+                                  np.full(nb, width.sum() / nf), np.full(nb, weighted.max()),
+                                  model)
             analysed = np.flatnonzero(worth)
             be_idx = be_idx[worth[burst_id[be_idx]]]
             renumber = np.where(worth, np.cumsum(worth) - 1, -1)
@@ -266,9 +267,10 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
-    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, np.ndarray] | None:
+    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The query's events straight from the collapsed set stream, when every analysed burst
-        it matches runs shared: (indices into the sorted order, macro segment or -1 per row).
+        it matches runs shared: (indices into the sorted order, macro segment or -1, and pattern
+        position (-1 on macro rows) per row).
         `pos_at(idx)` gives the query's positions at sorted indices. None when some burst must be
         expanded (then `inject` applies)."""
         g = int(self.group[self.index[name]])
@@ -282,9 +284,10 @@ class SharedBursts:
             plain = np.flatnonzero(b < 0)
             self._slots[g] = (plain, np.flatnonzero(seg >= 0), seg)
         plain, macro, seg = self._slots[g]
-        plain = plain[pos_at(self.slot_idx[plain]) >= 0]
-        take = np.sort(np.concatenate([plain, macro]))
-        return self.slot_idx[take], seg[take]
+        pos = np.full(seg.shape[0], -1, np.int32)
+        pos[plain] = pos_at(self.slot_idx[plain])
+        take = np.flatnonzero((pos >= 0) | (seg >= 0))
+        return self.slot_idx[take], seg[take], pos[take]
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro

@@ -176,7 +176,7 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
     """static, dynamic and none agree with the oracle; the dynamic optimizer runs with cost
     constants drawn so that its per-burst decisions (and pruned bursts) vary."""
     text, events = case
-    model = EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=class_cost)
+    model = EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=class_cost, macro=1.5)
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl, with_magnitudes=True)
     table = events_to_table(events)
