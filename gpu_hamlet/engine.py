@@ -54,6 +54,7 @@ def aggregate(
     time_col: str = "time",
     type_col: str = "type",
     stats: RunStats | None = None,
+    require_all_types: bool = True,
 ) -> dict[str, pa.Table]:
     """Answer every query of `workload` over `events`, in-process (no Spark).
 
@@ -61,13 +62,15 @@ def aggregate(
     aggregates, one row per (group, window) with at least one trend. `sharing` picks HAMLET's
     dynamic burst-level sharing, static sharing of every burst, or none; results are identical.
     Pass a `RunStats()` as `stats` to receive the sharing decisions and burst snapshots.
+    A pattern type that never occurs in non-empty events is an error unless `require_all_types`
+    is False (for slices of a larger dataset).
     """
     _check_option("numeric", numeric, NUMERIC_MODES)
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
     _check_option("sharing", sharing, SHARING_MODES)
     wl = parse_workload(workload) if isinstance(workload, str) else workload
     be = select_backend(backend)
-    ev = prepare_events(events, wl, time_col, type_col)
+    ev = prepare_events(events, wl, time_col, type_col, require_all_types)
     parts = Partitioner(ev)
     attrs = Attributes(ev)
     plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}

@@ -129,8 +129,12 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     return cols
 
 
-def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str) -> EventFrame:
-    """Validate the events against the workload and keep only what it needs."""
+def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str,
+                   require_all_types: bool = True) -> EventFrame:
+    """Validate the events against the workload and keep only what it needs.
+
+    `require_all_types`: a pattern type absent from non-empty events is an error (a typo, most
+    likely); off for slices of a larger dataset (Spark tasks), which the driver checks whole."""
     table = to_arrow_table(events)
     _require_column(table, time_col, "time")
     _require_column(table, type_col, "type")
@@ -160,7 +164,7 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     used_types = sorted({t for q in workload for t in q.types})
     keep = pc.is_in(type_arr, value_set=pa.array(used_types, type_arr.type))
     present = set(pc.unique(type_arr).to_pylist()) if table.num_rows else set()
-    if table.num_rows:
+    if table.num_rows and require_all_types:
         for q in workload:
             for t in q.types:
                 if t not in present:

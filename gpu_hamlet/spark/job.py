@@ -1,0 +1,150 @@
+"""`trend_aggregate(df, workload)`: the whole workload in one shared pass over a Spark DataFrame.
+
+1. Validation without a Spark job: the workload is parsed and the in-process engine is run on an
+   empty Arrow table of the DataFrame's schema, which checks every column, type, filter and
+   duration and yields each query's exact result schema.
+2. One statistics job: null times or types, which pattern types occur, and the size and time span
+   of each group of the shard key (the GROUPBY attributes all queries share).
+3. Groups larger than one task's fair share (all events, when the queries share no GROUPBY) are cut
+   into time ranges of at least the longest window; each range also receives the first w_max of
+   the next one and owns the windows starting in it (gpu_hamlet/spark/worker.py). So every window
+   is computed, whole, by exactly one task.
+4. `repartition` by shard key, `sortWithinPartitions` by shard key and time, `mapInArrow` running
+   the engine (the plan the RAPIDS Accelerator runs on the GPU), into one wide intermediate table
+   that is checkpointed once; each query's DataFrame selects its rows and columns from it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpu_hamlet.engine import aggregate
+from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.events import used_columns
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.spark.worker import (
+    QUERY_COL, R_COL, RANGE_COL, RMAX_COL, T0_COL, ShardJob, wide_name,
+)
+from gpu_hamlet.workload import Workload
+
+
+def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
+                    sharing: str = "dynamic", numeric: str = "exact", on_overflow: str = "error",
+                    time_col: str = "time", type_col: str = "type",
+                    num_tasks: int | None = None) -> dict[str, Any]:
+    """Answer every query of `workload` over the Spark DataFrame `df`; one DataFrame per query.
+
+    Options are those of `gpu_hamlet.aggregate`; `num_tasks` is the number of engine tasks
+    (default: the context's default parallelism). The engine pass runs once, here."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.types import (
+        DoubleType, FloatType, IntegralType, StringType, TimestampNTZType, TimestampType,
+    )
+
+    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    columns = [time_col, type_col] + list(used_columns(wl))
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise EventDataError(f"column '{missing[0]}' is missing from the events "
+                             f"(columns: {', '.join(df.columns)})")
+    events = df.select(*columns)
+    ttype = events.schema[time_col].dataType
+    if isinstance(ttype, TimestampNTZType):
+        raise EventDataError(f"time column '{time_col}' is TIMESTAMP_NTZ: cast it to TIMESTAMP "
+                             f"(UTC) or to seconds")
+    if not isinstance(ttype, (TimestampType, IntegralType, DoubleType, FloatType)):
+        raise EventDataError(f"time column '{time_col}' has unsupported type "
+                             f"{ttype.simpleString()}: use a timestamp, or int or float seconds")
+    if not isinstance(events.schema[type_col].dataType, StringType):
+        raise EventDataError(f"type column '{type_col}' must hold strings, not "
+                             f"{events.schema[type_col].dataType.simpleString()}")
+    options = dict(backend=backend, sharing=sharing, numeric=numeric, on_overflow=on_overflow,
+                   time_col=time_col, type_col=type_col)
+    empty = to_arrow_schema(events.schema).empty_table()
+    schemas = {n: t.schema for n, t in aggregate(empty, wl, **{**options, "backend": "cpu"},
+                                                 require_all_types=False).items()}
+
+    spark = df.sparkSession
+    tasks = num_tasks or spark.sparkContext.defaultParallelism
+    keys = [a for a in wl.queries[0].groupby if all(a in q.groupby for q in wl)]
+    integral = not isinstance(ttype, (DoubleType, FloatType))
+    ticks = (F.unix_micros(F.col(time_col)) if isinstance(ttype, TimestampType)
+             else F.col(time_col).cast("long" if integral else "double"))
+    per_second = 1_000_000 if isinstance(ttype, TimestampType) else 1
+    w_max = max(q.within_ms for q in wl) * per_second / 1000
+
+    # 2. statistics: nulls, types present, group sizes and spans.
+    head = events.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col(time_col).isNull().cast("long")).alias("null_time"),
+        F.sum(F.col(type_col).isNull().cast("long")).alias("null_type"),
+        F.collect_set(type_col).alias("types")).collect()[0]
+    if head["null_time"]:
+        raise EventDataError(f"time column '{time_col}' has {head['null_time']} null value(s)")
+    if head["null_type"]:
+        raise EventDataError(f"type column '{type_col}' has {head['null_type']} null value(s)")
+    present = set(head["types"])
+    if head["n"]:
+        for q in wl:
+            for t in q.types:
+                if t not in present:
+                    raise EventDataError(
+                        f"query {q.name}: event type '{t}' of its pattern does not occur in "
+                        f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
+    fair = max(head["n"] / tasks, 1.0)
+    heavy = []
+    if tasks > 1 and head["n"]:
+        grouped = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("__n"),
+                                            F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"))
+        for row in grouped.filter(F.col("__n") > fair).collect():
+            span = (row["__hi"] - row["__lo"]) or 1
+            m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
+            if m < 2:
+                continue
+            R = math.ceil(span / m) if integral else span / m
+            heavy.append(tuple(row[k] for k in keys) + (row["__lo"], R, m - 1))
+
+    # 3. shard columns: time range of split groups, with the next range's first w_max replicated.
+    kind = "long" if integral else "double"
+    typed = events.withColumn("__ticks", ticks)
+    if heavy:
+        from pyspark.sql.types import LongType, StructField, StructType
+        hschema = StructType([StructField(k, events.schema[k].dataType) for k in keys] + [
+            StructField(T0_COL, LongType() if integral else DoubleType()),
+            StructField(R_COL, LongType() if integral else DoubleType()),
+            StructField(RMAX_COL, LongType())])
+        hdf = F.broadcast(spark.createDataFrame(heavy, hschema))
+        typed = typed.join(hdf, on=keys, how="left") if keys else typed.crossJoin(hdf)
+        # The worker's range_of(): floor((t - t0) / R) clamped to [0, rmax].
+        r = F.expr(f"(__ticks - {T0_COL}) div {R_COL}" if integral
+                   else f"floor((__ticks - {T0_COL}) / {R_COL})")
+        r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col(RMAX_COL))
+        slack = 0 if integral else w_max * 1e-9
+        tail = (r > 0) & (F.col("__ticks") - (F.col(T0_COL) + r * F.col(R_COL)) < w_max + slack)
+        ranges = (F.when(F.col(R_COL).isNull(), F.array(F.lit(0).cast("long")))
+                  .when(tail, F.array(r, r - 1)).otherwise(F.array(r)))
+        typed = typed.withColumn(RANGE_COL, F.explode(ranges))
+    else:
+        typed = (typed.withColumn(RANGE_COL, F.lit(0).cast("long"))
+                 .withColumn(T0_COL, F.lit(None).cast(kind))
+                 .withColumn(R_COL, F.lit(None).cast(kind))
+                 .withColumn(RMAX_COL, F.lit(None).cast("long")))
+    shard = keys + [RANGE_COL]
+    typed = typed.select(*columns, RANGE_COL, T0_COL, R_COL, RMAX_COL)
+    names = tuple(q.name for q in wl)
+    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options)
+    wide = (typed.repartition(tasks, *[F.col(c) for c in shard])
+            .sortWithinPartitions(*shard, time_col)
+            .mapInArrow(job, from_arrow_schema(job.wide_schema)))
+    wide = wide.localCheckpoint(eager=True)
+
+    out = {}
+    for i, name in enumerate(names):
+        cols = [F.col(wide_name(i, j)).alias(f.name) for j, f in enumerate(schemas[name])]
+        out[name] = wide.filter(F.col(QUERY_COL) == name).select(*cols)
+    return out
+
+
+__all__ = ["trend_aggregate"]
