@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from gpu_hamlet.errors import GpuHamletError
 
@@ -34,53 +32,62 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-overflow", default="error", choices=["error", "null"])
 
 
-def _read_events(path: Path) -> pa.Table:
-    if path.is_dir() or path.suffix in (".parquet", ".pq"):
-        return pq.read_table(path)
-    if path.suffix in (".csv", ".txt"):
-        return pacsv.read_csv(path)
-    if path.suffix in (".arrow", ".feather", ".ipc"):
-        import pyarrow.feather as feather
-        return feather.read_table(path)
-    raise GpuHamletError(f"--events {path}: use Parquet (file or folder), CSV or Arrow IPC")
+def _spark(master: str | None, app: str):
+    """A SparkSession: the one spark-submit configured, or a new one on `master` (local[*])."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
 
 
-def _write_results(results: dict[str, pa.Table], out: Path, fmt: str) -> dict[str, int]:
-    """Write all results into a temporary folder, then move it into place: no partial output."""
+def _read_events(spark, path: str):
+    if path.endswith((".csv", ".txt")):
+        return spark.read.option("header", True).option("inferSchema", True).csv(path)
+    return spark.read.parquet(path)
+
+
+def _write_results(results: dict, out: Path, fmt: str) -> dict[str, int]:
+    """Write every query's dataset into a hidden folder beside `out`, then move it into place:
+    a failed run leaves no partial results behind."""
+    out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        for name, table in results.items():
-            (tmp / name).mkdir()
-            if fmt == "parquet":
-                pq.write_table(table, tmp / name / "part-00000.parquet")
-            else:
-                pacsv.write_csv(table, tmp / name / "part-00000.csv")
+        rows = {}
+        for name, df in results.items():
+            getattr(df.write.mode("overwrite"), fmt)(str(tmp / name))
+            rows[name] = df.count()
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {name: t.num_rows for name, t in results.items()}
+    return rows
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_hamlet import RunStats, aggregate, parse_workload
+def cmd_run(args: argparse.Namespace, spark=None) -> int:
+    from gpu_hamlet import parse_workload
+    from gpu_hamlet.spark import trend_aggregate
 
     t0 = time.perf_counter()
-    workload = parse_workload(Path(args.workload).read_text())
-    events = _read_events(Path(args.events))
-    stats = RunStats() if args.stats else None
-    results = aggregate(events, workload, backend=args.backend, sharing=args.sharing,
-                        numeric=args.numeric, on_overflow=args.on_overflow,
-                        time_col=args.time_col, type_col=args.type_col, stats=stats)
+    workload = parse_workload(Path(args.workload).read_text())  # before Spark starts
+    spark = spark or _spark(args.master, "gpu-hamlet run")
+    events = _read_events(spark, args.events)
+    results = trend_aggregate(events, workload, backend=args.backend, sharing=args.sharing,
+                              numeric=args.numeric, on_overflow=args.on_overflow,
+                              time_col=args.time_col, type_col=args.type_col)
     rows = _write_results(results, Path(args.out), args.format)
     dt = time.perf_counter() - t0
-    print(f"read {events.num_rows:,} events; wrote " +
-          ", ".join(f"{n}: {r:,} rows" for n, r in rows.items()) + f" to {args.out} in {dt:.2f} s")
-    if stats is not None:
-        print(stats.describe())
+    print(f"read {events.count():,} events; wrote " +
+          ", ".join(f"{n}: {r:,} rows" for n, r in rows.items()) + f" to {args.out} in {dt:.1f} s")
     return 0
 
 
@@ -99,26 +106,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"  window     : {q.within_ms} ms, slide {q.slide_ms} ms")
     print()
     print(analyze(workload).describe())
+    if args.events:
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        from gpu_hamlet import RunStats, aggregate
+
+        path = Path(args.events)
+        events = pacsv.read_csv(path) if path.suffix in (".csv", ".txt") else \
+            pq.read_table(path)
+        stats = RunStats()
+        aggregate(events, workload, backend=args.backend, sharing=args.sharing,
+                  numeric="float", on_overflow="null", time_col=args.time_col,
+                  type_col=args.type_col, stats=stats)
+        print(f"\nsharing decisions over {events.num_rows:,} events (in-process, "
+              f"sharing={args.sharing}):")
+        print(stats.describe())
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gpu_hamlet import aggregate, parse_workload
-    from gpu_hamlet.datagen import ridesharing
+    import pyarrow.parquet as pq
 
-    events = ridesharing(args.events, seed=args.seed)
-    print(f"generated {events.num_rows:,} ridesharing events "
-          f"({events.column('time')[0]} .. {events.column('time')[-1]})")
-    workload = parse_workload(DEMO_WORKLOAD)
-    t0 = time.perf_counter()
-    results = aggregate(events, workload, backend=args.backend, numeric=args.numeric)
-    dt = time.perf_counter() - t0
-    print(f"answered {len(workload)} queries in {dt:.2f} s "
-          f"({events.num_rows / dt / 1e6:.2f} M events/s, in-process engine)\n")
-    for name, table in results.items():
-        print(f"== {name}: {table.num_rows} rows; first {min(args.rows, table.num_rows)}:")
-        print(_format(table.slice(0, args.rows)))
-        print()
+    from gpu_hamlet import parse_workload
+    from gpu_hamlet.datagen import ridesharing
+    from gpu_hamlet.spark import trend_aggregate
+
+    with tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp:
+        path = Path(tmp) / "rides.parquet"
+        pq.write_table(ridesharing(args.events, seed=args.seed), path)
+        print(f"generated {args.events:,} ridesharing events in {path}")
+        workload = parse_workload(DEMO_WORKLOAD)
+        spark = _spark(args.master, "gpu-hamlet demo")
+        t0 = time.perf_counter()
+        results = trend_aggregate(spark.read.parquet(str(path)), workload, backend=args.backend,
+                                  sharing=args.sharing, numeric=args.numeric,
+                                  on_overflow=args.on_overflow)
+        dt = time.perf_counter() - t0
+        print(f"answered {len(workload)} queries on Spark {spark.version} "
+              f"({spark.sparkContext.master}) in {dt:.1f} s\n")
+        for name, df in results.items():
+            first = df.orderBy(*df.columns[: df.columns.index("window_end")]).limit(args.rows)
+            print(f"== {name}: {df.count()} rows; first {args.rows}:")
+            print(_format(pa.Table.from_pandas(first.toPandas(), preserve_index=False)))
+            print()
     return 0
 
 
@@ -133,24 +164,32 @@ def _format(table: pa.Table) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-hamlet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="answer a workload over an events file, write one dataset per query")
+    run = sub.add_parser("run", help="answer a workload over events on Spark, one dataset per query")
     run.add_argument("--workload", required=True, help="workload file (query language)")
-    run.add_argument("--events", required=True, help="Parquet file or folder, CSV, or Arrow IPC")
+    run.add_argument("--events", required=True, help="Parquet file or folder, or CSV with header")
+    run.add_argument("--master", default=None,
+                     help="Spark master (default: spark-submit's, else local[*])")
     run.add_argument("--out", required=True, help="output folder: OUT/<query name>/")
     run.add_argument("--format", default="parquet", choices=["parquet", "csv"])
     run.add_argument("--time-col", default="time")
     run.add_argument("--type-col", default="type")
-    run.add_argument("--stats", action="store_true",
-                     help="print the sharing decisions per sharable set")
     _options(run)
     run.set_defaults(func=cmd_run)
-    explain = sub.add_parser("explain", help="show how a workload is compiled")
+    explain = sub.add_parser("explain", help="show how a workload is compiled and shared")
     explain.add_argument("--workload", required=True)
+    explain.add_argument("--events", default=None,
+                         help="also run it in-process over this Parquet or CSV file and print "
+                              "the optimizer's sharing decisions (bursts, snapshots, splits)")
+    explain.add_argument("--time-col", default="time")
+    explain.add_argument("--type-col", default="type")
+    explain.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    explain.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
     explain.set_defaults(func=cmd_explain)
     demo = sub.add_parser("demo", help="generate a ridesharing stream and answer a sample workload")
     demo.add_argument("--events", type=int, default=200_000, help="number of events to generate")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--rows", type=int, default=8, help="result rows to print per query")
+    demo.add_argument("--master", default="local[*]")
     _options(demo)
     demo.set_defaults(func=cmd_demo)
     return parser

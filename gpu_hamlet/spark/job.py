@@ -51,10 +51,8 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                              f"(columns: {', '.join(df.columns)})")
     events = df.select(*columns)
     ttype = events.schema[time_col].dataType
-    if isinstance(ttype, TimestampNTZType):
-        raise EventDataError(f"time column '{time_col}' is TIMESTAMP_NTZ: cast it to TIMESTAMP "
-                             f"(UTC) or to seconds")
-    if not isinstance(ttype, (TimestampType, IntegralType, DoubleType, FloatType)):
+    if not isinstance(ttype, (TimestampType, TimestampNTZType, IntegralType, DoubleType,
+                              FloatType)):
         raise EventDataError(f"time column '{time_col}' has unsupported type "
                              f"{ttype.simpleString()}: use a timestamp, or int or float seconds")
     if not isinstance(events.schema[type_col].dataType, StringType):
@@ -70,9 +68,16 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     tasks = num_tasks or spark.sparkContext.defaultParallelism
     keys = [a for a in wl.queries[0].groupby if all(a in q.groupby for q in wl)]
     integral = not isinstance(ttype, (DoubleType, FloatType))
-    ticks = (F.unix_micros(F.col(time_col)) if isinstance(ttype, TimestampType)
-             else F.col(time_col).cast("long" if integral else "double"))
-    per_second = 1_000_000 if isinstance(ttype, TimestampType) else 1
+    # Ticks as the engine sees them: microseconds since the epoch (wall clock for TIMESTAMP_NTZ,
+    # as Arrow hands it over), or the numeric seconds themselves.
+    if isinstance(ttype, TimestampType):
+        ticks = F.unix_micros(F.col(time_col))
+    elif isinstance(ttype, TimestampNTZType):
+        ticks = F.expr(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', "
+                       f"`{time_col}`)")
+    else:
+        ticks = F.col(time_col).cast("long" if integral else "double")
+    per_second = 1_000_000 if isinstance(ttype, (TimestampType, TimestampNTZType)) else 1
     w_max = max(q.within_ms for q in wl) * per_second / 1000
 
     # 2. statistics: nulls, types present, group sizes and spans.
@@ -93,18 +98,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                     raise EventDataError(
                         f"query {q.name}: event type '{t}' of its pattern does not occur in "
                         f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
-    fair = max(head["n"] / tasks, 1.0)
-    heavy = []
-    if tasks > 1 and head["n"]:
-        grouped = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("__n"),
-                                            F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"))
-        for row in grouped.filter(F.col("__n") > fair).collect():
-            span = (row["__hi"] - row["__lo"]) or 1
-            m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
-            if m < 2:
-                continue
-            R = math.ceil(span / m) if integral else span / m
-            heavy.append(tuple(row[k] for k in keys) + (row["__lo"], R, m - 1))
+    heavy = split_ranges(events, keys, ticks, head["n"], tasks, w_max, integral)
 
     # 3. shard columns: time range of split groups, with the next range's first w_max replicated.
     kind = "long" if integral else "double"
@@ -147,4 +141,26 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     return out
 
 
-__all__ = ["trend_aggregate"]
+def split_ranges(events: Any, keys: list[str], ticks: Any, total: int, tasks: int, w_max: float,
+                 integral: bool) -> list[tuple]:
+    """Groups of the shard key holding more than one task's fair share of the events, each as
+    (key values..., t0, R, last range): cut into ranges of R ticks, at least w_max long (so a
+    window spans at most two ranges) and as many as its share of tasks."""
+    from pyspark.sql import functions as F
+
+    if tasks < 2 or not total:
+        return []
+    fair = max(total / tasks, 1.0)
+    grouped = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("__n"),
+                                        F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"))
+    out = []
+    for row in grouped.filter(F.col("__n") > fair).collect():
+        span = (row["__hi"] - row["__lo"]) or 1
+        m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
+        if m >= 2:
+            R = math.ceil(span / m) if integral else span / m
+            out.append(tuple(row[k] for k in keys) + (row["__lo"], R, m - 1))
+    return out
+
+
+__all__ = ["split_ranges", "trend_aggregate"]

@@ -1,0 +1,192 @@
+"""The Spark job: same results as the in-process engine and the oracle, whatever the number of
+tasks; skewed groups split across tasks; errors before any engine task; GPU choice in tasks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from compare import assert_matches_oracle, events_to_table
+from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.devices import choose_device
+from gpu_hamlet.errors import EventDataError, WorkloadError
+from gpu_hamlet.spark import trend_aggregate
+from gpu_hamlet.spark.job import split_ranges
+from oracle import oracle
+from strategies import event_streams, workload_cases, workload_types
+
+WORKLOAD = (
+    "grouped: RETURN g, COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B+, C) GROUPBY g "
+    "WITHIN 30 s SLIDE 10 s;"
+    "alone: RETURN COUNT(*), AVG(B.y), MIN(B.x) PATTERN SEQ(A, B+) WITHIN 20 s;"
+    "equiv: RETURN COUNT(B) PATTERN SEQ(C, B+) WHERE [g] AND B.x > 2 WITHIN 15 s")
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    keys = [c for c in table.column_names if c != "window_end"][: table.column_names.index(
+        "window_start") + 1]
+    return table.sort_by([(k, "ascending") for k in keys])
+
+
+def _assert_same(spark_results: dict, local: dict[str, pa.Table]) -> None:
+    """Same schema and rows; float columns to 1e-9 (equal timestamps in another input order add
+    floats in another order), every other column exactly."""
+    assert set(spark_results) == set(local)
+    for name, df in spark_results.items():
+        got = df if isinstance(df, pa.Table) else df.toArrow()
+        want = local[name]
+        assert got.schema.equals(want.schema), (name, got.schema, want.schema)
+        got, want = _sorted(got), _sorted(want)
+        for col in want.column_names:
+            a, b = got.column(col).to_pylist(), want.column(col).to_pylist()
+            if pa.types.is_floating(want.schema.field(col).type):
+                np.testing.assert_allclose(np.array(a, float), np.array(b, float), rtol=1e-9,
+                                           err_msg=f"{name}.{col}")
+            else:
+                assert a == b, (name, col)
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return kleene_stream(30_000, seed=5, types=("A", "B", "C"), n_groups=3,
+                         duplicate_time_fraction=0.2)
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 7])
+def test_same_as_engine_for_1_2_7_tasks(spark, stream, tasks):
+    df = spark.createDataFrame(stream.to_pandas()).repartition(3)
+    _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=tasks),
+                 gpu_hamlet.aggregate(stream, WORKLOAD))
+
+
+def test_float_and_bigint_modes(spark, stream):
+    df = spark.createDataFrame(stream.to_pandas())
+    for numeric in ("float", "bigint"):
+        _assert_same(trend_aggregate(df, WORKLOAD, numeric=numeric, num_tasks=3),
+                     gpu_hamlet.aggregate(stream, WORKLOAD, numeric=numeric))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_cases_match_oracle(spark, data):
+    text, wl = data.draw(workload_cases(max_queries=3))
+    events = data.draw(event_streams(workload_types(wl)))
+    table = events_to_table(events)
+    df = spark.createDataFrame(table.to_pandas(), schema=None) if events else \
+        spark.createDataFrame([], "time long, type string, g string, k long, x long, y double, "
+                                  "s string")
+    results = trend_aggregate(df, text, num_tasks=3)
+    got = {name: r.toArrow() for name, r in results.items()}
+    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, "exact")
+
+
+def test_skewed_group_is_split_and_exact(spark):
+    """One group holds 90% of the events: it is cut into at least 4 time ranges (tasks), and
+    the results equal one task's."""
+    rng = np.random.default_rng(3)
+    base = kleene_stream(40_000, seed=9, types=("A", "B", "C"), mean_burst=8)
+    g = np.where(rng.random(base.num_rows) < 0.9, 0, rng.integers(1, 10, base.num_rows))
+    table = base.set_column(base.column_names.index("g"), "g", pa.array(g))
+    df = spark.createDataFrame(table.to_pandas())
+    wl = ("RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 40 s SLIDE 20 s;"
+          "RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 60 s")
+    from pyspark.sql import functions as F
+    ranges = split_ranges(df, ["g"], F.col("time"), table.num_rows, 4, 60, True)
+    assert [r[0] for r in ranges] == [0]
+    assert ranges[0][-1] + 1 >= 4
+    one_task = {k: v.toArrow() for k, v in trend_aggregate(df, wl, num_tasks=1).items()}
+    _assert_same(trend_aggregate(df, wl, num_tasks=4), one_task)
+
+
+def test_timestamp_time_column(spark, stream):
+    ts = stream.set_column(stream.column_names.index("time"), "time",
+                           stream.column("time").cast(pa.int64()).cast(pa.timestamp("s"))
+                           .cast(pa.timestamp("us", tz="UTC")))
+    df = spark.createDataFrame(ts.to_pandas())
+    _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=2), gpu_hamlet.aggregate(ts, WORKLOAD))
+
+
+def test_bad_input_fails_before_the_engine_runs(spark, stream):
+    sc = spark.sparkContext
+    df = spark.createDataFrame(stream.to_pandas())
+    sc.setJobGroup("bad-input", "validation")
+    with pytest.raises(EventDataError, match="column 'speed' is missing"):
+        trend_aggregate(df, "RETURN AVG(B.speed) PATTERN SEQ(A, B+) WITHIN 1 min")
+    with pytest.raises(EventDataError, match="type column 'g' must hold strings"):
+        trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", type_col="g")
+    with pytest.raises(EventDataError, match="time column 'type' has unsupported type"):
+        trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", time_col="type")
+    assert list(sc.statusTracker().getJobIdsForGroup("bad-input")) == []
+    with pytest.raises(WorkloadError, match="line 1, column 17"):
+        trend_aggregate(None, "RETURN COUNT(*) PATERN SEQ(A) WITHIN 1 min")
+    nulls = spark.createDataFrame([(1, "A"), (None, "B")], "time long, type string")
+    with pytest.raises(EventDataError, match="time column 'time' has 1 null"):
+        trend_aggregate(nulls, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min")
+    nulls = spark.createDataFrame([(1, "A"), (2, None)], "time long, type string")
+    with pytest.raises(EventDataError, match="type column 'type' has 1 null"):
+        trend_aggregate(nulls, "RETURN COUNT(*) PATTERN SEQ(A) WITHIN 1 min")
+
+
+def test_choose_device_rules():
+    assert choose_device(env={"CUDA_VISIBLE_DEVICES": "2"}, addresses=["5"]) == 0
+    assert choose_device(env={}, addresses=["5", "6"]) == 5
+    assert choose_device(env={"CUDA_VISIBLE_DEVICES": ""}, addresses=[]) is None
+    assert choose_device(env={}, addresses=[]) is None
+
+
+def test_gpu_resource_reaches_tasks_on_local_cluster(tmp_path):
+    """Spark's local-cluster master with a fake discovery script: each task picks the GPU
+    address Spark assigned it (no CUDA_VISIBLE_DEVICES)."""
+    script = tmp_path / "fake_gpus.sh"
+    script.write_text('#!/usr/bin/env bash\necho \'{"name": "gpu", "addresses": ["3"]}\'\n')
+    script.chmod(0o755)
+    code = textwrap.dedent(f"""
+        import os, sys
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        import pyarrow as pa
+        from pyspark.sql import SparkSession
+        from gpu_hamlet.devices import choose_device
+        spark = (SparkSession.builder.master("local-cluster[1,2,1024]")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.worker.resource.gpu.amount", "1")
+                 .config("spark.worker.resource.gpu.discoveryScript", "{script}")
+                 .config("spark.executor.resource.gpu.amount", "1")
+                 .config("spark.executor.resource.gpu.discoveryScript", "{script}")
+                 .config("spark.task.resource.gpu.amount", "0.5")
+                 .getOrCreate())
+        def pick(batches):
+            device = choose_device()
+            for _ in batches:
+                yield pa.RecordBatch.from_pydict({{"d": [-1 if device is None else device]}})
+        print("DEVICES", sorted(r.d for r in spark.range(4).repartition(2)
+                                .mapInArrow(pick, "d long").collect()))
+        spark.stop()
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=240, env=env)
+    assert "DEVICES [3, 3]" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_timestamp_ntz_from_parquet(spark, stream, tmp_path):
+    """Parquet timestamps without a time zone arrive as TIMESTAMP_NTZ: wall-clock times, windows
+    aligned to the epoch, exactly as the in-process engine reads the same file."""
+    import pyarrow.parquet as pq
+
+    naive = stream.set_column(stream.column_names.index("time"), "time",
+                              stream.column("time").cast(pa.timestamp("s"))
+                              .cast(pa.timestamp("us")))
+    pq.write_table(naive, tmp_path / "events.parquet")
+    df = spark.read.parquet(str(tmp_path / "events.parquet"))
+    assert df.schema["time"].dataType.simpleString() == "timestamp_ntz"
+    _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=3), gpu_hamlet.aggregate(naive, WORKLOAD))
