@@ -131,7 +131,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options)
     wide = (typed.repartition(tasks, *[F.col(c) for c in shard])
             .sortWithinPartitions(*shard, time_col)
-            .mapInArrow(job, from_arrow_schema(job.wide_schema)))
+            .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     wide = wide.localCheckpoint(eager=True)
 
     out = {}

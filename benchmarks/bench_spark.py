@@ -1,0 +1,100 @@
+"""The Spark job (issue 4) against its I/O and shuffle floor, in one run on local Spark.
+
+    python benchmarks/bench_spark.py [--events 10000000] [--queries 50] [--master local[*]]
+        [--numeric float] [--json OUT.json]
+
+Generates ridesharing events (gpu_hamlet.datagen) into Parquet, then times on the same Spark:
+- floor: read, repartition by district, sortWithinPartitions by district and time, count
+  (what any job over the same layout pays);
+- gpu-hamlet: `trend_aggregate` of a 50-query ridesharing workload, each result counted
+  (its one engine pass is checkpointed once; the counts read the checkpoint).
+Reports both wall times and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from gpu_hamlet.datagen import ridesharing
+
+KLEENE = ["Travel", "LocationUpdate"]
+FIRST = ["Request", "Pickup", "Accept", "Arrive"]
+LAST = ["Dropoff", "Payment", "Rating", "Cancel"]
+AGGS = ["COUNT(*)", "COUNT(*), AVG({k}.speed)", "COUNT({k}), SUM({k}.price)",
+        "COUNT(*), MAX({k}.speed)"]
+
+
+def workload(n: int) -> str:
+    """n ridesharing queries: Request/Pickup/... then a Kleene run of Travel or LocationUpdate,
+    optionally ending in Dropoff/Payment/..., per district, within one driver's events."""
+    out = []
+    for i in range(n):
+        k = KLEENE[i % 2]
+        first, last = FIRST[(i // 2) % 4], LAST[(i // 8) % 4]
+        pattern = f"SEQ({first}, {k}+, {last})" if i % 3 else f"SEQ({first}, {k}+)"
+        window = ["10 min", "30 min", "30 min SLIDE 10 min", "1 h SLIDE 30 min"][i % 4]
+        out.append(f"r{i}: RETURN district, {AGGS[i % 4].format(k=k)} PATTERN {pattern} "
+                   f"WHERE [driver] GROUPBY district WITHIN {window}")
+    return ";\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--numeric", default="float")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from gpu_hamlet.spark import trend_aggregate
+
+    with tempfile.TemporaryDirectory(prefix="gpu-hamlet-bench-") as tmp:
+        path = str(Path(tmp) / "rides.parquet")
+        t0 = time.perf_counter()
+        pq.write_table(ridesharing(args.events, seed=1), path, row_group_size=1_000_000)
+        gen = time.perf_counter() - t0
+        spark = (SparkSession.builder.master(args.master).appName("gpu-hamlet bench")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+                 .config("spark.driver.memory", "8g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        tasks = spark.sparkContext.defaultParallelism
+        df = spark.read.parquet(path)
+        df.count()  # warm the JVM and file listing for both measurements
+
+        t0 = time.perf_counter()
+        floor_rows = (df.repartition(tasks, "district").sortWithinPartitions("district", "time")
+                      .count())
+        floor = time.perf_counter() - t0
+
+        wl = workload(args.queries)
+        t0 = time.perf_counter()
+        results = trend_aggregate(df, wl, numeric=args.numeric, on_overflow="null",
+                                  num_tasks=tasks)
+        rows = {name: r.count() for name, r in results.items()}
+        engine = time.perf_counter() - t0
+        spark.stop()
+    line = (f"{args.events:,} events, {args.queries} queries, {args.numeric}, {args.master} "
+            f"({tasks} tasks): floor {floor:.1f} s (read, repartition, sort, count "
+            f"{floor_rows:,}); trend_aggregate {engine:.1f} s; ratio {engine / floor:.2f}x; "
+            f"{sum(rows.values()):,} result rows; generating the data took {gen:.1f} s")
+    print(line)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"events": args.events, "queries": args.queries, "floor_s": floor,
+                       "engine_s": engine, "ratio": engine / floor, "rows": rows}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
