@@ -239,7 +239,44 @@ class QueryRun:
             self.seg = np.floor(self.time / w.seg).astype(np.int64)
         else:
             self.seg = self.time // np.int64(w.seg)
+        self.full = w.full
+        if w.full and self._windows_cheaper():
+            self._into_windows()
         self._check_nulls()
+
+    def _windows_cheaper(self) -> bool:
+        """Whether running each window's events from zero beats composing pane maps.
+
+        Pane maps cost (1 + carried positions) columns per event, plus a D x D map and about two
+        sparse D^3 products per non-empty (partition, pane); copying each event into its
+        r = ceil(n/a) windows costs r vector updates. With many tiny panes (equivalence
+        partitions with a few events per pane) the copies win; with dense panes the maps do."""
+        w, tpl = self.plan.windowing, self.tpl
+        n = self.pos.shape[0]
+        if n == 0:
+            return False
+        nseg = 1 + int(np.count_nonzero((self.pid[1:] != self.pid[:-1])
+                                        | (self.seg[1:] != self.seg[:-1])))
+        nch = len(self.plan.linear)
+        D = nch * (tpl.k + 1) + 1
+        per_pane_maps = n * (1 + tpl.carry.shape[0]) * nch + nseg * (D * D + 0.5 * D**3)
+        copies = n * math.ceil(w.n / w.a) * nch * 1.5
+        return copies < per_pane_maps
+
+    def _into_windows(self) -> None:
+        """Copy every event into each window holding its pane; windows become the segments."""
+        a, n = self.plan.windowing.a, self.plan.windowing.n
+        first = -((n - 1 - self.seg) // a)  # ceil((pane - n + 1) / a)
+        last = self.seg // a
+        count = last - first + 1
+        rep = np.repeat(np.arange(self.seg.shape[0]), count)
+        within = np.arange(rep.shape[0]) - np.repeat(np.cumsum(count) - count, count)
+        k = first[rep] + within
+        order = np.lexsort((k, self.pid[rep]))  # stable: time order kept inside each window
+        rep, self.seg = rep[order], k[order]
+        for name in ("rows", "pid", "gid", "pos", "time", "macro_src", "macro_seg", "macro"):
+            setattr(self, name, getattr(self, name)[rep])
+        self.full = False
 
     # -- inputs --
 
@@ -287,12 +324,13 @@ class QueryRun:
         dtype, lanes = layout(ring)
         snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         maps, run_pid, run_seg = self.be.segment_maps(
-            ring, self.pid, self.seg, self.time, self.pos, W, MU, K, mseg, tpl, w.full, snap, p)
+            ring, self.pid, self.seg, self.time, self.pos, W, MU, K, mseg, tpl, self.full, snap,
+            p)
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
-        if w.full:
+        if self.full:
             return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, p)
         return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
 

@@ -80,25 +80,28 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     per_second = 1_000_000 if isinstance(ttype, (TimestampType, TimestampNTZType)) else 1
     w_max = max(q.within_ms for q in wl) * per_second / 1000
 
-    # 2. statistics: nulls, types present, group sizes and spans.
-    head = events.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.col(time_col).isNull().cast("long")).alias("null_time"),
-        F.sum(F.col(type_col).isNull().cast("long")).alias("null_type"),
-        F.collect_set(type_col).alias("types")).collect()[0]
-    if head["null_time"]:
-        raise EventDataError(f"time column '{time_col}' has {head['null_time']} null value(s)")
-    if head["null_type"]:
-        raise EventDataError(f"type column '{type_col}' has {head['null_type']} null value(s)")
-    present = set(head["types"])
-    if head["n"]:
+    # 2. one statistics job: per shard-key group its size, time span, nulls and types.
+    groups = events.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("__n"), F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"),
+        F.sum(F.col(time_col).isNull().cast("long")).alias("__null_time"),
+        F.sum(F.col(type_col).isNull().cast("long")).alias("__null_type"),
+        F.collect_set(type_col).alias("__types")).collect()
+    null_time = sum(r["__null_time"] or 0 for r in groups)
+    null_type = sum(r["__null_type"] or 0 for r in groups)
+    if null_time:
+        raise EventDataError(f"time column '{time_col}' has {null_time} null value(s)")
+    if null_type:
+        raise EventDataError(f"type column '{type_col}' has {null_type} null value(s)")
+    total = sum(r["__n"] for r in groups)
+    present = set().union(*(r["__types"] for r in groups)) if groups else set()
+    if total:
         for q in wl:
             for t in q.types:
                 if t not in present:
                     raise EventDataError(
                         f"query {q.name}: event type '{t}' of its pattern does not occur in "
                         f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
-    heavy = split_ranges(events, keys, ticks, head["n"], tasks, w_max, integral)
+    heavy = split_ranges(groups, keys, total, tasks, w_max, integral)
 
     # 3. shard columns: time range of split groups, with the next range's first w_max replicated.
     kind = "long" if integral else "double"
@@ -141,20 +144,19 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     return out
 
 
-def split_ranges(events: Any, keys: list[str], ticks: Any, total: int, tasks: int, w_max: float,
+def split_ranges(groups: list, keys: list[str], total: int, tasks: int, w_max: float,
                  integral: bool) -> list[tuple]:
     """Groups of the shard key holding more than one task's fair share of the events, each as
     (key values..., t0, R, last range): cut into ranges of R ticks, at least w_max long (so a
-    window spans at most two ranges) and as many as its share of tasks."""
-    from pyspark.sql import functions as F
-
+    window spans at most two ranges) and as many as its share of tasks. `groups` are rows with
+    the key columns, `__n` (events), `__lo` and `__hi` (first and last tick)."""
     if tasks < 2 or not total:
         return []
     fair = max(total / tasks, 1.0)
-    grouped = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("__n"),
-                                        F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"))
     out = []
-    for row in grouped.filter(F.col("__n") > fair).collect():
+    for row in groups:
+        if row["__n"] <= fair:
+            continue
         span = (row["__hi"] - row["__lo"]) or 1
         m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
         if m >= 2:

@@ -1,0 +1,48 @@
+"""Both ways of evaluating sliding windows agree with the oracle: composing pane maps, and
+copying events into their windows (the engine picks the cheaper one per query)."""
+
+from __future__ import annotations
+
+from unittest.mock import patch
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from compare import assert_matches_oracle, events_to_table
+from gpu_hamlet.engine import QueryRun
+from oracle import oracle
+from strategies import event_streams, workload_cases, workload_types
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.booleans(), st.sampled_from(["exact", "float"]),
+       st.sampled_from(["none", "static"]))
+def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing):
+    text, wl = data.draw(workload_cases())
+    events = data.draw(event_streams(workload_types(wl)))
+    expected = oracle(events, wl, with_magnitudes=True)
+    with patch.object(QueryRun, "_windows_cheaper", return_value=copies):
+        got = gpu_hamlet.aggregate(events_to_table(events), text, numeric=numeric,
+                                   sharing=sharing, backend="cpu")
+    assert_matches_oracle(got, expected, wl, numeric)
+
+
+def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
+    dense = events_to_table([{"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1,
+                              "y": 0.0, "s": "u"} for t in range(4000)])
+    sparse = events_to_table([{"time": t, "type": "AB"[t % 2], "g": "g1", "k": t, "x": 1,
+                               "y": 0.0, "s": "u"} for t in range(4000)])
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [k] WITHIN 300 s SLIDE 100 s"
+    chosen = []
+    original = QueryRun._windows_cheaper
+
+    def spy(self):
+        chosen.append(original(self))
+        return chosen[-1]
+
+    with patch.object(QueryRun, "_windows_cheaper", spy):
+        gpu_hamlet.aggregate(dense, text.replace(" WHERE [k]", ""), backend="cpu",
+                             numeric="float", on_overflow="null")
+        gpu_hamlet.aggregate(sparse, text, backend="cpu", numeric="float", on_overflow="null")
+    assert chosen == [False, True]
