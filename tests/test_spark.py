@@ -19,7 +19,7 @@ from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.errors import EventDataError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
-from gpu_hamlet.spark.job import split_ranges
+from gpu_hamlet.spark.job import assign_tasks
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
@@ -102,9 +102,10 @@ def test_skewed_group_is_split_and_exact(spark):
     from pyspark.sql import functions as F
     groups = df.groupBy("g").agg(F.count(F.lit(1)).alias("__n"), F.min("time").alias("__lo"),
                                  F.max("time").alias("__hi")).collect()
-    ranges = split_ranges(groups, ["g"], table.num_rows, 4, 60, True)
-    assert [r[0] for r in ranges] == [0]
-    assert ranges[0][-1] + 1 >= 4
+    plan = {row[0]: row[1:] for row in assign_tasks(groups, ["g"], table.num_rows, 4, 60, True)}
+    tasks, t0, R, rmax = plan[0]
+    assert rmax + 1 >= 4 and len(set(tasks)) == 4  # the big group: 4+ ranges on 4 tasks
+    assert all(p[3] is None for g, p in plan.items() if g != 0)  # the others stay whole
     one_task = {k: v.toArrow() for k, v in trend_aggregate(df, wl, num_tasks=1).items()}
     _assert_same(trend_aggregate(df, wl, num_tasks=4), one_task)
 

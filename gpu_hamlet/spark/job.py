@@ -8,14 +8,16 @@
 3. Groups larger than one task's fair share (all events, when the queries share no GROUPBY) are cut
    into time ranges of at least the longest window; each range also receives the first w_max of
    the next one and owns the windows starting in it (gpu_hamlet/spark/worker.py). So every window
-   is computed, whole, by exactly one task.
-4. `repartition` by shard key, `sortWithinPartitions` by shard key and time, `mapInArrow` running
+   is computed, whole, by exactly one task. Groups and ranges are packed onto tasks by size.
+4. `repartitionByRange` on the planned task, `sortWithinPartitions` by shard key and time,
+   `mapInArrow` running
    the engine (the plan the RAPIDS Accelerator runs on the GPU), into one wide intermediate table
    that is checkpointed once; each query's DataFrame selects its rows and columns from it.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -26,6 +28,8 @@ from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.spark.worker import (
     QUERY_COL, R_COL, RANGE_COL, RMAX_COL, T0_COL, ShardJob, wide_name,
 )
+
+TASKS_COL, TASK_COL = "__tasks", "__task"
 from gpu_hamlet.workload import Workload
 
 
@@ -101,39 +105,37 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                     raise EventDataError(
                         f"query {q.name}: event type '{t}' of its pattern does not occur in "
                         f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
-    heavy = split_ranges(groups, keys, total, tasks, w_max, integral)
+    plan = assign_tasks(groups, keys, total, tasks, w_max, integral)
 
-    # 3. shard columns: time range of split groups, with the next range's first w_max replicated.
-    kind = "long" if integral else "double"
+    # 3. shard columns: each group's (or time range's) task, and for split groups the range, with
+    # the next range's first w_max replicated.
+    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+    tick_type = LongType() if integral else DoubleType()
+    pschema = StructType([StructField(k, events.schema[k].dataType) for k in keys] + [
+        StructField(TASKS_COL, ArrayType(LongType())), StructField(T0_COL, tick_type),
+        StructField(R_COL, tick_type), StructField(RMAX_COL, LongType())])
+    pdf = F.broadcast(spark.createDataFrame(plan, pschema))
     typed = events.withColumn("__ticks", ticks)
-    if heavy:
-        from pyspark.sql.types import LongType, StructField, StructType
-        hschema = StructType([StructField(k, events.schema[k].dataType) for k in keys] + [
-            StructField(T0_COL, LongType() if integral else DoubleType()),
-            StructField(R_COL, LongType() if integral else DoubleType()),
-            StructField(RMAX_COL, LongType())])
-        hdf = F.broadcast(spark.createDataFrame(heavy, hschema))
-        typed = typed.join(hdf, on=keys, how="left") if keys else typed.crossJoin(hdf)
-        # The worker's range_of(): floor((t - t0) / R) clamped to [0, rmax].
-        r = F.expr(f"(__ticks - {T0_COL}) div {R_COL}" if integral
-                   else f"floor((__ticks - {T0_COL}) / {R_COL})")
-        r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col(RMAX_COL))
-        slack = 0 if integral else w_max * 1e-9
-        tail = (r > 0) & (F.col("__ticks") - (F.col(T0_COL) + r * F.col(R_COL)) < w_max + slack)
-        ranges = (F.when(F.col(R_COL).isNull(), F.array(F.lit(0).cast("long")))
-                  .when(tail, F.array(r, r - 1)).otherwise(F.array(r)))
-        typed = typed.withColumn(RANGE_COL, F.explode(ranges))
-    else:
-        typed = (typed.withColumn(RANGE_COL, F.lit(0).cast("long"))
-                 .withColumn(T0_COL, F.lit(None).cast(kind))
-                 .withColumn(R_COL, F.lit(None).cast(kind))
-                 .withColumn(RMAX_COL, F.lit(None).cast("long")))
+    typed = typed.join(pdf, on=keys, how="inner") if keys else typed.crossJoin(pdf)
+    # The worker's range_of(): floor((t - t0) / R) clamped to [0, rmax].
+    r = F.expr(f"(__ticks - {T0_COL}) div {R_COL}" if integral
+               else f"floor((__ticks - {T0_COL}) / {R_COL})")
+    r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col(RMAX_COL))
+    slack = 0 if integral else w_max * 1e-9
+    tail = (r > 0) & (F.col("__ticks") - (F.col(T0_COL) + r * F.col(R_COL)) < w_max + slack)
+    ranges = (F.when(F.col(R_COL).isNull(), F.array(F.lit(0).cast("long")))
+              .when(tail, F.array(r, r - 1)).otherwise(F.array(r)))
+    typed = typed.withColumn(RANGE_COL, F.explode(ranges))
+    typed = typed.withColumn(TASK_COL, F.element_at(F.col(TASKS_COL),
+                                                   (F.col(RANGE_COL) + 1).cast("int")))
     shard = keys + [RANGE_COL]
-    typed = typed.select(*columns, RANGE_COL, T0_COL, R_COL, RMAX_COL)
+    typed = typed.select(*columns, TASK_COL, RANGE_COL, T0_COL, R_COL, RMAX_COL)
     names = tuple(q.name for q in wl)
     job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options)
-    wide = (typed.repartition(tasks, *[F.col(c) for c in shard])
-            .sortWithinPartitions(*shard, time_col)
+    # Range partitioning on the planned task number puts each planned task in its own partition
+    # (hashing would let two big groups collide).
+    wide = (typed.repartitionByRange(tasks, TASK_COL)
+            .sortWithinPartitions(*shard, time_col).drop(TASK_COL)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     wide = wide.localCheckpoint(eager=True)
 
@@ -144,25 +146,43 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     return out
 
 
-def split_ranges(groups: list, keys: list[str], total: int, tasks: int, w_max: float,
+def assign_tasks(groups: list, keys: list[str], total: int, tasks: int, w_max: float,
                  integral: bool) -> list[tuple]:
-    """Groups of the shard key holding more than one task's fair share of the events, each as
-    (key values..., t0, R, last range): cut into ranges of R ticks, at least w_max long (so a
-    window spans at most two ranges) and as many as its share of tasks. `groups` are rows with
-    the key columns, `__n` (events), `__lo` and `__hi` (first and last tick)."""
-    if tasks < 2 or not total:
-        return []
-    fair = max(total / tasks, 1.0)
-    out = []
-    for row in groups:
-        if row["__n"] <= fair:
-            continue
+    """A plan row per group of the shard key: (key values..., task per range, t0, R, last range).
+
+    Groups holding more than one task's fair share of the events are cut into ranges of R ticks,
+    at least w_max long (so a window spans at most two ranges), as many as their share of tasks;
+    others stay whole (t0, R, last range are None). Groups and ranges go to tasks largest first,
+    each to the least loaded task. `groups` are rows with the key columns, `__n` (events), `__lo`
+    and `__hi` (first and last tick)."""
+    fair = max(total / max(tasks, 1), 1.0)
+    units = []  # (estimated events, group index, range)
+    cuts = {}
+    for gi, row in enumerate(groups):
         span = (row["__hi"] - row["__lo"]) or 1
-        m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
+        m = 1
+        if tasks > 1 and row["__n"] > fair:
+            m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
         if m >= 2:
             R = math.ceil(span / m) if integral else span / m
-            out.append(tuple(row[k] for k in keys) + (row["__lo"], R, m - 1))
-    return out
+            cuts[gi] = (row["__lo"], R, m - 1)
+            units += [(row["__n"] / m, gi, r) for r in range(m)]
+        else:
+            units.append((row["__n"], gi, 0))
+    load = [(0.0, t) for t in range(max(tasks, 1))]
+    heapq.heapify(load)
+    task_of: dict[tuple[int, int], int] = {}
+    for size, gi, r in sorted(units, key=lambda u: -u[0]):
+        used, t = heapq.heappop(load)
+        task_of[(gi, r)] = t
+        heapq.heappush(load, (used + size, t))
+    plan = []
+    for gi, row in enumerate(groups):
+        t0, R, rmax = cuts.get(gi, (None, None, None))
+        n_ranges = 1 if rmax is None else rmax + 1
+        plan.append(tuple(row[k] for k in keys)
+                    + ([task_of[(gi, r)] for r in range(n_ranges)], t0, R, rmax))
+    return plan
 
 
-__all__ = ["split_ranges", "trend_aggregate"]
+__all__ = ["assign_tasks", "trend_aggregate"]
