@@ -268,11 +268,8 @@ def test_load_hamlet_workload_text(tmp_path):
 
 
 def test_load_hamlet_workload_parses(tmp_path):
-    import gpu_hamlet
+    from gpu_hamlet import parse_workload as parse
 
-    parse = getattr(gpu_hamlet, "parse_workload", None)
-    if parse is None:
-        pytest.skip("gpu_hamlet.parse_workload is not there yet")
     path = tmp_path / "w.txt"
     path.write_text("3,8,2+\n1,2+\n")
     queries = list(parse(datagen.load_hamlet_workload(path)))

@@ -32,10 +32,7 @@ except ImportError:  # pragma: no cover
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
 
-aggregate = getattr(gpu_hamlet, "aggregate", None)
-needs_engine = pytest.mark.skipif(aggregate is None, reason="gpu_hamlet.aggregate is not there yet")
-needs_parser = pytest.mark.skipif(importlib.util.find_spec("gpu_hamlet.parser") is None,
-                                  reason="gpu_hamlet.parser is not there yet")
+aggregate = gpu_hamlet.aggregate
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
@@ -63,7 +60,6 @@ def cases(draw, max_queries: int = 5, window_unit_ms: int = 1000):
 # --------------------------------------------------------------------------------------------
 
 
-@needs_parser
 @settings(PROPERTY, max_examples=200)
 @given(st.sampled_from([1000, 1000, 250, 100]).flatmap(lambda u: workload_cases(window_unit_ms=u)))
 def test_parser_reads_generated_workloads(case):
@@ -80,7 +76,6 @@ def test_parser_reads_generated_workloads(case):
 # --------------------------------------------------------------------------------------------
 
 
-@needs_engine
 @PROPERTY
 @given(cases())
 def test_engine_matches_oracle_in_every_numeric_mode(case):
@@ -92,7 +87,6 @@ def test_engine_matches_oracle_in_every_numeric_mode(case):
         assert_matches_oracle(tables, expected, wl, numeric)
 
 
-@needs_engine
 @pytest.mark.parametrize("sharing", [m for m in SHARING_MODES if m != "none"])
 @PROPERTY_SMALL
 @given(case=cases(), numeric=st.sampled_from(NUMERIC_MODES))
@@ -103,7 +97,6 @@ def test_shared_execution_matches_oracle(sharing, case, numeric):
     assert_matches_oracle(tables, expected, wl, numeric)
 
 
-@needs_engine
 @PROPERTY_SMALL
 @given(cases(), st.randoms(use_true_random=False), st.sampled_from(NUMERIC_MODES))
 def test_input_order_does_not_matter(case, rnd, numeric):
@@ -116,7 +109,6 @@ def test_input_order_does_not_matter(case, rnd, numeric):
         assert a[name].equals(b[name]), f"{name}: {a[name].to_pylist()} != {b[name].to_pylist()}"
 
 
-@needs_engine
 @PROPERTY_SMALL
 @given(cases(), st.sampled_from(NUMERIC_MODES))
 def test_pandas_input_equals_arrow_input(case, numeric):
@@ -136,7 +128,6 @@ def _large_string_as_string(table: pa.Table) -> pa.Table:
     return table.cast(schema)
 
 
-@needs_engine
 @PROPERTY_SMALL
 @given(cases(max_queries=3),
        st.sampled_from([pa.timestamp("us"), pa.timestamp("ms"), pa.timestamp("ns"),
@@ -159,7 +150,6 @@ def test_timestamp_and_float_time_columns(case, time_type):
         assert tables[name].drop_columns(bounds).equals(ints[name].drop_columns(bounds)), name
 
 
-@needs_engine
 @PROPERTY_SMALL
 @given(st.sampled_from([(pa.timestamp("us"), 100), (pa.timestamp("ms", tz="UTC"), 100),
                         (pa.float64(), 250)]).flatmap(
@@ -269,7 +259,6 @@ def test_overflow_fixture_is_an_overflow():
     assert f["count"] < 2**200
 
 
-@needs_engine
 @pytest.mark.parametrize("sharing", SHARING_MODES)
 def test_overflow_exact_raises(sharing):
     with pytest.raises(NumericOverflowError) as info:
@@ -281,7 +270,6 @@ def test_overflow_exact_raises(sharing):
     assert "bigint" in msg and "on_overflow" in msg, f"the ways out are not named: {msg}"
 
 
-@needs_engine
 def test_overflow_exact_null():
     tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="exact", on_overflow="null")
     rows = tables["burst"].to_pylist()
@@ -301,7 +289,6 @@ def test_overflow_exact_null():
     assert_matches_oracle(tables, expected, wl, "exact", on_overflow="null")
 
 
-@needs_engine
 @pytest.mark.parametrize("sharing", SHARING_MODES)
 def test_overflow_bigint_exact_digits(sharing):
     tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="bigint", sharing=sharing)
@@ -314,7 +301,6 @@ def test_overflow_bigint_exact_digits(sharing):
     assert_matches_oracle(tables, expected, wl, "bigint")
 
 
-@needs_engine
 def test_overflow_float():
     tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="float")
     wl = Workload((burst_query(within_s=1000, groupby=("g",)),))
@@ -324,7 +310,6 @@ def test_overflow_float():
     assert_matches_oracle(tables, expected, wl, "float")
 
 
-@needs_engine
 def test_plain_burst_of_130_is_2_pow_n_minus_1():
     events = burst_events(1, [[1]] * 130)
     text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h"
@@ -356,7 +341,6 @@ def test_big_burst_fixture():
     assert f["count"] > 10**1000  # far beyond float64
 
 
-@needs_engine
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_avg_over_a_burst_of_5000(numeric):
     events = burst_events(1, BIG_GROUPS)
@@ -370,7 +354,6 @@ def test_avg_over_a_burst_of_5000(numeric):
     assert row["max_B_y"] == max(x / 4 for g in BIG_GROUPS for x in g)
 
 
-@needs_engine
 def test_counts_of_a_burst_of_5000_in_bigint():
     events = burst_events(1, BIG_GROUPS)
     f = seq_a_bplus_closed_form(1, BIG_GROUPS)
@@ -384,7 +367,6 @@ def test_counts_of_a_burst_of_5000_in_bigint():
 # --------------------------------------------------------------------------------------------
 
 
-@needs_engine
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_results_are_partitioned_by_groupby(numeric):
     groups = {"g2": [[3], [1, 2]], "g1": [[5], [5], [-1]]}
@@ -411,7 +393,6 @@ def test_results_are_partitioned_by_groupby(numeric):
         assert_matches_oracle(run(events_to_table(events), text, numeric=numeric), expected, wl, numeric)
 
 
-@needs_engine
 def test_custom_time_and_type_column_names():
     events = burst_events(1, [[1], [2, 3]])
     table = events_to_table(events).rename_columns(
@@ -421,7 +402,6 @@ def test_custom_time_and_type_column_names():
     assert row == {"window_start": 0, "window_end": 10, "count": "5"}
 
 
-@needs_engine
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_empty_input_gives_empty_tables(numeric):
     text = f"RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min; RETURN COUNT(*) PATTERN C+ WITHIN 5 s"
@@ -443,7 +423,6 @@ def _renamed(table: pa.Table, **names) -> pa.Table:
     return table.rename_columns([names.get(c, c) for c in table.column_names])
 
 
-@needs_engine
 def test_null_time_is_an_error():
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
     times = table.column("ev_time").to_pylist()
@@ -453,7 +432,6 @@ def test_null_time_is_an_error():
         run(table, _SIMPLE, time_col="ev_time")
 
 
-@needs_engine
 def test_null_type_is_an_error():
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), type="ev_kind")
     kinds = table.column("ev_kind").to_pylist()
@@ -463,7 +441,6 @@ def test_null_type_is_an_error():
         run(table, _SIMPLE, type_col="ev_kind")
 
 
-@needs_engine
 def test_missing_attribute_column_is_an_error():
     table = events_to_table(burst_events(1, [[1], [2]]))
     with pytest.raises(EventDataError, match="amount"):
@@ -480,7 +457,6 @@ def test_missing_attribute_column_is_an_error():
         run(table, _SIMPLE, type_col="ev_kind")
 
 
-@needs_engine
 @pytest.mark.parametrize("bad", [pa.string(), pa.bool_(), pa.date32()])
 def test_unsupported_time_type_is_an_error(bad):
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
@@ -496,7 +472,6 @@ def test_unsupported_time_type_is_an_error(bad):
         run(table, _SIMPLE, time_col="ev_time")
 
 
-@needs_engine
 def test_pattern_type_absent_from_the_data_is_an_error():
     table = events_to_table(burst_events(1, [[1], [2]]))
     with pytest.raises((EventDataError, WorkloadError), match="Dropoff"):
