@@ -105,22 +105,18 @@ class Attributes:
         for c, ch in enumerate(channels):
             if ch.kind == "count":
                 continue
-            m = labels == label_of[ch.type]
+            at = np.flatnonzero(labels == label_of[ch.type])  # only these rows weigh anything
             if ring == "xfloat":
-                v = np.ones(n) if ch.kind == "count_e" else self.floats(ch.attr)[rows]
+                v = np.ones(at.size) if ch.kind == "count_e" else self.floats(ch.attr)[rows[at]]
                 if ch.kind == "abs":
                     v = np.abs(v)
-                f, e = np.frexp(np.where(m, v, 0.0))
-                W[c, :, 0], W[c, :, 1] = f, e
+                W[c, at, 0], W[c, at, 1] = np.frexp(v)
             elif ring == "modp":
-                v = np.ones(n, np.int64) if ch.kind == "count_e" else self.residues(ch.attr, p)[rows]
-                W[c, :, 0] = np.where(m, v, 0)
+                W[c, at, 0] = 1 if ch.kind == "count_e" else self.residues(ch.attr, p)[rows[at]]
             else:
-                keys = self.order_keys(ch.attr)[0][rows]
-                if ch.kind == "max":
-                    keys = ~keys
-                W[c, :, 0] = m.astype(np.int64)
-                W[c, :, 1] = np.where(m, keys, NO_RANK)
+                keys = self.order_keys(ch.attr)[0][rows[at]]
+                W[c, at, 0] = 1
+                W[c, at, 1] = ~keys if ch.kind == "max" else keys
         return W
 
 
