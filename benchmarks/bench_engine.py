@@ -3,9 +3,8 @@
     python benchmarks/bench_engine.py [--events 1000000] [--repeat 3] [--json OUT.json]
 
 Measures events per second of `gpu_hamlet.aggregate` (sharing="none": every query alone) on a
-generated Kleene stream for one query
-`SEQ(A, B+, C)` and for a 50-query workload, in float, exact and bigint mode, on time-sorted and on
-shuffled input. Kernels are compiled (and cached) by a warm-up run first; the best of `--repeat`
+generated Kleene stream for one query `SEQ(A, B+, C)` and for a 50-query workload, in float,
+exact and bigint mode, on time-sorted and on shuffled input. Kernels are compiled (and cached) by a warm-up run first; the best of `--repeat`
 runs is reported. Ratios between modes come from one run on one machine.
 """
 

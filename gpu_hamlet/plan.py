@@ -104,10 +104,10 @@ class Windowing:
     def of(cls, query: Query, axis: TimeAxis) -> "Windowing":
         w = axis.ticks(query.within_ms, query, "WITHIN")
         s = axis.ticks(query.slide_ms, query, "SLIDE")
-        # Pane = gcd of window and slide: each event is processed once per pane (once per window
-        # for tumbling windows, where the pane is the window).
+        # Pane = gcd of window and slide (the window itself when tumbling). A whole number of
+        # ticks whenever the window and the slide are.
         g_ms = gcd(query.within_ms, query.slide_ms)
-        g = axis.ticks(g_ms, query, "pane of") if not axis.is_float else g_ms / 1000.0
+        g = axis.ticks(g_ms, query, "pane")
         return cls(g, query.slide_ms // g_ms, query.within_ms // g_ms, w, s)
 
 
