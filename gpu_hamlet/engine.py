@@ -200,12 +200,10 @@ class QueryRun:
         keys = parts.keys(q.partition_attrs, len(q.groupby))
         self.sources = shared
         tpl = self.tpl
-        fast = shared[0].compressed(
-            q.name, lambda idx: matcher.positions(q, tpl, keys.order[idx])) \
+        fast = shared[0].compressed(q.name, lambda rows: matcher.positions(q, tpl, rows)) \
             if len(shared) == 1 else None
-        pos = None
         if fast is not None:
-            qidx, self.macro_seg, pos = fast
+            qidx, self.rows, self.time, self.macro_seg, self.pos = fast
             self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
         else:
             pos_all = matcher.positions(q, tpl)
@@ -222,18 +220,18 @@ class QueryRun:
                 self.macro_seg = self.macro_seg[inj.keep]
                 self.macro_src[inj.macro] = s_i
                 self.macro_seg[inj.macro] = inj.segment
+            self.rows = keys.order[qidx]
+            self.time = ev.time[self.rows]
+            self.pos = matcher.positions(q, tpl, self.rows)
         self.macro = self.macro_src >= 0
         self.snapshots: list[float] | None = \
             [] if record_snapshots and self.macro.any() else None
-        self.rows = keys.order[qidx]
         if q.partition_attrs:
             self.pid, self.gid = keys.pid[qidx], keys.gid[qidx]
         else:  # one partition
             self.pid = self.gid = np.zeros(qidx.shape[0], np.int64)
-        self.pos = matcher.positions(q, tpl, self.rows) if pos is None else pos
         for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
             self.pos[self.macro_src == s_i] = self.tpl.position[sb.sset.kleene_type]
-        self.time = np.ascontiguousarray(ev.time[self.rows])
         w = plan.windowing
         if ev.axis.is_float:
             self.seg = np.floor(self.time / w.seg).astype(np.int64)

@@ -171,7 +171,7 @@ class SharedBursts:
         self.burst_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
         self.segidx = np.zeros((nf, 0), np.int64)
         self.expand = np.zeros(nf, bool)  # groups with unshared analysed bursts to expand
-        self.slot_idx = self.slot_burst = None
+        self.slot_idx = self.slot_rows = self.slot_time = self.slot_burst = None
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
@@ -198,6 +198,8 @@ class SharedBursts:
         first[1:] &= burst_id[1:] != burst_id[:-1]
         slots = np.flatnonzero((burst_id < 0) | first)
         self.slot_idx = self.set_idx[slots]
+        self.slot_rows = rows[slots]
+        self.slot_time = t[slots]
         self.slot_burst = burst_id[slots]
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
@@ -267,12 +269,11 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
-    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, ...] | None:
         """The query's events straight from the collapsed set stream, when every analysed burst
-        it matches runs shared: (indices into the sorted order, macro segment or -1, and pattern
-        position (-1 on macro rows) per row).
-        `pos_at(idx)` gives the query's positions at sorted indices. None when some burst must be
-        expanded (then `inject` applies)."""
+        it matches runs shared: (indices into the sorted order, event rows, times, macro segment
+        or -1, pattern position or -1 on macro rows). `pos_at(rows)` gives the query's positions
+        of event rows. None when some burst must be expanded (then `inject` applies)."""
         g = int(self.group[self.index[name]])
         if self.slot_idx is None or self.expand[g]:
             return None
@@ -282,12 +283,13 @@ class SharedBursts:
             seg = np.where(b >= 0, seg_g[np.maximum(b, 0)], -1) if seg_g.size else \
                 np.full(b.shape, -1)
             plain = np.flatnonzero(b < 0)
-            self._slots[g] = (plain, np.flatnonzero(seg >= 0), seg)
-        plain, macro, seg = self._slots[g]
+            self._slots[g] = (plain, self.slot_rows[plain], np.flatnonzero(seg >= 0), seg)
+        plain, plain_rows, macro, seg = self._slots[g]
         pos = np.full(seg.shape[0], -1, np.int32)
-        pos[plain] = pos_at(self.slot_idx[plain])
+        pos[plain] = pos_at(plain_rows)
         take = np.flatnonzero((pos >= 0) | (seg >= 0))
-        return self.slot_idx[take], seg[take], pos[take]
+        return (self.slot_idx[take], self.slot_rows[take], self.slot_time[take], seg[take],
+                pos[take])
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro
