@@ -193,3 +193,20 @@ def test_timestamp_ntz_from_parquet(spark, stream, tmp_path):
     df = spark.read.parquet(str(tmp_path / "events.parquet"))
     assert df.schema["time"].dataType.simpleString() == "timestamp_ntz"
     _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=3), gpu_hamlet.aggregate(naive, WORKLOAD))
+
+
+def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
+    """A decimal(38) overflow inside a task surfaces as NumericOverflowError naming the query,
+    group and window; on_overflow="null" gives null, bigint the exact digits."""
+    from gpu_hamlet.errors import NumericOverflowError
+
+    rows = [(0, "A", "g1")] + [(i, "B", "g1") for i in range(1, 140)]
+    df = spark.createDataFrame(rows, "time long, type string, g string")
+    text = "big: RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 1000 s"
+    with pytest.raises(NumericOverflowError, match=r"query big: COUNT\(\*\) for group \(g='g1'\) "
+                                                   r"in window \[0, 1000\)"):
+        trend_aggregate(df, text, num_tasks=2)
+    nulls = trend_aggregate(df, text, on_overflow="null", num_tasks=2)["big"].collect()
+    assert [r["count"] for r in nulls] == [None]
+    digits = trend_aggregate(df, text, numeric="bigint", num_tasks=2)["big"].collect()
+    assert [r["count"] for r in digits] == [str(2**139 - 1)]

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from typing import Any
 
 from gpu_hamlet.engine import aggregate
+from gpu_hamlet import errors
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns
 from gpu_hamlet.parser import parse_workload
@@ -137,13 +139,28 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     wide = (typed.repartitionByRange(tasks, TASK_COL)
             .sortWithinPartitions(*shard, time_col).drop(TASK_COL)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
-    wide = wide.localCheckpoint(eager=True)
+    try:
+        wide = wide.localCheckpoint(eager=True)
+    except Exception as exc:  # a task's error arrives wrapped in Spark's PythonException
+        raise _task_error(exc) from None
 
     out = {}
     for i, name in enumerate(names):
         cols = [F.col(wide_name(i, j)).alias(f.name) for j, f in enumerate(schemas[name])]
         out[name] = wide.filter(F.col(QUERY_COL) == name).select(*cols)
     return out
+
+
+def _task_error(exc: Exception) -> Exception:
+    """The gpu-hamlet error a Spark task raised, rebuilt on the driver with its own message (the
+    query, group and window at fault), or the original exception."""
+    found = re.findall(r"gpu_hamlet\.errors\.(\w+): (.+)", str(exc))
+    if found:
+        name, message = found[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, errors.GpuHamletError):
+            return cls(message.strip())
+    return exc
 
 
 def assign_tasks(groups: list, keys: list[str], total: int, tasks: int, w_max: float,
