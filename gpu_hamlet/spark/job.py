@@ -9,8 +9,8 @@
    into time ranges of at least the longest window; each range also receives the first w_max of
    the next one and owns the windows starting in it (gpu_hamlet/spark/worker.py). So every window
    is computed, whole, by exactly one task. Groups and ranges are packed onto tasks by size.
-4. `repartitionByRange` on the planned task, `sortWithinPartitions` by shard key and time,
-   `mapInArrow` running
+4. `repartition` on a key that hashes to the planned task, `sortWithinPartitions` by shard key
+   and time, `mapInArrow` running
    the engine (the plan the RAPIDS Accelerator runs on the GPU), into one wide intermediate table
    that is checkpointed once; each query's DataFrame selects its rows and columns from it.
 """
@@ -18,8 +18,10 @@
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import re
+import time
 from typing import Any
 
 from gpu_hamlet.engine import aggregate
@@ -32,6 +34,7 @@ from gpu_hamlet.spark.worker import (
 )
 
 TASKS_COL, TASK_COL = "__tasks", "__task"
+log = logging.getLogger("gpu_hamlet")
 from gpu_hamlet.workload import Workload
 
 
@@ -72,6 +75,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
 
     spark = df.sparkSession
     tasks = num_tasks or spark.sparkContext.defaultParallelism
+    started = time.perf_counter()
     keys = [a for a in wl.queries[0].groupby if all(a in q.groupby for q in wl)]
     integral = not isinstance(ttype, (DoubleType, FloatType))
     # Ticks as the engine sees them: microseconds since the epoch (wall clock for TIMESTAMP_NTZ,
@@ -108,6 +112,10 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                         f"query {q.name}: event type '{t}' of its pattern does not occur in "
                         f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
     plan = assign_tasks(groups, keys, total, tasks, w_max, integral)
+    log.info("gpu_hamlet: statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
+             "group(s)", total, len(groups), time.perf_counter() - started, tasks,
+             sum(1 for p in plan if p[-1] is not None))
+    started = time.perf_counter()
 
     # 3. shard columns: each group's (or time range's) task, and for split groups the range, with
     # the next range's first w_max replicated.
@@ -130,25 +138,46 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     typed = typed.withColumn(RANGE_COL, F.explode(ranges))
     typed = typed.withColumn(TASK_COL, F.element_at(F.col(TASKS_COL),
                                                    (F.col(RANGE_COL) + 1).cast("int")))
+    key_of_task = partition_keys(spark, tasks)
+    typed = typed.withColumn(TASK_COL, F.element_at(
+        F.array(*[F.lit(k) for k in key_of_task]), (F.col(TASK_COL) + 1).cast("int")))
     shard = keys + [RANGE_COL]
     typed = typed.select(*columns, TASK_COL, RANGE_COL, T0_COL, R_COL, RMAX_COL)
     names = tuple(q.name for q in wl)
     job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options)
-    # Range partitioning on the planned task number puts each planned task in its own partition
-    # (hashing would let two big groups collide).
-    wide = (typed.repartitionByRange(tasks, TASK_COL)
+    # Hash partitioning on a key chosen per planned task puts each task in its own partition.
+    wide = (typed.repartition(tasks, TASK_COL)
             .sortWithinPartitions(*shard, time_col).drop(TASK_COL)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     try:
         wide = wide.localCheckpoint(eager=True)
     except Exception as exc:  # a task's error arrives wrapped in Spark's PythonException
         raise _task_error(exc) from None
+    log.info("gpu_hamlet: engine pass (shuffle, sort, %d queries): %.1f s", len(wl),
+             time.perf_counter() - started)
 
     out = {}
     for i, name in enumerate(names):
         cols = [F.col(wide_name(i, j)).alias(f.name) for j, f in enumerate(schemas[name])]
         out[name] = wide.filter(F.col(QUERY_COL) == name).select(*cols)
     return out
+
+
+def partition_keys(spark: Any, tasks: int) -> list[int]:
+    """For each partition p < tasks, a long whose Spark hash partitioning (Murmur3, pmod) is p:
+    `repartition(tasks, key)` then places each planned task in its own partition, without the
+    sampling pass of range partitioning. One tiny job over a few integers."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    span = 16 * tasks
+    while len(found) < tasks:
+        rows = (spark.range(span - 16 * tasks, span)
+                .select("id", F.pmod(F.hash("id"), F.lit(tasks)).alias("p")).collect())
+        for row in rows:
+            found.setdefault(row["p"], row["id"])
+        span += 16 * tasks
+    return [found[p] for p in range(tasks)]
 
 
 def _task_error(exc: Exception) -> Exception:
