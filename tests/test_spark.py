@@ -210,3 +210,25 @@ def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
     assert [r["count"] for r in nulls] == [None]
     digits = trend_aggregate(df, text, numeric="bigint", num_tasks=2)["big"].collect()
     assert [r["count"] for r in digits] == [str(2**139 - 1)]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(within=st.integers(3, 40), slide_div=st.integers(1, 4), tasks=st.integers(3, 6),
+       float_time=st.booleans(), seed=st.integers(0, 1000))
+def test_time_range_split_matches_engine(spark, within, slide_div, tasks, float_time, seed):
+    """All events in one group, cut into time ranges over several tasks (each owning the windows
+    that start in it, with the next range's first w_max copied in): same results as in-process,
+    for random windows, slides and int or float times."""
+    events = kleene_stream(2000, seed=seed, types=("A", "B", "C"), mean_burst=6,
+                           duplicate_time_fraction=0.3)
+    if float_time:
+        t = events.column("time").to_numpy() * 0.5 + 0.25
+        events = events.set_column(events.column_names.index("time"), "time", pa.array(t))
+    slide = max(1, within // slide_div)
+    text = (f"RETURN COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B+, C) WITHIN {within} s "
+            f"SLIDE {slide} s;"
+            f"RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN {2 * within} s")
+    df = spark.createDataFrame(events.to_pandas())
+    _assert_same(trend_aggregate(df, text, num_tasks=tasks, numeric="bigint"),
+                 gpu_hamlet.aggregate(events, text, numeric="bigint"))
