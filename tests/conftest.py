@@ -6,6 +6,13 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
+
+# CI runs the same examples every time (a red CI blocks landing, so it must be reproducible);
+# local runs draw new examples and so keep exploring.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

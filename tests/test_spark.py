@@ -232,3 +232,13 @@ def test_time_range_split_matches_engine(spark, within, slide_div, tasks, float_
     df = spark.createDataFrame(events.to_pandas())
     _assert_same(trend_aggregate(df, text, num_tasks=tasks, numeric="bigint"),
                  gpu_hamlet.aggregate(events, text, numeric="bigint"))
+
+
+def test_empty_events_give_empty_results(spark):
+    empty = spark.createDataFrame([], "time long, type string, x long")
+    for tasks in (1, 3):
+        res = trend_aggregate(empty, "RETURN COUNT(*), SUM(A.x) PATTERN SEQ(A) WITHIN 60 s",
+                              num_tasks=tasks)
+        got = res["q1"].toArrow()
+        assert got.num_rows == 0
+        assert got.column_names == ["window_start", "window_end", "count", "sum_A_x"]

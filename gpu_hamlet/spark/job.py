@@ -205,6 +205,8 @@ def assign_tasks(groups: list, keys: list[str], total: int, tasks: int, w_max: f
     units = []  # (estimated events, group index, range)
     cuts = {}
     for gi, row in enumerate(groups):
+        if not row["__n"]:  # no events at all: nothing to plan (its times are null)
+            continue
         span = (row["__hi"] - row["__lo"]) or 1
         m = 1
         if tasks > 1 and row["__n"] > fair:
@@ -224,6 +226,8 @@ def assign_tasks(groups: list, keys: list[str], total: int, tasks: int, w_max: f
         heapq.heappush(load, (used + size, t))
     plan = []
     for gi, row in enumerate(groups):
+        if not row["__n"]:
+            continue
         t0, R, rmax = cuts.get(gi, (None, None, None))
         n_ranges = 1 if rmax is None else rmax + 1
         plan.append(tuple(row[k] for k in keys)
