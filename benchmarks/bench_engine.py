@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import numpy as np
 import pyarrow as pa
 
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
+from harness import best_time
 
 SINGLE = "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 min"
 TYPES = ("A", "B", "C", "D", "E", "F")
@@ -44,13 +44,8 @@ def fifty_queries() -> str:
 
 
 def measure(events: pa.Table, workload, numeric: str, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        gpu_hamlet.aggregate(events, workload, backend="cpu", sharing="none", numeric=numeric,
-                             on_overflow="null")
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_time(lambda: gpu_hamlet.aggregate(events, workload, backend="cpu", sharing="none",
+                                                  numeric=numeric, on_overflow="null"), repeat)
 
 
 def main() -> None:

@@ -14,42 +14,36 @@ Every mode answers the same workload over the same events; the best of `--repeat
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
-import time
 
 import gpu_hamlet
-from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
 from gpu_hamlet.sharing import RunStats
+from harness import best_time
 
 TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
 OTHERS = [t for t in TYPES if t != "B"]
 
 
-def kleene_sharing_workload(n: int, filters: bool = False) -> str:
+def kleene_sharing(n: int, filters: bool = False) -> str:
     """n queries with distinct patterns around B+ (HAMLET 6.1's Kleene-sharing workload)."""
-    shapes = ([f"SEQ({x}, B+, {y})" for x, y in itertools.permutations(OTHERS, 2)]
-              + [f"SEQ({x}, B+)" for x in OTHERS] + [f"SEQ(B+, {y})" for y in OTHERS]
-              + [f"SEQ({x}, {y}, B+)" for x, y in itertools.permutations(OTHERS, 2)]
-              + [f"SEQ(B+, {x}, {y})" for x, y in itertools.permutations(OTHERS, 2)])
-    out = []
-    for i in range(n):
-        where = f" WHERE B.x < {1 + i % 9}" if filters else ""
-        out.append(f"k{i}: RETURN COUNT(*), SUM(B.x) PATTERN {shapes[i]}{where} WITHIN 1 min")
-    return ";\n".join(out)
+    return kleene_sharing_workload(n, "B", OTHERS, returns="COUNT(*), SUM(B.x)",
+                                   per_query_where=[f"B.x < {1 + j}" for j in range(9)] if filters
+                                   else ())
 
 
 def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunStats]:
-    best, stats = float("inf"), RunStats()
-    for _ in range(repeat):
-        stats = RunStats()
-        t0 = time.perf_counter()
+    """Best time of `repeat` runs, and the last run's sharing statistics."""
+    stats: list[RunStats] = []
+
+    def once() -> None:
+        stats.append(RunStats())
         gpu_hamlet.aggregate(events, workload, backend="cpu", sharing=sharing, numeric="float",
-                             on_overflow="null", stats=stats)
-        best = min(best, time.perf_counter() - t0)
-    return best, stats
+                             on_overflow="null", stats=stats[-1])
+
+    return best_time(once, repeat), stats[-1]
 
 
 def main() -> None:
@@ -67,13 +61,13 @@ def main() -> None:
         for b in args.bursts]
     streams.append(("short bursts + per-query filters", kleene_stream(
         args.events, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0), True))
-    warm = kleene_sharing_workload(3)
+    warm = kleene_sharing(3)
     for mode in ("none", "static", "dynamic"):
         run(streams[0][1].slice(0, 5000), warm, mode, 1)
     rows = []
     for label, events, filters in streams:
         for n in args.queries:
-            wl = kleene_sharing_workload(n, filters)
+            wl = kleene_sharing(n, filters)
             res = {}
             for mode in ("none", "static", "dynamic"):
                 dt, st = run(events, wl, mode, args.repeat)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
 
@@ -26,15 +25,7 @@ from gpu_hamlet.backend import select_backend
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.plan import Template
 from gpu_hamlet.sharing import RunStats
-
-
-def best(fn, repeat: int = 5) -> float:
-    out = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t0)
-    return out
+from harness import best_time
 
 
 def main() -> None:
@@ -59,8 +50,8 @@ def main() -> None:
         MU, K = np.zeros((0, 1, 2)), np.zeros((0, nch, 2))
         snap = np.zeros((n, 1, 2))
         be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, mseg, tpl, False, snap)
-        per_channel.append(best(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K,
-                                                        mseg, tpl, False, snap)))
+        per_channel.append(best_time(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU,
+                                                             K, mseg, tpl, False, snap), 5))
     # The same events as macro rows (each its own coefficients): their cost relative to events.
     W = np.zeros((2, n, 2))
     W[:, :, 0] = 0.5
@@ -68,8 +59,8 @@ def main() -> None:
     snap = np.zeros((n, 1, 2))
     every = np.arange(n, dtype=np.int64)
     be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl, False, snap)
-    macro = best(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl, False,
-                                         snap)) / per_channel[1]
+    macro = best_time(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl,
+                                              False, snap), 5) / per_channel[1]
     slope, intercept = np.polyfit([1, 2, 3, 4], per_channel, 1)
     event_s, base_s = float(slope) / n, float(intercept) / n
     burst = np.repeat(np.arange(n // 20), 20)[:n].astype(np.int64)
@@ -79,8 +70,8 @@ def main() -> None:
         W[:, :, 0] = 0.5
         nseg = int(burst[-1]) + 1
         be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W, nseg)
-        coef.append(best(lambda: be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W,
-                                                       nseg)))
+        coef.append(best_time(lambda: be.burst_coefficients("xfloat", burst, t[: burst.shape[0]],
+                                                            W, nseg), 5))
     coef_s = (coef[1] - coef[0]) / 2 / burst.shape[0]
     # Bookkeeping per shared class: bursts of one B event (nothing to gain), ten queries in five
     # filter groups, so that bursts split into several classes as with per-query predicates.
@@ -90,10 +81,10 @@ def main() -> None:
     stats = RunStats()
     gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float", backend=args.backend,
                          stats=stats)
-    shared = best(lambda: gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float",
-                                               backend=args.backend), 3)
-    alone = best(lambda: gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float",
-                                              backend=args.backend), 3)
+    shared = best_time(lambda: gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float",
+                                                    backend=args.backend), 3)
+    alone = best_time(lambda: gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float",
+                                                   backend=args.backend), 3)
     classes = sum(s.graphlet_snapshots + s.event_snapshots for s in stats.sets)
     # With one-event bursts the per-event work is the same both ways; what remains is the
     # coefficient pass (count channel) and the bookkeeping.

@@ -16,6 +16,11 @@ Loaders (real and reference data, see `../shared/data/README.md`):
 - `load_hamlet_stream`: the HAMLET authors' `ts,type,value` streams.
 - `load_hamlet_workload`: their comma patterns (`3,8,2+`) as workload text of our query language.
 
+Workloads (HAMLET section 6.1), as query text:
+- `kleene_sharing_workload`: different patterns around one shared Kleene type, all else equal.
+- `diverse_workload`: Kleene patterns of length 1 to 3 with varied windows, aggregates,
+  groupings and predicates.
+
 Bursts are built as *segments*: a stream is a sequence of segments, each either one event or a
 run of events of one type (a Kleene burst); segment attributes (type, and for ridesharing the
 driver, rider, district and request type of one trip) are drawn once per segment and repeated
@@ -24,6 +29,7 @@ over its events with `numpy.repeat`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from typing import Sequence
@@ -45,6 +51,8 @@ __all__ = [
     "load_nasdaq",
     "load_hamlet_stream",
     "load_hamlet_workload",
+    "kleene_sharing_workload",
+    "diverse_workload",
     "mean_run_length",
 ]
 
@@ -390,13 +398,19 @@ def stock_stream(
     events_per_minute: float = 4500.0,
     start_time: int = 0,
     volatility: float = 0.001,
+    whole_seconds: bool = True,
 ) -> pa.Table:
     """Bursty stock ticks: runs of one ticker of Geometric(mean `mean_burst`) >= 1 ticks.
 
-    Columns: `type` (string, the ticker), `time` (int64 seconds from `start_time`, Poisson
-    arrivals at `events_per_minute` on average, so many ticks share a second), `price` (float64,
-    a geometric random walk per ticker with per-tick log-return sd `volatility`, in cents),
-    `volume` (int64 >= 1, log-normal).
+    Columns: `type` (string, the ticker), `time` (seconds from `start_time`, Poisson arrivals at
+    `events_per_minute` on average), `price` (float64, a geometric random walk per ticker with
+    per-tick log-return sd `volatility`, in cents), `volume` (int64 >= 1, log-normal).
+
+    `whole_seconds=True` (the default) gives int64 whole seconds, like real tick data: at
+    thousands of ticks per minute many ticks share a second, and since equal timestamps never
+    follow each other in a trend, a run of one ticker is then rarely a Kleene burst. False keeps
+    the exact arrival times as float64 seconds (distinct): every run of one ticker is a burst, the
+    setting of the paper's stock experiments (Fig. 12 and 13: bursts of 120 events on average).
     """
     n = _check_n(n_events)
     tickers = tuple(tickers)
@@ -422,8 +436,11 @@ def stock_stream(
     code = np.repeat(seg_code, seg_len)
 
     offsets = _poisson_offsets(rng, 60.0 / float(events_per_minute), n)
-    time = np.floor(offsets).astype(np.int64)
-    time += int(start_time)
+    if whole_seconds:
+        time = np.floor(offsets).astype(np.int64)
+        time += int(start_time)
+    else:
+        time = offsets + float(start_time)
 
     # Per-ticker cumulative log-returns: cumsum in ticker-sorted order minus each ticker's offset.
     start_price = np.round(rng.uniform(20.0, 500.0, nt), 2)
@@ -444,7 +461,7 @@ def stock_stream(
     return pa.table(
         {
             "type": _strings(tickers, code),
-            "time": pa.array(time, type=pa.int64()),
+            "time": pa.array(time, type=pa.int64() if whole_seconds else pa.float64()),
             "price": pa.array(price, type=pa.float64()),
             "volume": pa.array(volume, type=pa.int64()),
         }
@@ -531,6 +548,110 @@ def load_hamlet_workload(path: str | os.PathLike, *, within: str = "100000 s") -
             elems.append(("T" + name if name.isdigit() else name) + plus)
         out.append(f"q{len(out) + 1}: RETURN COUNT(*) PATTERN SEQ({', '.join(elems)}) WITHIN {within};")
     return "\n".join(out) + ("\n" if out else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Workloads (HAMLET section 6.1)
+# --------------------------------------------------------------------------------------------
+
+
+def _where(conditions: Sequence[str]) -> str:
+    conds = [c for c in conditions if c]
+    return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+
+def kleene_sharing_workload(
+    n_queries: int,
+    kleene: str,
+    others: Sequence[str],
+    *,
+    returns: str = "COUNT(*)",
+    where: Sequence[str] = (),
+    per_query_where: Sequence[str] = (),
+    groupby: str = "",
+    within: str = "1 min",
+    prefix: str = "k",
+) -> str:
+    """HAMLET 6.1's Kleene-sharing workload: queries with different patterns around one shared
+    `kleene`+ and the same window, grouping, predicates and aggregates.
+
+    Query i (named `{prefix}{i}`) takes the i-th pattern of: SEQ(X, E+, Y) for every ordered pair
+    of distinct `others`, then SEQ(X, E+), SEQ(E+, Y), SEQ(X, Y, E+), SEQ(E+, X, Y); so with o
+    others there are o(3o - 1) distinct patterns. Every query returns `returns`, has the WHERE
+    conditions `where` (e.g. an equivalence `[driver]`), `GROUPBY groupby` when given, and
+    `WITHIN within`. `per_query_where`, cycled over the queries, adds a condition per query (to
+    break sharing on purpose). Queries are separated by `;` and a newline.
+    """
+    pairs = list(itertools.permutations(others, 2))
+    shapes = ([f"SEQ({x}, {kleene}+, {y})" for x, y in pairs]
+              + [f"SEQ({x}, {kleene}+)" for x in others] + [f"SEQ({kleene}+, {y})" for y in others]
+              + [f"SEQ({x}, {y}, {kleene}+)" for x, y in pairs]
+              + [f"SEQ({kleene}+, {x}, {y})" for x, y in pairs])
+    if not 0 <= n_queries <= len(shapes):
+        raise ValueError(f"n_queries must be in [0, {len(shapes)}] for {len(others)} other types, "
+                         f"got {n_queries!r}")
+    group = f" GROUPBY {groupby}" if groupby else ""
+    out = []
+    for i in range(n_queries):
+        extra = [per_query_where[i % len(per_query_where)]] if per_query_where else []
+        out.append(f"{prefix}{i}: RETURN {returns} PATTERN {shapes[i]}"
+                   f"{_where([*where, *extra])}{group} WITHIN {within}")
+    return ";\n".join(out)
+
+
+def diverse_workload(
+    n_queries: int,
+    kleene: Sequence[str],
+    others: Sequence[str],
+    attribute: str,
+    *,
+    kleene_filters: Sequence[str] = ("",),
+    other_filters: Sequence[str] = ("",),
+    groupby: Sequence[str] = ("",),
+    where: Sequence[str] = (),
+    windows_min: Sequence[int] = (5, 10, 15, 20),
+    seed: int = 0,
+    prefix: str = "d",
+) -> str:
+    """HAMLET 6.1's diverse workload: sharable Kleene patterns of length 1 to 3, windows of 5 to
+    20 minutes, different aggregates, groupings and predicates.
+
+    Query i (named `{prefix}{i}`, drawn with `numpy.random.default_rng(seed)`): Kleene type
+    E = kleene[i % len(kleene)]; pattern E+, SEQ(X, E+), or one of SEQ(X, E+, Y), SEQ(X, Y, E+)
+    for lengths 1, 2, 3 in turn (X, Y distinct `others`); a tumbling window of one of
+    `windows_min` minutes; COUNT(*) and, in turn, COUNT(E), SUM, AVG, MIN or MAX of
+    E.`attribute`; one `groupby` entry (attribute list, "" for none; the attributes are also
+    returned); one of `kleene_filters` on E and one of `other_filters` on X (templates with `{E}`
+    and `{X}`; "" for none), and the conditions `where` that every query has. Queries with the
+    same Kleene type and grouping form one sharable set; their different filters on E make
+    event-level snapshots (HAMLET Def. 9).
+    """
+    if n_queries < 0:
+        raise ValueError(f"n_queries must be non-negative, got {n_queries!r}")
+    if len(others) < 2:
+        raise ValueError(f"diverse_workload needs at least two other types, got {others!r}")
+    rng = np.random.default_rng(seed)
+    aggs = ["COUNT({E})", "SUM({E}.{a})", "AVG({E}.{a})", "MIN({E}.{a})", "MAX({E}.{a})"]
+    out = []
+    for i in range(n_queries):
+        e = kleene[i % len(kleene)]
+        x, y = (str(t) for t in rng.choice(list(others), 2, replace=False))
+        length = 1 + i % 3
+        if length == 1:
+            pattern = f"{e}+"
+        elif length == 2:
+            pattern = f"SEQ({x}, {e}+)"
+        else:
+            pattern = f"SEQ({x}, {e}+, {y})" if rng.random() < 0.5 else f"SEQ({x}, {y}, {e}+)"
+        group = str(groupby[rng.integers(len(groupby))])
+        kf = kleene_filters[rng.integers(len(kleene_filters))].format(E=e)
+        of = other_filters[rng.integers(len(other_filters))].format(X=x) if length > 1 else ""
+        window = windows_min[rng.integers(len(windows_min))]
+        agg = aggs[i % len(aggs)].format(E=e, a=attribute)
+        returns = ", ".join(filter(None, [group, "COUNT(*)", agg]))
+        out.append(f"{prefix}{i}: RETURN {returns} PATTERN {pattern}{_where([*where, kf, of])}"
+                   f"{f' GROUPBY {group}' if group else ''} WITHIN {window} min")
+    return ";\n".join(out)
 
 
 # --------------------------------------------------------------------------------------------

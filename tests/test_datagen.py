@@ -195,6 +195,69 @@ def test_stock_stream():
     assert datagen.stock_stream(0).num_rows == 0
 
 
+def test_stock_stream_exact_times():
+    """whole_seconds=False: the same ticks with distinct float times, so runs of one ticker are
+    bursts (with whole seconds many ticks share a time)."""
+    whole = datagen.stock_stream(20_000, seed=9)
+    exact = datagen.stock_stream(20_000, seed=9, whole_seconds=False)
+    assert exact.schema.field("time").type == pa.float64()
+    t = exact["time"].to_numpy()
+    assert t[0] == 0.0 and np.all(np.diff(t) > 0)
+    assert np.array_equal(np.floor(t).astype(np.int64), _times(whole))
+    assert exact.drop_columns(["time"]).equals(whole.drop_columns(["time"]))
+
+
+# ------------------------------------------------------------------------------------ workloads
+
+RIDE_OTHERS = ("Request", "Pickup", "Dropoff", "Cancel")
+
+
+def test_kleene_sharing_workload_shares_one_kleene_type():
+    from gpu_hamlet import parse_workload
+    from gpu_hamlet.sharing import analyze
+
+    n_max = len(RIDE_OTHERS) * (3 * len(RIDE_OTHERS) - 1)
+    text = datagen.kleene_sharing_workload(n_max, "Travel", RIDE_OTHERS, returns="COUNT(*)",
+                                           where=["[driver]"], groupby="district",
+                                           within="10 min")
+    wl = parse_workload(text)
+    queries = list(wl)
+    assert len(queries) == n_max
+    assert len({tuple(str(e) for e in q.pattern) for q in queries}) == n_max  # all different
+    assert all(q.within_ms == 600_000 and q.groupby == ("district",) for q in queries)
+    assert all(sum(e.kleene for e in q.pattern) == 1 for q in queries)
+    sets = analyze(wl).sets
+    assert len(sets) == 1 and sets[0].kleene_type == "Travel" and len(sets[0].queries) == n_max
+    with pytest.raises(ValueError, match="n_queries"):
+        datagen.kleene_sharing_workload(n_max + 1, "Travel", RIDE_OTHERS)
+    filtered = datagen.kleene_sharing_workload(3, "B", ["A", "C"], per_query_where=["B.x < 1",
+                                                                                    "B.x < 2"])
+    assert filtered.splitlines()[2] == "k2: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 1 WITHIN 1 min"
+
+
+def test_diverse_workload_varies_every_clause():
+    from gpu_hamlet import parse_workload
+
+    kw = dict(kleene_filters=("", "{E}.speed > 20"), other_filters=("", "{X}.price > 20"),
+              groupby=("", "district"), where=["[driver]"])
+    text = datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS, "speed", **kw)
+    assert text == datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS,
+                                            "speed", **kw)
+    assert text != datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS,
+                                            "speed", seed=1, **kw)
+    queries = list(parse_workload(text))
+    assert len(queries) == 60
+    assert {len(q.pattern) for q in queries} == {1, 2, 3}
+    assert {q.within_ms // 60_000 for q in queries} == {5, 10, 15, 20}
+    assert {a.func for q in queries for a in q.aggregates} == {"COUNT", "SUM", "AVG", "MIN", "MAX"}
+    assert {q.groupby for q in queries} == {(), ("district",)}
+    assert all(q.partition_attrs[-1:] == ("driver",) for q in queries)
+    kleene = [next(e.type for e in q.pattern if e.kleene) for q in queries]
+    assert set(kleene) == {"Travel", "LocationUpdate"}
+    assert any(q.filters_of(k) for q, k in zip(queries, kleene))
+    assert any(not q.filters_of(k) for q, k in zip(queries, kleene))
+
+
 # -------------------------------------------------------------------------------------- loaders
 
 

@@ -1,0 +1,146 @@
+"""How the benchmarks measure `gpu_hamlet.aggregate`: timings, peak memory and sharing decisions.
+
+Two other engineers share this machine's two cores, so a single timing means little. Modes are
+compared within one run: every repeat runs each mode once, in an order rotated from one repeat to
+the next (so none always runs first after data generation), and the best time per mode counts.
+
+Peak memory is the rise of the process's resident set during the call: before each call the
+collector runs, freed memory goes back to the OS (Arrow's pool and glibc's `malloc_trim`), and
+the kernel's high-water mark is reset (`/proc/self/clear_refs`, Linux); afterwards the
+high-water mark minus the resident size before the call is what the call needed at its peak,
+from every allocator (NumPy, Arrow, numba's runtime). Host memory only: on a GPU backend device
+memory is not in it. Where /proc cannot be written the figure is None.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+
+import gpu_hamlet
+from gpu_hamlet.sharing import RunStats
+
+MODES = ("dynamic", "static", "none")
+#: Fields of gpu_hamlet.sharing.SharingStats added up over a run's sharable sets.
+SHARING_FIELDS = ("bursts", "burst_events", "shared", "unshared", "splits", "merges",
+                  "graphlet_snapshots", "event_snapshots")
+
+
+def best_time(fn: Callable[[], Any], repeat: int) -> float:
+    """Best wall time of `repeat` calls of fn, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+
+
+def _reset_peak() -> int | None:
+    """Return freed memory to the OS, reset the high-water mark; the resident KiB now, or None
+    where the kernel does not let us reset it."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return _status_kib("VmRSS")
+    except OSError:
+        return None
+
+
+def measured_call(fn: Callable[[], Any]) -> tuple[float, float | None]:
+    """(wall seconds, peak MiB above the resident size before the call, or None) of one call."""
+    base = _reset_peak()
+    t0 = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - t0
+    peak = None if base is None else (_status_kib("VmHWM") - base) / 1024.0
+    return seconds, peak
+
+
+def sharing_summary(stats: RunStats) -> dict[str, float] | None:
+    """The optimizer's decisions over all sharable sets; None when nothing was shareable."""
+    if not stats.sets:
+        return None
+    out: dict[str, float] = {f: sum(getattr(s, f) for s in stats.sets) for f in SHARING_FIELDS}
+    out["sets"] = len(stats.sets)
+    out["share_rate"] = out["shared"] / out["bursts"] if out["bursts"] else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How `aggregate` is called: backend and numeric mode (sharing varies per measurement)."""
+
+    backend: str = "cpu"
+    numeric: str = "float"
+
+    def run(self, events: pa.Table, workload: str, sharing: str,
+            stats: RunStats | None = None) -> dict[str, pa.Table]:
+        # Overflowing floats become nulls: benchmarks time the computation, not the error path.
+        return gpu_hamlet.aggregate(events, workload, backend=self.backend, sharing=sharing,
+                                    numeric=self.numeric, on_overflow="null", stats=stats)
+
+    def warm_up(self, events: pa.Table, workload: str, modes: Sequence[str] = MODES) -> None:
+        """Load (or compile) the kernels this workload needs before anything is timed."""
+        head = events.slice(0, 2000)
+        for mode in modes:
+            gpu_hamlet.aggregate(head, workload, backend=self.backend, sharing=mode,
+                                 numeric=self.numeric, on_overflow="null",
+                                 require_all_types=False)
+
+    def compare(self, events: pa.Table, workload: str, repeat: int,
+                modes: Sequence[str] = MODES) -> dict[str, dict[str, Any]]:
+        """Per mode: best seconds, events per second, least peak MiB over the repeats, and the
+        sharing decisions. Modes interleave within each repeat (rotated order)."""
+        self.warm_up(events, workload, modes)
+        times: dict[str, list[float]] = {m: [] for m in modes}
+        peaks: dict[str, list[float]] = {m: [] for m in modes}
+        decisions: dict[str, dict | None] = {}
+        for r in range(repeat):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                stats = RunStats()
+                seconds, peak = measured_call(lambda: self.run(events, workload, mode, stats))
+                times[mode].append(seconds)
+                if peak is not None:
+                    peaks[mode].append(peak)
+                decisions[mode] = sharing_summary(stats)
+        out = {}
+        for mode in modes:
+            best = min(times[mode])
+            out[mode] = {"seconds": best, "events_per_s": events.num_rows / best,
+                         "peak_mib": min(peaks[mode]) if peaks[mode] else None,
+                         "sharing": decisions[mode]}
+        return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one run of the experiments uses: small (quick) or full sizes, the engine, the number
+    of repeats per measurement and the folder of the authors' data (`../shared/data`)."""
+
+    quick: bool
+    engine: Engine
+    repeat: int
+    data_dir: Path

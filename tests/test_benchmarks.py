@@ -1,0 +1,140 @@
+"""Smoke test of the paper experiments: `benchmarks/run.py --quick` writes every result and plot.
+
+No timing assertions (the machine is shared and the quick sizes are too small to measure): only
+that each experiment ran every compared mode, that its figures are of the right kind and
+consistent (static shares every burst, the two-step enumerator agrees with the engine), and that
+the experiment on the HAMLET authors' data says it was skipped when their files are absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "benchmarks" / "run.py"
+DATA = ROOT.parent / "shared" / "data"
+HAVE_AUTHORS_DATA = (DATA / "hamlet-synthetic" / "Stream_shared_10.txt").is_file()
+EXPERIMENTS = ("events", "queries", "dynamic", "two_step", "hamlet_synthetic")
+MODES = ("dynamic", "static", "none")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run_quick(out: Path, *args: str) -> None:
+    """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, str(RUN), "--quick", "--out", str(out), *args], cwd=ROOT,
+                   env=env, check=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench-quick")
+    run_quick(out)
+    return out
+
+
+def load(out: Path, name: str) -> dict:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_every_experiment_writes_json_png_and_table(quick):
+    summary = json.loads((quick / "summary.json").read_text())
+    assert summary["quick"] is True and summary["backend"] == "cpu"
+    assert summary["cpus"] >= 1 and "numba" in summary
+    assert set(summary["experiments"]) == set(EXPERIMENTS)
+    tables = (quick / "tables.md").read_text()
+    for name in EXPERIMENTS:
+        result = load(quick, name)
+        assert result["experiment"] == name and result["quick"] is True
+        assert f"## {name} (" in tables
+        assert summary["experiments"][name]["seconds"] >= 0
+        if result["points"]:
+            assert (quick / f"{name}.png").read_bytes()[:8] == PNG
+
+
+def check_modes(point: dict, same_filters: bool = False) -> None:
+    """Every mode measured; sharing decisions consistent (with the same filters on the Kleene
+    type in every query, static shares every burst)."""
+    modes = point["modes"]
+    assert set(modes) == set(MODES)
+    for m in modes.values():
+        assert m["seconds"] > 0 and m["events_per_s"] > 0
+        assert m["peak_mib"] is None or m["peak_mib"] >= 0
+    assert modes["none"]["sharing"] is None
+    static, dynamic = modes["static"]["sharing"], modes["dynamic"]["sharing"]
+    if static is not None:
+        assert dynamic["bursts"] == static["bursts"] > 0
+        assert dynamic["shared"] <= static["shared"] <= static["bursts"]
+        if same_filters:
+            assert static["shared"] == static["bursts"]
+        assert 0 <= dynamic["share_rate"] <= 1
+        assert dynamic["shared"] + dynamic["unshared"] == dynamic["bursts"]
+    for key in ("none/dynamic", "static/dynamic"):
+        assert point[key] > 0
+
+
+def test_events_queries_and_dynamic_measure_every_mode(quick):
+    events = load(quick, "events")
+    assert [p["events_per_minute"] for p in events["points"]] == [5_000, 20_000]
+    queries = load(quick, "queries")
+    assert {(p["workload"], p["queries"]) for p in queries["points"]} == {
+        (w, n) for w in ("kleene-sharing", "diverse") for n in (5, 25, 100)}
+    dynamic = load(quick, "dynamic")
+    assert {p["sweep"] for p in dynamic["points"]} == {"events_per_minute", "queries"}
+    for point in events["points"]:
+        check_modes(point, same_filters=True)
+    for point in queries["points"]:
+        check_modes(point, same_filters=point["workload"] == "kleene-sharing")
+    for point in dynamic["points"]:
+        check_modes(point)
+    # Kleene-sharing queries form one sharable set.
+    assert all(p["modes"]["dynamic"]["sharing"]["sets"] == 1
+               for p in queries["points"] if p["workload"] == "kleene-sharing")
+
+
+def test_two_step_agrees_with_the_engine_until_its_budget(quick):
+    result = load(quick, "two_step")
+    points = result["points"]
+    assert points[0]["two_step"]["status"] == "ok"
+    finished = True
+    for p in points:
+        assert p["dynamic"]["seconds"] > 0 and p["trends"] >= 0
+        status = p["two_step"]["status"]
+        if status == "ok":
+            assert finished, "a point ran after one went over budget"
+            assert p["two_step"]["max_relative_difference"] < 1e-9
+            assert p["two_step/dynamic"] > 0
+        else:
+            finished = False
+            assert status.startswith(("over the", "not run"))
+
+
+def test_authors_workload_runs_or_says_why_not(quick):
+    result = load(quick, "hamlet_synthetic")
+    if HAVE_AUTHORS_DATA:
+        assert "skipped" not in result
+        assert {p["numeric"] for p in result["points"]} == {"float", "bigint"}
+        for p in result["points"]:
+            check_modes(p, same_filters=True)
+            if p["numeric"] == "bigint":
+                assert p["max_count_digits"] > 40  # the authors' counts: tens of digits and more
+    else:
+        assert "not here" in result["skipped"] and result["points"] == []
+        assert not (quick / "hamlet_synthetic.png").exists()
+
+
+def test_authors_workload_skipped_without_their_data(tmp_path):
+    """Whatever this machine has: pointed at an empty folder, the experiment skips with a reason."""
+    run_quick(tmp_path / "out", "--only", "hamlet_synthetic", "--data", str(tmp_path / "none"))
+    result = load(tmp_path / "out", "hamlet_synthetic")
+    assert result["points"] == []
+    assert "Stream_shared_10.txt" in result["skipped"] and "--data" in result["skipped"]
+    assert not (tmp_path / "out" / "hamlet_synthetic.png").exists()
+    assert "skipped:" in (tmp_path / "out" / "tables.md").read_text()
