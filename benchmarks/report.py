@@ -46,6 +46,8 @@ def line_panels(path: Path, title: str, panels: Sequence[Panel]) -> None:
         ax.set_ylabel(panel.ylabel)
         if panel.logy:
             ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)  # ratios between lines read true
         if panel.logx:
             ax.set_xscale("log")
         ax.grid(alpha=0.3)

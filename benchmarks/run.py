@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
     ap.add_argument("--only", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS))
     ap.add_argument("--repeat", type=int, default=None,
-                    help="runs per mode and point, best counts (default 2, quick 1)")
+                    help="runs per mode and point, best counts (default 3, quick 1)")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                     help="folder holding hamlet-synthetic/ (default ../shared/data)")
     args = ap.parse_args(argv)
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         f"paper-{backend}" + ("-quick" if args.quick else ""))
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(quick=args.quick, engine=Engine(backend), data_dir=args.data,
-                        repeat=args.repeat or (1 if args.quick else 2))
+                        repeat=args.repeat or (1 if args.quick else 3))
     done = out / "summary.json"
     previous = json.loads(done.read_text())["experiments"] if done.exists() else {}
     summary = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "backend": backend,
