@@ -96,24 +96,23 @@ class Engine:
     backend: str = "cpu"
     numeric: str = "float"
 
-    def run(self, events: pa.Table, workload: str, sharing: str,
-            stats: RunStats | None = None) -> dict[str, pa.Table]:
+    def run(self, events: pa.Table, workload: str, sharing: str, stats: RunStats | None = None,
+            require_all_types: bool = True) -> dict[str, pa.Table]:
         # Overflowing floats become nulls: benchmarks time the computation, not the error path.
         return gpu_hamlet.aggregate(events, workload, backend=self.backend, sharing=sharing,
-                                    numeric=self.numeric, on_overflow="null", stats=stats)
+                                    numeric=self.numeric, on_overflow="null", stats=stats,
+                                    require_all_types=require_all_types)
 
     def warm_up(self, events: pa.Table, workload: str, modes: Sequence[str] = MODES) -> None:
         """Load (or compile) the kernels this workload needs before anything is timed."""
-        head = events.slice(0, 2000)
         for mode in modes:
-            gpu_hamlet.aggregate(head, workload, backend=self.backend, sharing=mode,
-                                 numeric=self.numeric, on_overflow="null",
-                                 require_all_types=False)
+            self.run(events.slice(0, 2000), workload, mode, require_all_types=False)
 
     def compare(self, events: pa.Table, workload: str, repeat: int,
                 modes: Sequence[str] = MODES) -> dict[str, dict[str, Any]]:
         """Per mode: best seconds, events per second, least peak MiB over the repeats, and the
         sharing decisions. Modes interleave within each repeat (rotated order)."""
+        modes = tuple(modes)
         self.warm_up(events, workload, modes)
         times: dict[str, list[float]] = {m: [] for m in modes}
         peaks: dict[str, list[float]] = {m: [] for m in modes}

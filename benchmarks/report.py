@@ -97,7 +97,8 @@ def mode_ratios(modes: dict[str, dict]) -> dict[str, float]:
 
 #: Columns `mode_cells` fills: throughput per mode, time ratios, sharing decisions, peak memory.
 MODE_HEADERS = ["dynamic", "static", "none", "none/dynamic", "static/dynamic",
-                "bursts shared (dynamic)", "snapshots dynamic / static", "peak MiB dyn / static / none"]
+                "bursts shared (dynamic)", "snapshots dynamic / static",
+                "peak MiB dyn / static / none"]
 
 
 def _snapshots(sharing: dict | None) -> int:

@@ -230,9 +230,10 @@ def test_kleene_sharing_workload_shares_one_kleene_type():
     assert len(sets) == 1 and sets[0].kleene_type == "Travel" and len(sets[0].queries) == n_max
     with pytest.raises(ValueError, match="n_queries"):
         datagen.kleene_sharing_workload(n_max + 1, "Travel", RIDE_OTHERS)
-    filtered = datagen.kleene_sharing_workload(3, "B", ["A", "C"], per_query_where=["B.x < 1",
-                                                                                    "B.x < 2"])
-    assert filtered.splitlines()[2] == "k2: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 1 WITHIN 1 min"
+    filtered = datagen.kleene_sharing_workload(3, "B", ["A", "C"],
+                                               per_query_where=["B.x < 1", "B.x < 2"])
+    assert filtered.splitlines()[2] == (
+        "k2: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 1 WITHIN 1 min")
 
 
 def test_diverse_workload_varies_every_clause():

@@ -62,7 +62,11 @@ def two_step(rows: list[dict], workload, budget_s: float) -> tuple[float, dict] 
     child = ctx.Process(target=_enumerate, args=(rows, workload, send))
     child.start()
     send.close()
-    out = recv.recv() if recv.poll(budget_s) else None
+    try:
+        out = recv.recv() if recv.poll(budget_s) else None
+    except EOFError:  # the child ended without an answer: it failed, it was not slow
+        child.join()
+        raise RuntimeError(f"the two-step enumerator failed (exit code {child.exitcode})")
     child.kill()
     child.join()
     return out
