@@ -117,7 +117,8 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
         bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
         n = primes_for_bits(bits + 3.0)
         res = np.stack([run.segment_maps("modp", plan.exact, p)[0][..., 0] for p in primes(n)])
-        summary["exact"] = crt(res.reshape(n, -1), signed=True).reshape(res.shape[1:])
+        ints = crt(res.reshape(n, -1), signed=True).reshape(res.shape[1:])
+        summary["exact"] = ints.astype(np.int64) if bits < 60 else ints  # compact when small
     if plan.minmax:
         mm = run.segment_maps("minreach", plan.minmax)[0]
         summary["minreach"], summary["values"] = _ranks_to_values(mm, plan, ctx.attrs.order_keys)
