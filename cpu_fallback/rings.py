@@ -163,15 +163,16 @@ def scalar_ops(jit: Callable) -> ScalarOps:
     def mp_mul(a, b, p):
         return (a * b) % p
 
+    # (min() on integers does not compile for the CUDA target: comparisons do the same)
     @jit
     def mr_add(a, b):
-        return a[0] | b[0], min(a[1], b[1])
+        return a[0] | b[0], a[1] if a[1] < b[1] else b[1]
 
     @jit
     def mr_mul(a, b):
         if a[0] == 0 or b[0] == 0:
             return np.int64(0), NO_RANK
-        return np.int64(1), min(a[1], b[1])
+        return np.int64(1), a[1] if a[1] < b[1] else b[1]
 
     return ScalarOps(xf_add, xf_mul, mp_add, mp_mul, mr_add, mr_mul)
 

@@ -47,7 +47,8 @@ def _walk(run_seg, s0, s1, a, n, lo_out, hi_out, flip_out, k_out, w0, fill):
         else:
             if hi == s1:
                 break
-            kk = max(kk + 1, (run_seg[hi] - n + a) // a)
+            nk = (run_seg[hi] - n + a) // a  # (max() of ints does not compile for CUDA)
+            kk = nk if nk > kk + 1 else kk + 1
     return w
 
 
