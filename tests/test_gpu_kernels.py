@@ -83,7 +83,7 @@ def replay(calls, gpu: GpuBackend = GPU) -> set[str]:
     return rings
 
 
-KERNEL_PROPERTY = settings(max_examples=15, deadline=None,
+KERNEL_PROPERTY = settings(max_examples=25, deadline=None,
                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
