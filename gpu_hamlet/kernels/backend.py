@@ -10,6 +10,8 @@ numeric='bigint' runs here too: it is the 'modp' ring with more primes.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -26,6 +28,54 @@ from gpu_hamlet.kernels.windows import compose_kernel, plan_kernel
 DEFAULT_DEVICE_BYTES = 1 << 30
 
 
+@dataclass
+class Launch:
+    """One kernel launch with its arguments on the device, and its device outputs."""
+
+    kernel: Any
+    threads: int
+    args: tuple
+    out: tuple
+
+    def run(self) -> None:
+        self.kernel[grid(self.threads)](*self.args)
+
+
+class SegmentRuns:
+    """The (partition, segment) runs of a segment_maps call and what each costs on the device."""
+
+    def __init__(self, ring: str, pid: np.ndarray, seg: np.ndarray, weights: np.ndarray,
+                 template, full: bool) -> None:
+        self.ring, self.template, self.full = ring, template, full
+        self.dtype, self.lanes = layout(ring)
+        self.D = weights.shape[0] * (template.k + 1) + 1
+        self.ncols = 1 + template.carry.shape[0] if full else 1
+        self.bounds = boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) if pid.size \
+            else np.zeros(1, np.int64)
+        self.n = self.bounds.shape[0] - 1
+        item = np.dtype(self.dtype).itemsize * self.lanes
+        per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
+        per_event = item * (weights.shape[0] + 1) + 3 * 8
+        self.cost = per_run + per_event * np.diff(self.bounds)
+
+    def maps_shape(self, runs: int) -> tuple[int, ...]:
+        return runs, self.D, self.D if self.full else 1, self.lanes
+
+    def upload(self, r0: int, r1: int, time, pos, weights, mu, k, mseg, snap, param) -> Launch:
+        """Runs r0..r1-1 on the device, ready to launch; outputs (maps, snapshots)."""
+        e0, e1 = self.bounds[r0], self.bounds[r1]
+        tpl = self.template
+        maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
+        work = cuda.device_array((r1 - r0, 2, self.D, self.ncols, self.lanes), self.dtype)
+        dsnap = to_device(snap[e0:e1])
+        args = (to_device(self.bounds[r0:r1 + 1] - e0), to_device(time[e0:e1]),
+                to_device(pos[e0:e1]), to_device(weights[:, e0:e1]), to_device(mu), to_device(k),
+                to_device(mseg[e0:e1]), to_device(tpl.pred_ptr), to_device(tpl.pred_idx),
+                to_device(tpl.is_start), to_device(tpl.is_end), np.int64(tpl.k), self.full,
+                to_device(tpl.carry), dsnap, maps, work, np.int64(param))
+        return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
+
+
 class GpuBackend:
     """Runs every engine step with numba.cuda kernels (on the device, or in numba's simulator)."""
 
@@ -39,35 +89,15 @@ class GpuBackend:
 
     def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
                      param=0):
-        dtype, lanes = layout(ring)
-        item = np.dtype(dtype).itemsize * lanes
-        nch = weights.shape[0]
-        D = nch * (template.k + 1) + 1
-        carry = template.carry
-        ncols = 1 + carry.shape[0] if full else 1
-        bounds = boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) if pid.size else \
-            np.zeros(1, np.int64)
-        nruns = bounds.shape[0] - 1
-        maps = np.empty((nruns, D, D if full else 1, lanes), dtype)
-        shared = [to_device(x) for x in (mu, k, template.pred_ptr, template.pred_idx,
-                                         template.is_start, template.is_end)]
-        dcarry = to_device(carry)
-        kernel = segment_kernel(ring)
-        per_run = item * (2 * D * ncols + D * maps.shape[2])
-        per_event = item * (nch + 1) + 3 * 8
-        for r0, r1 in chunks(per_run + per_event * np.diff(bounds), self.budget):
-            e0, e1 = bounds[r0], bounds[r1]
-            dsnap = to_device(snap[e0:e1])
-            dmaps = cuda.device_array((r1 - r0,) + maps.shape[1:], dtype)
-            work = cuda.device_array((r1 - r0, 2, D, ncols, lanes), dtype)
-            mu_d, k_d, ptr, idx, start, end = shared
-            kernel[grid(r1 - r0)](
-                to_device(bounds[r0:r1 + 1] - e0), to_device(time[e0:e1]), to_device(pos[e0:e1]),
-                to_device(weights[:, e0:e1]), mu_d, k_d, to_device(mseg[e0:e1]), ptr, idx, start,
-                end, np.int64(template.k), full, dcarry, dsnap, dmaps, work, np.int64(param))
-            dmaps.copy_to_host(maps[r0:r1])
-            snap[e0:e1] = dsnap.copy_to_host()
-        starts = bounds[:-1]
+        runs = SegmentRuns(ring, pid, seg, weights, template, full)
+        maps = np.empty(runs.maps_shape(runs.n), runs.dtype)
+        for r0, r1 in chunks(runs.cost, self.budget):
+            launch = runs.upload(r0, r1, time, pos, weights, mu, k, mseg, snap, param)
+            launch.run()
+            launch.out[0].copy_to_host(maps[r0:r1])
+            e0, e1 = runs.bounds[r0], runs.bounds[r1]
+            snap[e0:e1] = launch.out[1].copy_to_host()
+        starts = runs.bounds[:-1]
         return maps, pid[starts].astype(np.int64), seg[starts].astype(np.int64)
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
