@@ -25,9 +25,9 @@ import os
 import platform
 import subprocess
 import sys
-import time
 
 from bench_engine import TYPES, kleene_queries
+from calibrate_costs import best
 
 import gpu_hamlet
 from gpu_hamlet.devices import cuda_visible, simulator_enabled
@@ -52,15 +52,6 @@ def nvidia_smi() -> str:
         return subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"(nvidia-smi not available: {exc})"
-
-
-def best(fn, repeat: int) -> float:
-    out = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t0)
-    return out
 
 
 def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:

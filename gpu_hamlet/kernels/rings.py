@@ -50,6 +50,17 @@ def _store2(X, i, j, v):
     X[i, j, 1] = v[1]
 
 
+def _ignoring_prm(op):
+    """A binary operation in the rings' common signature (a, b, prm), for rings without a
+    parameter."""
+
+    @device
+    def binary(a, b, prm):
+        return op(a, b)
+
+    return binary
+
+
 def _xfloat() -> DeviceRing:
     ops = _ops()
 
@@ -62,18 +73,11 @@ def _xfloat() -> DeviceRing:
         return 1.0, 0.0
 
     @device
-    def add(a, b, prm):
-        return ops.xf_add(a, b)
-
-    @device
-    def mul(a, b, prm):
-        return ops.xf_mul(a, b)
-
-    @device
     def is_zero(a):
         return a[0] == 0.0
 
-    return DeviceRing(zero, one, add, mul, is_zero, _load2, _store2)
+    return DeviceRing(zero, one, _ignoring_prm(ops.xf_add), _ignoring_prm(ops.xf_mul), is_zero,
+                      _load2, _store2)
 
 
 def _modp() -> DeviceRing:
@@ -114,18 +118,11 @@ def _minreach() -> DeviceRing:
         return np.int64(1), NO_RANK
 
     @device
-    def add(a, b, prm):
-        return ops.mr_add(a, b)
-
-    @device
-    def mul(a, b, prm):
-        return ops.mr_mul(a, b)
-
-    @device
     def is_zero(a):
         return a[0] == 0
 
-    return DeviceRing(zero, one, add, mul, is_zero, _load2, _store2)
+    return DeviceRing(zero, one, _ignoring_prm(ops.mr_add), _ignoring_prm(ops.mr_mul), is_zero,
+                      _load2, _store2)
 
 
 _RINGS = {"xfloat": _xfloat, "modp": _modp, "minreach": _minreach}
