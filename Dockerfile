@@ -31,7 +31,7 @@ ARG RAPIDS_JAR=rapids-4-spark_${SCALA_BINARY_VERSION}-${RAPIDS_VERSION}.jar
 ARG MAVEN=https://repo1.maven.org/maven2/com/nvidia/rapids-4-spark_${SCALA_BINARY_VERSION}/${RAPIDS_VERSION}
 WORKDIR /opt/sparkRapidsPlugin
 RUN curl -fsSLO "${MAVEN}/${RAPIDS_JAR}" \
- && echo "$(curl -fsSL "${MAVEN}/${RAPIDS_JAR}.sha1")  ${RAPIDS_JAR}" | sha1sum -c -
+ && echo "$(curl -fsSL "${MAVEN}/${RAPIDS_JAR}.sha1" | cut -d' ' -f1)  ${RAPIDS_JAR}" | sha1sum -c -
 COPY spark-conf/getGpusResources.sh /opt/sparkRapidsPlugin/getGpusResources.sh
 RUN chmod 755 /opt/sparkRapidsPlugin/getGpusResources.sh
 
@@ -42,7 +42,7 @@ ENV PATH=${VIRTUAL_ENV}/bin:${PATH} \
     PYSPARK_PYTHON=${VIRTUAL_ENV}/bin/python \
     PYSPARK_DRIVER_PYTHON=${VIRTUAL_ENV}/bin/python \
     SPARK_HOME=${VIRTUAL_ENV}/lib/python${PYTHON_VERSION}/site-packages/pyspark \
-    RAPIDS_JAR=/opt/sparkRapidsPlugin/${RAPIDS_JAR}
+    SPARK_RAPIDS_PLUGIN_JAR=/opt/sparkRapidsPlugin/${RAPIDS_JAR}
 WORKDIR /opt/gpu-hamlet
 COPY pyproject.toml README.md ./
 COPY cpu_fallback cpu_fallback
@@ -52,7 +52,7 @@ RUN pip install --no-cache-dir --upgrade pip \
  && pip install --no-cache-dir ".[gpu]" \
  && python -c "import pyspark; assert pyspark.__version__ == '${SPARK_VERSION}', pyspark.__version__"
 
-# spark-submit --properties-file spark-conf/gpu-cluster.conf --jars ${RAPIDS_JAR} \
+# spark-submit --properties-file spark-conf/gpu-cluster.conf --jars ${SPARK_RAPIDS_PLUGIN_JAR} \
 #     $(python -c 'import gpu_hamlet.spark.submit as s; print(s.__file__)') \
 #     --workload ... --events ... --out ... --backend gpu
 CMD ["gpu-hamlet", "--help"]
