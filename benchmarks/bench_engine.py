@@ -26,14 +26,14 @@ SINGLE = "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 min"
 TYPES = ("A", "B", "C", "D", "E", "F")
 
 
-def fifty_queries() -> str:
-    """50 queries over the Kleene type B: varied neighbours, windows, aggregates and filters."""
+def kleene_queries(n: int = 50) -> str:
+    """n queries over the Kleene type B: varied neighbours, windows, aggregates and filters."""
     others = [t for t in TYPES if t != "B"]
     aggs = ["COUNT(*)", "COUNT(*), SUM(B.x)", "COUNT(*), AVG(B.y)", "COUNT(*), MAX(B.y)",
             "COUNT(B), SUM(B.x)"]
     windows = ["30 s", "1 min", "2 min", "1 min SLIDE 30 s", "2 min SLIDE 1 min"]
     queries = []
-    for i in range(50):
+    for i in range(n):
         first, last = others[i % 5], others[(i // 5) % 5]
         pattern = f"SEQ({first}, B+, {last})" if first != last else f"SEQ({first}, B+)"
         where = f" WHERE B.x < {3 + i % 7}" if i % 3 == 0 else ""
@@ -59,7 +59,7 @@ def main() -> None:
                               duplicate_time_fraction=0.1)
     shuffled = sorted_ev.take(np.random.default_rng(0).permutation(sorted_ev.num_rows))
     workloads = {"1 query": gpu_hamlet.parse_workload(SINGLE),
-                 "50 queries": gpu_hamlet.parse_workload(fifty_queries())}
+                 "50 queries": gpu_hamlet.parse_workload(kleene_queries(50))}
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"{args.events:,} events, best of {args.repeat}")
     rows = []

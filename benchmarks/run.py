@@ -27,6 +27,7 @@ from pathlib import Path
 
 from experiments import EXPERIMENTS
 from gpu_hamlet.backend import select_backend
+from gpu_hamlet.errors import GpuHamletError
 from harness import Engine, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                     help="folder holding hamlet-synthetic/ (default ../shared/data)")
     args = ap.parse_args(argv)
-    backend = select_backend(args.backend).name  # fails here, clearly, without the backend
+    try:
+        backend = select_backend(args.backend).name
+    except GpuHamletError as exc:  # e.g. --backend gpu without a visible device
+        ap.error(str(exc))
     out = args.out or ROOT / "benchmarks" / "results" / (
         f"paper-{backend}" + ("-quick" if args.quick else ""))
     out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ tag carries the ring's run-time parameter (the modulus), so one compiled kernel 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -96,69 +96,89 @@ def r_store(tag, X, i, j, v):  # pragma: no cover
     _compiled_only()
 
 
-# --- XFloat -------------------------------------------------------------------------------------
+# --- scalar arithmetic, shared with the GPU backend ---------------------------------------------
 
 
-@njit
-def _xf_fix(m, e):
-    a = abs(m)
-    if a == 0.0:
-        return 0.0, 0.0
-    if a >= _BIG or a < _SMALL:
-        f, ex = math.frexp(m)
-        return f, e + ex
-    return m, e
+class ScalarOps(NamedTuple):
+    """The rings' scalar operations compiled for one target."""
+
+    xf_add: Callable
+    xf_mul: Callable
+    mp_add: Callable
+    mp_mul: Callable
+    mr_add: Callable
+    mr_mul: Callable
 
 
-@njit
-def _xf_add(a, b):
-    am, ae = a
-    bm, be = b
-    if am == 0.0:
-        return b
-    if bm == 0.0:
-        return a
-    if ae == be:
-        return _xf_fix(am + bm, ae)
-    if ae > be:
-        d = be - ae
-        if d < -1200.0:
+def scalar_ops(jit: Callable) -> ScalarOps:
+    """The rings' arithmetic compiled by `jit` (numba.njit here, numba.cuda.jit(device=True) for
+    the GPU kernels): written once, so both backends round alike and give identical bits."""
+
+    @jit
+    def xf_fix(m, e):
+        a = abs(m)
+        if a == 0.0:
+            return 0.0, 0.0
+        if a >= _BIG or a < _SMALL:
+            f, ex = math.frexp(m)
+            return f, e + ex
+        return m, e
+
+    @jit
+    def xf_add(a, b):
+        am, ae = a
+        bm, be = b
+        if am == 0.0:
+            return b
+        if bm == 0.0:
             return a
-        return _xf_fix(am + math.ldexp(bm, int(d)), ae)
-    d = ae - be
-    if d < -1200.0:
-        return b
-    return _xf_fix(bm + math.ldexp(am, int(d)), be)
+        if ae == be:
+            return xf_fix(am + bm, ae)
+        if ae > be:
+            d = be - ae
+            if d < -1200.0:
+                return a
+            return xf_fix(am + math.ldexp(bm, int(d)), ae)
+        d = ae - be
+        if d < -1200.0:
+            return b
+        return xf_fix(bm + math.ldexp(am, int(d)), be)
+
+    @jit
+    def xf_mul(a, b):
+        am, ae = a
+        bm, be = b
+        if am == 0.0 or bm == 0.0:
+            return 0.0, 0.0
+        return xf_fix(am * bm, ae + be)
+
+    @jit
+    def mp_add(a, b, p):
+        s = a + b
+        if s >= p:
+            s -= p
+        return s
+
+    @jit
+    def mp_mul(a, b, p):
+        return (a * b) % p
+
+    # (min() on integers does not compile for the CUDA target: comparisons do the same)
+    @jit
+    def mr_add(a, b):
+        return a[0] | b[0], a[1] if a[1] < b[1] else b[1]
+
+    @jit
+    def mr_mul(a, b):
+        if a[0] == 0 or b[0] == 0:
+            return np.int64(0), NO_RANK
+        return np.int64(1), a[1] if a[1] < b[1] else b[1]
+
+    return ScalarOps(xf_add, xf_mul, mp_add, mp_mul, mr_add, mr_mul)
 
 
-@njit
-def _xf_mul(a, b):
-    am, ae = a
-    bm, be = b
-    if am == 0.0 or bm == 0.0:
-        return 0.0, 0.0
-    return _xf_fix(am * bm, ae + be)
-
-
-# --- ModP ---------------------------------------------------------------------------------------
-
-
-@njit
-def _mp_add(a, b, p):
-    s = a + b
-    if s >= p:
-        s -= p
-    return s
-
-
-# --- MinReach -----------------------------------------------------------------------------------
-
-
-@njit
-def _mr_mul(a, b):
-    if a[0] == 0 or b[0] == 0:
-        return np.int64(0), NO_RANK
-    return np.int64(1), min(a[1], b[1])
+_CPU = scalar_ops(njit)
+_xf_add, _xf_mul, _mp_add, _mp_mul, _mr_add, _mr_mul = _CPU
 
 
 # --- dispatch -----------------------------------------------------------------------------------
@@ -196,7 +216,7 @@ def _ov_add(tag, a, b):
     if ring is ModP:
         return lambda tag, a, b: _mp_add(a, b, tag.p)
     if ring is MinReach:
-        return lambda tag, a, b: (a[0] | b[0], min(a[1], b[1]))
+        return lambda tag, a, b: _mr_add(a, b)
     return None
 
 
@@ -206,7 +226,7 @@ def _ov_mul(tag, a, b):
     if ring is XFloat:
         return lambda tag, a, b: _xf_mul(a, b)
     if ring is ModP:
-        return lambda tag, a, b: (a * b) % tag.p
+        return lambda tag, a, b: _mp_mul(a, b, tag.p)
     if ring is MinReach:
         return lambda tag, a, b: _mr_mul(a, b)
     return None

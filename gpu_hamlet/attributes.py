@@ -57,35 +57,10 @@ class Attributes:
         return self._residues[key]
 
     def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
-        """int64 keys ordered like the values, and the way back from keys to values.
-
-        Integers and timestamps are their own keys and floats their order-preserving bit
-        patterns (no sort needed); other types (strings, decimals) use dense ranks."""
-        if attr in self._keys:
-            return self._keys[attr]
-        col = self.column(attr)
-        t = col.type
-        if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
-                or pa.types.is_boolean(t):
-            keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
-
-            def back(k: np.ndarray) -> pa.Array:
-                return pa.array(k, pa.int64()).cast(t)
-        elif pa.types.is_floating(t):
-            keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
-
-            def back(k: np.ndarray) -> pa.Array:
-                return pa.array(_float_keys(k).view(np.float64)).cast(t)
-        else:
-            uniq = pc.unique(col.drop_null())
-            uniq = uniq.take(pc.array_sort_indices(uniq))
-            keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
-                zero_copy_only=False).astype(np.int64)
-
-            def back(k: np.ndarray) -> pa.Array:
-                return uniq.take(pa.array(k))
-        self._keys[attr] = (keys, back)
-        return keys, back
+        """int64 keys ordered like the column's values, and the way back (see `order_keys`)."""
+        if attr not in self._keys:
+            self._keys[attr] = order_keys(self.column(attr))
+        return self._keys[attr]
 
     def weights(self, ring: str, channels: tuple[Channel, ...], rows: np.ndarray,
                 labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> np.ndarray:
@@ -118,6 +93,34 @@ class Attributes:
                 W[c, at, 0] = 1
                 W[c, at, 1] = ~keys if ch.kind == "max" else keys
         return W
+
+
+def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
+    """int64 keys ordered like the values, and the way back from keys to values.
+
+    Integers and timestamps are their own keys and floats their order-preserving bit patterns
+    (no sort needed); other types (strings, decimals) use dense ranks."""
+    t = col.type
+    if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
+            or pa.types.is_boolean(t):
+        keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+
+        def back(k: np.ndarray) -> pa.Array:
+            return pa.array(k, pa.int64()).cast(t)
+    elif pa.types.is_floating(t):
+        keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
+
+        def back(k: np.ndarray) -> pa.Array:
+            return pa.array(_float_keys(k).view(np.float64)).cast(t)
+    else:
+        uniq = pc.unique(col.drop_null())
+        uniq = uniq.take(pc.array_sort_indices(uniq))
+        keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
+            zero_copy_only=False).astype(np.int64)
+
+        def back(k: np.ndarray) -> pa.Array:
+            return uniq.take(pa.array(k))
+    return keys, back
 
 
 def _float_keys(x: np.ndarray) -> np.ndarray:

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from gpu_hamlet.errors import GpuHamletError
+
 log = logging.getLogger("gpu_hamlet")
 
 
@@ -54,16 +56,58 @@ class Backend(Protocol):
         ...
 
 
-def select_backend(name: str) -> Backend:
-    """The backend for `name` ('cpu', 'gpu' or 'auto': the GPU when one is visible)."""
+def select_backend(name: str | Backend) -> Backend:
+    """The backend for `name`: 'cpu'; 'gpu' (numba.cuda kernels on a visible device, or in numba's
+    simulator when NUMBA_ENABLE_CUDASIM=1); 'auto' (the GPU when a device is visible, else the
+    CPU; the simulator is never chosen by itself). Logs which one runs. A Backend object is
+    used as it is (a configured GpuBackend, or a RecordingBackend)."""
+    from gpu_hamlet.devices import cuda_visible, simulator_enabled
+
+    if not isinstance(name, str):
+        return name
+    if name not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {name!r}")
+    if name == "gpu" and simulator_enabled():
+        log.info("gpu_hamlet: backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+        return _gpu()
+    visible = name != "cpu" and not simulator_enabled() and cuda_visible()
+    if name == "gpu" and not visible:
+        raise GpuHamletError(
+            "backend='gpu' needs a CUDA device, and none is visible to this process (no driver, "
+            "or CUDA_VISIBLE_DEVICES hides them). Run on a machine with an NVIDIA GPU and its "
+            "driver, use backend='cpu' (or 'auto', which falls back to the CPU), or set "
+            "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow).")
+    if visible:
+        log.info("gpu_hamlet: backend=%s uses the GPU backend", name)
+        return _gpu()
     from cpu_fallback import CpuBackend
 
-    if name == "cpu":
-        return CpuBackend()
-    if name in ("gpu", "auto"):
-        if name == "auto":
-            log.info("gpu_hamlet: backend=auto uses the CPU backend (no GPU backend is built yet)")
-            return CpuBackend()
-        raise ValueError("backend='gpu' is not available: the GPU kernels are not built yet; "
-                         "use backend='cpu' or 'auto'")
-    raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {name!r}")
+    if name == "auto":
+        why = "numba.cuda is the simulator" if simulator_enabled() else "no CUDA device is visible"
+        log.info("gpu_hamlet: backend=auto uses the CPU backend (%s)", why)
+    return CpuBackend()
+
+
+def _gpu() -> Backend:
+    from gpu_hamlet.kernels import GpuBackend
+
+    return GpuBackend()
+
+
+class RecordingBackend:
+    """A backend that runs another and keeps a copy of every call's arguments, so that the exact
+    kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, step: str):
+        run = getattr(self.inner, step)
+
+        def record(*args):
+            self.calls.append((step, tuple(a.copy() if isinstance(a, np.ndarray) else a
+                                           for a in args)))
+            return run(*args)
+        return record

@@ -3,12 +3,67 @@
 The Accelerator's executors see their GPU through `CUDA_VISIBLE_DEVICES` (then it is device 0 of
 the visible ones) or, with GPU scheduling, through the task's `gpu` resource addresses. No GPU
 resource means the CPU backend, unless the caller insists on a GPU.
+
+Whether a device is visible at all is asked without importing numba.cuda: importing it fixes, for
+the whole process, whether numba.cuda is the real driver or numba's CUDA simulator, and the test
+suite decides that only after asking (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from typing import Mapping
+
+_DRIVER_LIBS = ("libcuda.so.1", "libcuda.so", "nvcuda.dll")
+
+
+def cuda_visible() -> bool:
+    """Whether a real CUDA device is visible to this process (never the simulator).
+
+    CuPy answers when it is installed (DESIGN.md: 'when CuPy sees a device'); otherwise the CUDA
+    driver is asked directly, which honours CUDA_VISIBLE_DEVICES like every CUDA library."""
+    try:
+        import cupy
+    except ImportError:
+        return _driver_device_count() > 0
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+
+
+def _driver_device_count() -> int:
+    for name in _DRIVER_LIBS:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    return 0
+
+
+def simulator_enabled() -> bool:
+    """Whether numba.cuda is (or, once imported, will be) numba's CUDA simulator."""
+    from numba.core import config
+
+    config.reload_config()
+    return bool(config.ENABLE_CUDASIM)
+
+
+def enable_simulator() -> None:
+    """Run numba.cuda kernels in numba's CUDA simulator (for tests on machines without a GPU).
+
+    Must come before anything imports numba.cuda: that import picks the simulator or the driver."""
+    if "numba.cuda" in sys.modules and "numba.cuda.simulator" not in sys.modules:
+        raise RuntimeError("numba.cuda is already imported with the real driver; enable the "
+                           "simulator before importing it (or set NUMBA_ENABLE_CUDASIM=1)")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    simulator_enabled()
 
 
 def task_gpu_addresses() -> list[str]:

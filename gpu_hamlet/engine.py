@@ -66,19 +66,11 @@ def aggregate(
     A pattern type that never occurs in non-empty events is an error unless `require_all_types`
     is False (for slices of a larger dataset).
     """
-    _check_option("numeric", numeric, NUMERIC_MODES)
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
     _check_option("sharing", sharing, SHARING_MODES)
-    wl = parse_workload(workload) if isinstance(workload, str) else workload
-    be = select_backend(backend)
-    ev = prepare_events(events, wl, time_col, type_col, require_all_types)
-    parts = Partitioner(ev)
-    attrs = Attributes(ev)
-    plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
-    matcher = Matcher(ev)
-    for q in wl:  # every filter is checked against its column before any kernel runs
-        for f in q.filters:
-            matcher.dropped(q, f)
+    ctx = Context.of(events, workload, backend, numeric, time_col, type_col, require_all_types)
+    wl, be, ev, parts, attrs, plans, matcher = (ctx.workload, ctx.be, ctx.ev, ctx.parts,
+                                                ctx.attrs, ctx.plans, ctx.matcher)
     shared: dict[str, list[SharedBursts]] = {}
     if sharing != "none" and ev.n:
         for sset in analyze(wl).sets:
@@ -98,6 +90,34 @@ def aggregate(
         if stats is not None and run.snapshots is not None:
             stats.snapshots[q.name] = run.snapshots
     return out
+
+
+@dataclass
+class Context:
+    """What every query of one call shares: parsed workload, backend, events, sort orders,
+    attribute conversions, plans and filter masks."""
+
+    workload: Workload
+    be: Backend
+    ev: EventFrame
+    parts: Partitioner
+    attrs: Attributes
+    plans: dict[str, QueryPlan]
+    matcher: Matcher
+
+    @classmethod
+    def of(cls, events: Any, workload: Workload | str, backend: str, numeric: str,
+           time_col: str, type_col: str, require_all_types: bool) -> "Context":
+        _check_option("numeric", numeric, NUMERIC_MODES)
+        wl = parse_workload(workload) if isinstance(workload, str) else workload
+        be = select_backend(backend)
+        ev = prepare_events(events, wl, time_col, type_col, require_all_types)
+        plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
+        matcher = Matcher(ev)
+        for q in wl:  # every filter is checked against its column before any kernel runs
+            for f in q.filters:
+                matcher.dropped(q, f)
+        return cls(wl, be, ev, Partitioner(ev), Attributes(ev), plans, matcher)
 
 
 def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -124,7 +144,7 @@ class QueryRun:
 
     def __init__(self, ev: EventFrame, parts: Partitioner, attrs: Attributes, plan: QueryPlan,
                  matcher: Matcher, shared: list[SharedBursts], numeric: str, on_overflow: str,
-                 be: Backend, record_snapshots: bool = False) -> None:
+                 be: Backend, record_snapshots: bool = False, maps: bool = False) -> None:
         self.ev, self.attrs, self.plan, self.numeric, self.on_overflow, self.be = (
             ev, attrs, plan, numeric, on_overflow, be)
         self.tpl = plan.template
@@ -169,8 +189,8 @@ class QueryRun:
             self.seg = np.floor(self.time / w.seg).astype(np.int64)
         else:
             self.seg = self.time // np.int64(w.seg)
-        self.full = w.full
-        if w.full and self._windows_cheaper():
+        self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
+        if w.full and not maps and self._windows_cheaper():
             self._into_windows()
         self._check_nulls()
 
@@ -247,9 +267,10 @@ class QueryRun:
 
     # -- kernels --
 
-    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
-        """Window values [windows, channels, lanes] (kernel order) for one ring."""
-        w, tpl = self.plan.windowing, self.tpl
+    def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+        """Per (partition, segment) run: its map (with `full`) or its result from zero, as
+        (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+        tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
         snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
@@ -259,6 +280,12 @@ class QueryRun:
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
+        return maps, run_pid, run_seg
+
+    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+        """Window values [windows, channels, lanes] (kernel order) for one ring."""
+        w, tpl = self.plan.windowing, self.tpl
+        maps, run_pid, run_seg = self.segment_maps(ring, channels, p)
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if self.full:
             return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, p)

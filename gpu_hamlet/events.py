@@ -94,8 +94,8 @@ def to_arrow_table(events: Any) -> pa.Table:
     )
 
 
-def _time_axis(col: pa.ChunkedArray, name: str) -> TimeAxis:
-    t = col.type
+def time_axis(t: pa.DataType, name: str) -> TimeAxis:
+    """The time axis of a time column of Arrow type `t` (named `name`, for errors)."""
     if pa.types.is_timestamp(t):
         return TimeAxis(t, _TICKS_PER_SECOND[t.unit])
     if pa.types.is_integer(t):
@@ -147,7 +147,7 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
                 query=q.name,
             )
         _require_column(table, name, "attribute", q)
-    axis = _time_axis(table.column(time_col), time_col)
+    axis = time_axis(table.column(time_col).type, time_col)
 
     type_arr = table.column(type_col)
     if pa.types.is_dictionary(type_arr.type):

@@ -71,7 +71,17 @@ class EngineCostModel:
 CPU_COSTS = EngineCostModel(base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06,
                             macro=1.13)
 
-COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS}
+#: UNCALIBRATED ESTIMATES for the GPU backend, pending a run of
+#: `python benchmarks/calibrate_costs.py --backend gpu` on a device: per-event kernel work taken as
+#: 50 times cheaper than on the CPU (thousands of runs in flight at once), while the per-class
+#: bookkeeping (host NumPy in gpu_hamlet/sharing.py) and the macro event's relative cost stay the
+#: CPU's. So the GPU shares a burst only when it is longer than on the CPU.
+GPU_COSTS = EngineCostModel(base_s=CPU_COSTS.base_s / 50, event_s=CPU_COSTS.event_s / 50,
+                            coef_s=CPU_COSTS.coef_s / 50, class_s=CPU_COSTS.class_s,
+                            macro=CPU_COSTS.macro)
+
+#: The cost model of each backend, by its `name`: one optimizer above both.
+COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS, "gpu": GPU_COSTS}
 
 
 def choose_shared(mode: str, b: np.ndarray, k: np.ndarray, width: np.ndarray,

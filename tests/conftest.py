@@ -1,4 +1,8 @@
-"""Shared fixtures: one local Spark session for the whole test run."""
+"""Shared fixtures: one local Spark session for the whole test run; the CUDA simulator.
+
+Without a visible CUDA device the GPU kernels run in numba's CUDA simulator (the same tests run
+on the device where there is one). That must be decided before anything imports numba.cuda.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,11 @@ import sys
 
 import pytest
 from hypothesis import settings
+
+from gpu_hamlet.devices import cuda_visible, enable_simulator
+
+if not cuda_visible():
+    enable_simulator()
 
 # CI runs the same examples every time (a red CI blocks landing, so it must be reproducible);
 # local runs draw new examples and so keep exploring.

@@ -25,12 +25,14 @@ MODES = ("dynamic", "static", "none")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run_quick(out: Path, *args: str) -> None:
+def run_quick(out: Path, *args: str, check: bool = True,
+              **env: str) -> subprocess.CompletedProcess:
     """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
-    env = {**os.environ,
+    env = {**os.environ, **env,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    subprocess.run([sys.executable, str(RUN), "--quick", "--out", str(out), *args], cwd=ROOT,
-                   env=env, check=True, timeout=900)
+    return subprocess.run([sys.executable, str(RUN), "--quick", "--out", str(out), *args],
+                          cwd=ROOT, env=env, check=check, timeout=900, capture_output=not check,
+                          text=True)
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +140,11 @@ def test_authors_workload_skipped_without_their_data(tmp_path):
     assert "Stream_shared_10.txt" in result["skipped"] and "--data" in result["skipped"]
     assert not (tmp_path / "out" / "hamlet_synthetic.png").exists()
     assert "skipped:" in (tmp_path / "out" / "tables.md").read_text()
+
+
+def test_gpu_backend_without_a_device_is_refused_clearly(tmp_path):
+    proc = run_quick(tmp_path, "--backend", "gpu", check=False, CUDA_VISIBLE_DEVICES="",
+                     NUMBA_ENABLE_CUDASIM="0")
+    assert proc.returncode == 2
+    assert "CUDA device" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -102,12 +102,31 @@ def test_skewed_group_is_split_and_exact(spark):
     from pyspark.sql import functions as F
     groups = df.groupBy("g").agg(F.count(F.lit(1)).alias("__n"), F.min("time").alias("__lo"),
                                  F.max("time").alias("__hi")).collect()
-    plan = {row[0]: row[1:] for row in assign_tasks(groups, ["g"], table.num_rows, 4, 60, True)}
+    plan = {row[0]: row[1:] for row in assign_tasks(groups, ["g"], table.num_rows, 4, True)}
     tasks, t0, R, rmax = plan[0]
     assert rmax + 1 >= 4 and len(set(tasks)) == 4  # the big group: 4+ ranges on 4 tasks
     assert all(p[3] is None for g, p in plan.items() if g != 0)  # the others stay whole
     one_task = {k: v.toArrow() for k, v in trend_aggregate(df, wl, num_tasks=1).items()}
     _assert_same(trend_aggregate(df, wl, num_tasks=4), one_task)
+
+
+def test_hot_group_shorter_than_a_window_is_split(spark):
+    """A group whose events all fall inside one window still spreads over several tasks: its
+    slices are shorter than the window, and every window is composed from pane summaries."""
+    events = kleene_stream(6000, seed=4, types=("A", "B", "C"), mean_burst=5)
+    t = events.column("time").to_numpy()
+    t = 0.25 + 50.0 * (t - t.min()) / max(1, t.max() - t.min())  # float seconds in [0.25, 50.25]
+    events = events.set_column(events.column_names.index("time"), "time", pa.array(t))
+    events = events.set_column(events.column_names.index("g"), "g",
+                               pa.array(np.zeros(events.num_rows, np.int64)))
+    text = ("RETURN g, COUNT(*), SUM(B.x), MIN(B.y) PATTERN SEQ(A, B+, C) GROUPBY g "
+            "WITHIN 60 s SLIDE 20 s; RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 90 s")
+    df = spark.createDataFrame(events.to_pandas())
+    plan = assign_tasks([{"g": 0, "__n": events.num_rows, "__lo": 0.25, "__hi": 50.25}], ["g"],
+                        events.num_rows, 4, False)
+    assert plan[0][-1] == 3 and plan[0][-2] < 60  # four slices, each shorter than a window
+    _assert_same(trend_aggregate(df, text, num_tasks=4, numeric="bigint"),
+                 gpu_hamlet.aggregate(events, text, numeric="bigint"))
 
 
 def test_timestamp_time_column(spark, stream):
@@ -217,9 +236,9 @@ def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
 @given(within=st.integers(3, 40), slide_div=st.integers(1, 4), tasks=st.integers(3, 6),
        float_time=st.booleans(), seed=st.integers(0, 1000))
 def test_time_range_split_matches_engine(spark, within, slide_div, tasks, float_time, seed):
-    """All events in one group, cut into time ranges over several tasks (each owning the windows
-    that start in it, with the next range's first w_max copied in): same results as in-process,
-    for random windows, slides and int or float times."""
+    """All events in one group, cut into time slices over several tasks (each answering the
+    windows inside it; the second stage composes the crossing ones from pane summaries): same
+    results as in-process, for random windows, slides and int or float times."""
     events = kleene_stream(2000, seed=seed, types=("A", "B", "C"), mean_burst=6,
                            duplicate_time_fraction=0.3)
     if float_time:

@@ -6,17 +6,20 @@
 2. One statistics job: null times or types, which pattern types occur, and the size and time span
    of each group of the shard key (the GROUPBY attributes all queries share).
 3. Groups larger than one task's fair share (all events, when the queries share no GROUPBY) are cut
-   into time ranges of at least the longest window; each range also receives the first w_max of
-   the next one and owns the windows starting in it (gpu_hamlet/spark/worker.py). So every window
-   is computed, whole, by exactly one task. Groups and ranges are packed onto tasks by size.
+   into time slices, as many as their share of tasks, whatever the window lengths. Groups and
+   slices are packed onto tasks by size.
 4. `repartition` on a key that hashes to the planned task, `sortWithinPartitions` by shard key
-   and time, `mapInArrow` running
-   the engine (the plan the RAPIDS Accelerator runs on the GPU), into one wide intermediate table
-   that is checkpointed once; each query's DataFrame selects its rows and columns from it.
+   and time, `mapInArrow` running the engine (the plan the RAPIDS Accelerator runs on the GPU)
+   into one wide intermediate table, checkpointed once. A slice answers the windows inside it and
+   adds pane summaries of its boundary segments (gpu_hamlet/summaries.py).
+5. A second, small stage: the summaries grouped by query and group (`applyInArrow`) are composed
+   into the windows that cross the cuts, so every window is counted once, by one task. Each
+   query's DataFrame selects its rows and columns from the union.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import math
@@ -30,7 +33,8 @@ from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.spark.worker import (
-    QUERY_COL, R_COL, RANGE_COL, RMAX_COL, T0_COL, ShardJob, wide_name,
+    GROUP_COL, QUERY_COL, R_COL, RANGE_COL, RMAX_COL, SUMMARY_COL, T0_COL, ShardJob,
+    compose_group, wide_name,
 )
 
 TASKS_COL, TASK_COL = "__tasks", "__task"
@@ -87,8 +91,6 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                        f"`{time_col}`)")
     else:
         ticks = F.col(time_col).cast("long" if integral else "double")
-    per_second = 1_000_000 if isinstance(ttype, (TimestampType, TimestampNTZType)) else 1
-    w_max = max(q.within_ms for q in wl) * per_second / 1000
 
     # 2. one statistics job: per shard-key group its size, time span, nulls and types.
     groups = events.groupBy(*keys).agg(
@@ -111,14 +113,13 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                     raise EventDataError(
                         f"query {q.name}: event type '{t}' of its pattern does not occur in "
                         f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
-    plan = assign_tasks(groups, keys, total, tasks, w_max, integral)
+    plan = assign_tasks(groups, keys, total, tasks, integral)
     log.info("gpu_hamlet: statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
              "group(s)", total, len(groups), time.perf_counter() - started, tasks,
              sum(1 for p in plan if p[-1] is not None))
     started = time.perf_counter()
 
-    # 3. shard columns: each group's (or time range's) task, and for split groups the range, with
-    # the next range's first w_max replicated.
+    # 3. shard columns: each group's (or time slice's) task, and the slice of a cut group.
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
     tick_type = LongType() if integral else DoubleType()
     pschema = StructType([StructField(k, events.schema[k].dataType) for k in keys] + [
@@ -127,15 +128,12 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     pdf = F.broadcast(spark.createDataFrame(plan, pschema))
     typed = events.withColumn("__ticks", ticks)
     typed = typed.join(pdf, on=keys, how="inner") if keys else typed.crossJoin(pdf)
-    # The worker's range_of(): floor((t - t0) / R) clamped to [0, rmax].
+    # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax].
     r = F.expr(f"(__ticks - {T0_COL}) div {R_COL}" if integral
                else f"floor((__ticks - {T0_COL}) / {R_COL})")
     r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col(RMAX_COL))
-    slack = 0 if integral else w_max * 1e-9
-    tail = (r > 0) & (F.col("__ticks") - (F.col(T0_COL) + r * F.col(R_COL)) < w_max + slack)
-    ranges = (F.when(F.col(R_COL).isNull(), F.array(F.lit(0).cast("long")))
-              .when(tail, F.array(r, r - 1)).otherwise(F.array(r)))
-    typed = typed.withColumn(RANGE_COL, F.explode(ranges))
+    typed = typed.withColumn(RANGE_COL, F.when(F.col(R_COL).isNull(), F.lit(0).cast("long"))
+                             .otherwise(r))
     typed = typed.withColumn(TASK_COL, F.element_at(F.col(TASKS_COL),
                                                    (F.col(RANGE_COL) + 1).cast("int")))
     key_of_task = partition_keys(spark, tasks)
@@ -155,6 +153,21 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         raise _task_error(exc) from None
     log.info("gpu_hamlet: engine pass (shuffle, sort, %d queries): %.1f s", len(wl),
              time.perf_counter() - started)
+
+    if any(p[-1] is not None for p in plan):
+        # 5. the crossing windows of cut groups, from their slices' summaries.
+        started = time.perf_counter()
+        summaries = wide.filter(F.col(SUMMARY_COL).isNotNull())
+        crossing = summaries.groupBy(QUERY_COL, GROUP_COL).applyInArrow(
+            functools.partial(compose_group, job), from_arrow_schema(job.result_schema, prefer_timestamp_ntz=True))
+        wide = wide.filter(F.col(SUMMARY_COL).isNull()).drop(GROUP_COL, SUMMARY_COL) \
+            .unionByName(crossing)
+        try:
+            wide = wide.localCheckpoint(eager=True)
+        except Exception as exc:
+            raise _task_error(exc) from None
+        log.info("gpu_hamlet: windows across cuts from pane summaries: %.1f s",
+                 time.perf_counter() - started)
 
     out = {}
     for i, name in enumerate(names):
@@ -192,27 +205,29 @@ def _task_error(exc: Exception) -> Exception:
     return exc
 
 
-def assign_tasks(groups: list, keys: list[str], total: int, tasks: int, w_max: float,
+def assign_tasks(groups: list, keys: list[str], total: int, tasks: int,
                  integral: bool) -> list[tuple]:
-    """A plan row per group of the shard key: (key values..., task per range, t0, R, last range).
+    """A plan row per group of the shard key: (key values..., task per slice, t0, R, last slice).
 
-    Groups holding more than one task's fair share of the events are cut into ranges of R ticks,
-    at least w_max long (so a window spans at most two ranges), as many as their share of tasks;
-    others stay whole (t0, R, last range are None). Groups and ranges go to tasks largest first,
-    each to the least loaded task. `groups` are rows with the key columns, `__n` (events), `__lo`
-    and `__hi` (first and last tick)."""
+    Groups holding more than one task's fair share of the events are cut into time slices of R
+    ticks, as many as their share of tasks (at most one per tick of their span: equal times stay
+    together); others stay whole (t0, R, last slice are None). Groups and slices go to tasks
+    largest first, each to the least loaded task. `groups` are rows with the key columns, `__n`
+    (events), `__lo` and `__hi` (first and last tick)."""
     fair = max(total / max(tasks, 1), 1.0)
-    units = []  # (estimated events, group index, range)
+    units = []  # (estimated events, group index, slice)
     cuts = {}
     for gi, row in enumerate(groups):
         if not row["__n"]:  # no events at all: nothing to plan (its times are null)
             continue
-        span = (row["__hi"] - row["__lo"]) or 1
+        span = row["__hi"] - row["__lo"]
         m = 1
-        if tasks > 1 and row["__n"] > fair:
-            m = min(math.ceil(row["__n"] / fair), max(1, int(span // max(w_max, 1e-9))))
+        if tasks > 1 and row["__n"] > fair and span > 0:
+            m = min(math.ceil(row["__n"] / fair), tasks)
+            if integral:
+                m = min(m, int(span) + 1)
         if m >= 2:
-            R = math.ceil(span / m) if integral else span / m
+            R = max(1, math.ceil((span + 1) / m)) if integral else span / m
             cuts[gi] = (row["__lo"], R, m - 1)
             units += [(row["__n"] / m, gi, r) for r in range(m)]
         else:

@@ -1,18 +1,20 @@
-"""What Spark tasks run: the in-process engine over sorted shards of events, as `mapInArrow`.
+"""What Spark tasks run: the in-process engine over sorted shards of events, as `mapInArrow`,
+and the second stage that composes the pane summaries of cut groups, as `applyInArrow`.
 
 Everything here is shipped to executors, so it lives inside the installed package and holds only
 plain data (the workload, options and Arrow schemas).
 
-A shard is the rows of one shard key (the common GROUPBY values, and the time range `__range` for
-a split group). Rows arrive sorted by shard key and time in several Arrow batches; the last shard
+A shard is the rows of one shard key (the common GROUPBY values, and the time slice `__range` of
+a cut group). Rows arrive sorted by shard key and time in several Arrow batches; the last shard
 of a batch may continue in the next one, so its rows are carried over and processed with it. A
-split group's shard owns the windows starting in its time range [t0 + r*R, t0 + (r+1)*R) (the
-first and last ranges extend to infinity) and has received the first w_max of the next range too,
-so each of its windows is complete and computed by exactly one task.
+slice of a cut group answers the windows inside it and emits, per query, one summary row: the
+maps of its segments near its boundaries (gpu_hamlet/summaries.py). The second stage receives all
+summary rows of one (query, group) and composes the windows that cross the cuts.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -22,12 +24,16 @@ import pyarrow.compute as pc
 
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.engine import aggregate
+from gpu_hamlet.events import time_axis
+from gpu_hamlet.plan import plan_query
+from gpu_hamlet.summaries import Cut, compose, summarize
 from gpu_hamlet.workload import Workload
 
 QUERY_COL = "__query"
 RANGE_COL = "__range"
 T0_COL, R_COL, RMAX_COL = "__t0", "__R", "__rmax"
 SHARD_EXTRA = (RANGE_COL, T0_COL, R_COL, RMAX_COL)
+GROUP_COL, SUMMARY_COL = "__group", "__summary"
 
 
 def wide_name(i: int, j: int) -> str:
@@ -46,14 +52,22 @@ class ShardJob:
     options: dict
 
     @property
-    def wide_schema(self) -> pa.Schema:
+    def result_schema(self) -> pa.Schema:
+        """Result rows of every query side by side: the query's name, then each query's columns
+        (null in the other queries' rows)."""
         fields = [pa.field(QUERY_COL, pa.string())]
         for i, s in enumerate(self.schemas):
             fields += [pa.field(wide_name(i, j), f.type) for j, f in enumerate(s)]
         return pa.schema(fields)
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        wl = self.workload
+    @property
+    def wide_schema(self) -> pa.Schema:
+        """What the engine tasks emit: result rows, and summary rows of cut groups (the group's
+        shard key and the pickled summary; null in result rows)."""
+        return self.result_schema.append(pa.field(GROUP_COL, pa.binary())).append(
+            pa.field(SUMMARY_COL, pa.binary()))
+
+    def task_options(self) -> dict:
         options = dict(self.options)
         if options["backend"] != "cpu" and choose_device() is None:
             if options["backend"] == "gpu":
@@ -61,6 +75,11 @@ class ShardJob:
                     "backend='gpu', but this Spark task has no GPU: neither CUDA_VISIBLE_DEVICES "
                     "nor a 'gpu' task resource (spark.task.resource.gpu.amount)")
             options["backend"] = "cpu"
+        return options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        wl = self.workload
+        options = self.task_options()
         carry: pa.Table | None = None
         for batch in batches:
             table = pa.Table.from_batches([batch])
@@ -85,40 +104,72 @@ class ShardJob:
         return int(differ[-1]) + 1 if differ.size else 0
 
     def _process(self, table: pa.Table, wl, options: dict) -> Iterator[pa.RecordBatch]:
-        split = table.column(R_COL).is_valid().to_numpy(zero_copy_only=False)
+        cut = table.column(R_COL).is_valid().to_numpy(zero_copy_only=False)
         events = table.drop_columns(list(SHARD_EXTRA))
-        whole = np.flatnonzero(~split)
+        whole = np.flatnonzero(~cut)
         if whole.size:
             res = aggregate(events.take(pa.array(whole)), wl, require_all_types=False, **options)
-            yield from self._wide(res, None)
-        if split.any():
-            idx = np.flatnonzero(split)
-            part = table.take(pa.array(idx))
+            yield from self._wide(res, self.wide_schema)
+        if cut.any():
+            part = table.take(pa.array(np.flatnonzero(cut)))
             starts = np.r_[0, np.flatnonzero(~_equal_to_next(part, self.keys + (RANGE_COL,))) + 1]
             ends = np.r_[starts[1:], part.num_rows]
             for a, b in zip(starts, ends):
                 shard = part.slice(int(a), int(b - a))
-                res = aggregate(shard.drop_columns(list(SHARD_EXTRA)), wl,
-                                require_all_types=False, **options)
-                own = tuple(shard.column(c)[0].as_py() for c in (RANGE_COL, T0_COL, R_COL,
-                                                                  RMAX_COL))
-                yield from self._wide(res, own)
+                r, t0, R, rmax = (shard.column(c)[0].as_py() for c in SHARD_EXTRA)
+                slices = Cut(t0, R, rmax)
+                events = shard.drop_columns(list(SHARD_EXTRA))
+                inside, summaries = summarize(events, wl, slices, options)
+                yield from self._wide(inside, self.wide_schema)
+                group = pickle.dumps(tuple(shard.column(k)[0].as_py() for k in self.keys))
+                rows = [(name, pickle.dumps({"part": r, "cut": slices, "schema": events.schema,
+                                             "summary": s}))
+                        for name, s in summaries.items() if s is not None]
+                if rows:
+                    yield _summary_rows(rows, group, self.wide_schema)
 
-    def _wide(self, results: dict[str, pa.Table], own) -> Iterator[pa.RecordBatch]:
-        schema = self.wide_schema
+    def _wide(self, results: dict[str, pa.Table], schema: pa.Schema
+              ) -> Iterator[pa.RecordBatch]:
         for i, name in enumerate(self.names):
-            t = results[name]
-            if own is not None:
-                t = t.filter(_owned(t.column("window_start"), *own))
-            n = t.num_rows
-            if not n:
+            t = results.get(name)
+            if t is None or not t.num_rows:
                 continue
+            n = t.num_rows
             cols = [pa.array([name] * n, pa.string())]
             for k, s in enumerate(self.schemas):
                 for j, f in enumerate(s):
                     cols.append(t.column(j).combine_chunks().cast(f.type) if k == i
                                 else pa.nulls(n, f.type))
+            cols += [pa.nulls(n, f.type) for f in schema][len(cols):]
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+
+
+def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through functools.partial
+    """The second stage (`applyInArrow` over one query and cut group, given as
+    functools.partial(compose_group, job): a pa.Table in, a pa.Table out): the crossing windows
+    from the summaries of all the group's slices, as result rows."""
+    options = job.task_options()
+    name = table.column(QUERY_COL)[0].as_py()
+    blobs = sorted((pickle.loads(b) for b in table.column(SUMMARY_COL).to_pylist()),
+                   key=lambda x: x["part"])
+    schema = blobs[0]["schema"]
+    q = job.workload.queries[job.names.index(name)]
+    axis = time_axis(schema.field(options["time_col"]).type, options["time_col"])
+    plan = plan_query(q, axis, schema, options["numeric"])
+    result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"],
+                     options)
+    return pa.Table.from_batches(list(job._wide({name: result}, job.result_schema)),
+                                 schema=job.result_schema)
+
+
+def _summary_rows(rows: list[tuple[str, bytes]], group: bytes, schema: pa.Schema
+                  ) -> pa.RecordBatch:
+    """One summary row per query: the query's name, the group and the pickled summary."""
+    n = len(rows)
+    cols = [pa.array([name for name, _ in rows], pa.string())]
+    cols += [pa.nulls(n, f.type) for f in schema][1:-2]
+    cols += [pa.array([group] * n, pa.binary()), pa.array([b for _, b in rows], pa.binary())]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def _equal_to_next(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
@@ -133,19 +184,3 @@ def _equal_to_next(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
                      & pc.is_null(b).to_numpy(zero_copy_only=False))
         same &= eq | both_null
     return same
-
-
-def range_of(ticks: np.ndarray, t0, R, rmax: int) -> np.ndarray:
-    """The time range of each tick: floor((t - t0) / R) clamped to [0, rmax]; the same formula the
-    driver gives Spark (integer division for integer ticks), so both sides agree at boundaries."""
-    if ticks.dtype.kind == "i":
-        r = (ticks - np.int64(t0)) // np.int64(R)
-    else:
-        r = np.floor((ticks - t0) / R)
-    return np.clip(r, 0, rmax).astype(np.int64)
-
-
-def _owned(starts: pa.ChunkedArray, r: int, t0, R, rmax: int) -> pa.Array:
-    """Windows whose start falls in the shard's range."""
-    ticks = starts.cast(pa.int64()) if pa.types.is_timestamp(starts.type) else starts
-    return pa.array(range_of(ticks.to_numpy(), t0, R, rmax) == r)

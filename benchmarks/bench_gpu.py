@@ -1,0 +1,145 @@
+"""GPU kernel throughput against the CPU backend, in one run (issue 5).
+
+    python benchmarks/bench_gpu.py [--events 10000000] [--queries 1 10 50 100] [--repeat 3]
+        [--json OUT.json] | tee benchmarks/results/gpu_<device>.txt
+
+For each workload size (1, 10, 50, 100 queries of benchmarks/bench_engine.py's Kleene workload,
+sharing="none") and numeric mode (float, exact), the engine runs once on the CPU backend wrapped in
+a RecordingBackend, which keeps the exact inputs of every segment_maps call (one per query and
+ring; exact mode adds one per prime). Then, best of --repeat:
+- GPU: each call's inputs are uploaded first, then only the kernel launches are timed (with a
+  device synchronisation): events per second with the data already on the device;
+- CPU: the same calls on the CPU backend (one core: its numba kernels are serial; the ideal
+  spread over all cores, as Spark partitions would give, is printed next to it).
+Events per second count input events once per workload (not once per query). End-to-end
+`aggregate` wall times (host work and transfers included) are printed for context. nvidia-smi's
+lines head the output. Needs a CUDA device; with NUMBA_ENABLE_CUDASIM=1 it runs in numba's
+simulator, for a smoke test of the script only (its timings mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+from bench_engine import TYPES, kleene_queries
+from harness import best_time
+
+import gpu_hamlet
+from gpu_hamlet.devices import cuda_visible, simulator_enabled
+
+NO_DEVICE = ("bench_gpu: no CUDA device is visible, so there is nothing to measure: GPU figures "
+             "need a machine with an NVIDIA GPU and its driver. (NUMBA_ENABLE_CUDASIM=1 runs this "
+             "script in numba's simulator, as a smoke test only.)")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--queries", type=int, nargs="+", default=[1, 10, 50, 100])
+    ap.add_argument("--numeric", nargs="+", default=["float", "exact"], choices=["float", "exact"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", default=None)
+    return ap.parse_args(argv)
+
+
+def nvidia_smi() -> str:
+    try:
+        return subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(nvidia-smi not available: {exc})"
+
+
+def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:
+    from cpu_fallback import CpuBackend
+    from gpu_hamlet.backend import RecordingBackend
+
+    rec = RecordingBackend(CpuBackend())
+    gpu_hamlet.aggregate(events, text, backend=rec, sharing="none", numeric=numeric,
+                         on_overflow="null")
+    return [args for step, args in rec.calls if step == "segment_maps"]
+
+
+def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:
+    """Summed best launch times of every call's kernels, inputs already on the device."""
+    from numba import cuda
+
+    from gpu_hamlet.kernels.backend import SegmentRuns
+    from gpu_hamlet.kernels.launch import chunks
+
+    total = 0.0
+    for ring, pid, seg, t, pos, W, mu, k, mseg, tpl, full, snap, param in calls:
+        runs = SegmentRuns(ring, pid, seg, W, tpl, full)
+        for r0, r1 in chunks(runs.cost, budget):
+            launch = runs.upload(r0, r1, t, pos, W, mu, k, mseg, snap, param)
+            cuda.synchronize()
+            total += best_time(lambda: (launch.run(), cuda.synchronize()), repeat)
+            del launch
+    return total
+
+
+def cpu_kernel_seconds(calls: list[tuple], repeat: int) -> float:
+    from cpu_fallback import CpuBackend
+
+    cpu = CpuBackend()
+    return sum(best_time(lambda: cpu.segment_maps(*args), repeat) for args in calls)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not (cuda_visible() or simulator_enabled()):
+        print(NO_DEVICE, file=sys.stderr)
+        return 2
+    from gpu_hamlet.datagen import kleene_stream
+    from gpu_hamlet.kernels.backend import DEFAULT_DEVICE_BYTES
+    from gpu_hamlet.kernels.device_data import arrow_to_device
+
+    print(nvidia_smi())
+    if simulator_enabled():
+        print("NUMBA_ENABLE_CUDASIM=1: numba's CUDA simulator, timings are meaningless")
+    cores = os.cpu_count() or 1
+    events = kleene_stream(args.events, seed=7, types=TYPES, mean_burst=20.0, n_groups=8,
+                           duplicate_time_fraction=0.1)
+    columns = ["time", "x", "y"]
+    up = best_time(lambda: arrow_to_device(events, columns), args.repeat)
+    nbytes = sum(events.column(c).nbytes for c in columns)
+    print(f"machine: {platform.processor() or platform.machine()}, {cores} cores; "
+          f"{args.events:,} events; Arrow -> device ({', '.join(columns)}): {nbytes / up / 1e9:.2f} GB/s")
+    warm = events.slice(0, min(20_000, args.events))
+    rows = []
+    for n in args.queries:
+        text = kleene_queries(n)
+        for numeric in args.numeric:
+            for backend in ("cpu", "gpu"):  # compile (or load) every kernel first
+                gpu_hamlet.aggregate(warm, text, backend=backend, sharing="none",
+                                     numeric=numeric, on_overflow="null")
+            calls = record_segment_calls(events, text, numeric)
+            g = gpu_kernel_seconds(calls, args.repeat, DEFAULT_DEVICE_BYTES)
+            c = cpu_kernel_seconds(calls, args.repeat)
+            e2e = {be: best_time(lambda: gpu_hamlet.aggregate(events, text, backend=be,
+                                                              sharing="none", numeric=numeric,
+                                                              on_overflow="null"), 1)
+                   for be in ("gpu", "cpu")}
+            row = {"queries": n, "numeric": numeric, "calls": len(calls), "gpu_kernel_s": g,
+                   "cpu_kernel_s": c, "gpu_events_per_s": args.events / g,
+                   "cpu_events_per_s": args.events / c, "speedup": c / g,
+                   "speedup_vs_all_cores": c / cores / g, "gpu_aggregate_s": e2e["gpu"],
+                   "cpu_aggregate_s": e2e["cpu"]}
+            rows.append(row)
+            print(f"{n:>4} queries {numeric:>5}: GPU {row['gpu_events_per_s'] / 1e6:10.1f} M ev/s"
+                  f"  CPU 1 core {row['cpu_events_per_s'] / 1e6:8.2f} M ev/s"
+                  f" ({cores} cores ideal {row['cpu_events_per_s'] * cores / 1e6:8.2f})"
+                  f"  speedup {row['speedup']:7.1f}x (vs all cores {row['speedup_vs_all_cores']:6.1f}x)"
+                  f"  aggregate(): GPU {e2e['gpu']:.2f} s, CPU {e2e['cpu']:.2f} s", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Launch geometry and chunking: how much work one launch gets and how it fits device memory."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+from numba import cuda
+
+#: Threads per block: kernels are sequential per thread and register-heavy, so small blocks.
+BLOCK = 128
+
+
+def grid(n: int) -> tuple[int, int]:
+    """(blocks, threads per block) covering n threads."""
+    tpb = max(1, min(BLOCK, n))
+    return (n + tpb - 1) // tpb, tpb
+
+
+def chunks(cost: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
+    """Consecutive ranges [lo, hi) of items whose summed cost (bytes on the device) stays within
+    `budget`; an item costlier than the budget gets a range of its own."""
+    cum = np.cumsum(cost, dtype=np.float64)
+    lo = 0
+    while lo < cost.shape[0]:
+        base = cum[lo - 1] if lo else 0.0
+        hi = max(lo + 1, int(np.searchsorted(cum, base + budget, side="right")))
+        yield lo, hi
+        lo = hi
+
+
+def to_device(x: np.ndarray):
+    """A contiguous device copy of a host array (or slice of one)."""
+    return cuda.to_device(np.ascontiguousarray(x))
+
+
+def boundaries(change: np.ndarray) -> np.ndarray:
+    """Start of every run of equal keys and the end of the last: [0, ..., n] from the n - 1
+    flags `change[i]` = (row i + 1 starts a new run)."""
+    n = change.shape[0] + 1
+    return np.r_[0, np.flatnonzero(change) + 1, n].astype(np.int64)

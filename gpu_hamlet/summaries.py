@@ -1,0 +1,235 @@
+"""Pane summaries: how a group cut into time slices on several tasks still gets exact windows.
+
+A skewed group (gpu_hamlet/spark/job.py) is cut at boundary times into slices handled by different
+tasks. A window inside one slice is answered by that slice's task. A window that crosses a boundary
+is the product of the segment maps of its panes (DESIGN.md section 3), whichever slice they lie
+in, so each slice also hands over the maps of its segments near its boundaries (`summarize`); a pane
+cut by a boundary arrives as two partial maps, which compose like any two segments. The second
+stage (`compose`) multiplies a group's summaries into exactly the crossing windows. Every trend is
+counted once: a window is answered either by one slice or, whole, by the second stage.
+
+Maps travel in every number system the results need: XFLOAT (float results and magnitudes), exact
+integers (residue maps joined by the Chinese remainder theorem, so the second stage can reduce them
+modulo as many primes as the composed windows need), and MINREACH with attribute values in place of
+the slice's own ranks, which mean nothing elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from cpu_fallback.rings import NO_RANK
+from gpu_hamlet.attributes import order_keys
+from gpu_hamlet.engine import Context, QueryRun, aggregate
+from gpu_hamlet.events import EventFrame
+from gpu_hamlet.numeric import crt, primes, primes_for_bits, xfloat_log2
+from gpu_hamlet.plan import QueryPlan
+from gpu_hamlet.workload import Workload
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a group is cut: slice r holds the ticks [t0 + r*R, t0 + (r+1)*R); the first slice
+    extends to minus infinity and the last (`rmax`) to plus infinity."""
+
+    t0: int | float
+    R: int | float
+    rmax: int
+
+    def slice_of(self, ticks: np.ndarray) -> np.ndarray:
+        """The slice of each tick; the formula the Spark driver uses too (integer division for
+        integer ticks), so both sides agree at boundaries."""
+        if ticks.dtype.kind in "iu":
+            r = (ticks.astype(np.int64) - np.int64(self.t0)) // np.int64(self.R)
+        else:
+            r = np.floor((ticks - self.t0) / self.R)
+        return np.clip(r, 0, self.rmax).astype(np.int64)
+
+    def crossing(self, starts: np.ndarray, within: int | float) -> np.ndarray:
+        """Whether each window [start, start + within) may hold ticks of two slices. Float ticks
+        get a relative slack, so no window whose panes round across a boundary counts as inside."""
+        if starts.dtype.kind == "f":
+            slack = 1e-9 * (np.abs(starts) + within)
+            return self.slice_of(starts - slack) != self.slice_of(starts + within + slack)
+        return self.slice_of(starts) != self.slice_of(starts + (within - 1))
+
+    def near(self, ticks: np.ndarray, reach: int | float) -> np.ndarray:
+        """Ticks within `reach` (plus the float slack) of a boundary of their own slice: every
+        event of a crossing window of at most `reach` is among them."""
+        r = self.slice_of(ticks)
+        lo = self.t0 + r * self.R
+        to_lo = ticks - lo
+        to_hi = lo + self.R - ticks
+        if ticks.dtype.kind == "f":
+            reach = reach + 2e-9 * (np.abs(ticks) + reach)
+        return ((r > 0) & (to_lo < reach)) | ((r < self.rmax) & (to_hi <= reach))
+
+
+def summarize(events: pa.Table, workload: Workload, cut: Cut, options: dict
+              ) -> tuple[dict[str, pa.Table], dict[str, dict]]:
+    """One slice's share of a cut group: each query's windows inside the slice, and the
+    summaries of its segments near the slice's boundaries (None for a query with none)."""
+    ctx = Context.of(events, workload, options["backend"], options["numeric"],
+                     options["time_col"], options["type_col"], False)
+    inside = {}
+    for name, table in aggregate(events, workload, require_all_types=False, **options).items():
+        starts = _ticks(table.column("window_start"))
+        crossing = cut.crossing(starts, ctx.plans[name].windowing.within)
+        inside[name] = table.filter(pa.array(~crossing))
+    reach = max(p.windowing.within for p in ctx.plans.values())
+    near = cut.near(ctx.ev.time, reach)
+    out: dict[str, dict] = {}
+    if near.any():
+        ctx = Context.of(ctx.ev.table.filter(pa.array(near)), workload, options["backend"],
+                         options["numeric"], options["time_col"], options["type_col"], False)
+    for q in workload:
+        out[q.name] = _query_summary(ctx, ctx.plans[q.name], options) if near.any() else None
+    return inside, out
+
+
+def _ticks(col: pa.ChunkedArray) -> np.ndarray:
+    """Window bounds as the engine's ticks (a timestamp's own unit, or the numbers)."""
+    col = col.combine_chunks()
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.int64())
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
+    """The segment maps of one query over the events near the boundaries, in every ring."""
+    q = plan.query
+    run = QueryRun(ctx.ev, ctx.parts, ctx.attrs, plan, ctx.matcher, [], options["numeric"],
+                   options["on_overflow"], ctx.be, maps=True)
+    if run.pos.shape[0] == 0:
+        return None
+    xf, run_pid, run_seg = run.segment_maps("xfloat", plan.linear)
+    # Partition values of each run (GROUPBY then equivalence attributes).
+    rep = run.rows[np.searchsorted(run.pid, run_pid)]
+    keys = [ctx.ev.table.column(a).take(pa.array(rep)).to_pylist() for a in q.partition_attrs]
+    summary: dict[str, Any] = {"key": list(zip(*keys)) if keys else [()] * len(run_pid),
+                               "seg": run_seg, "xfloat": xf, "exact": None, "minreach": None}
+    if plan.exact:
+        # Every exact entry is at most the float run's largest (sums have |value| channels).
+        bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
+        n = primes_for_bits(bits + 3.0)
+        res = np.stack([run.segment_maps("modp", plan.exact, p)[0][..., 0] for p in primes(n)])
+        ints = crt(res.reshape(n, -1), signed=True).reshape(res.shape[1:])
+        summary["exact"] = ints.astype(np.int64) if bits < 60 else ints  # compact when small
+    if plan.minmax:
+        mm = run.segment_maps("minreach", plan.minmax)[0]
+        summary["minreach"], summary["values"] = _ranks_to_values(mm, plan, ctx.attrs.order_keys)
+    return summary
+
+
+def _rank_rows(plan: QueryPlan):
+    """(channel, attribute, rows of its block, whether bit-inverted) per MIN/MAX channel."""
+    stride = plan.template.k + 1
+    for c, ch in enumerate(plan.minmax):
+        if ch.kind in ("min", "max"):
+            yield c, ch.attr, slice(c * stride, (c + 1) * stride), ch.kind == "max"
+
+
+def _ranks_to_values(mm: np.ndarray, plan: QueryPlan, keys_of: Callable
+                     ) -> tuple[np.ndarray, dict[int, pa.Array]]:
+    """MINREACH maps with each rank replaced by its index into the values shipped with them."""
+    mm = mm.copy()
+    values = {}
+    for c, attr, rows, inverted in _rank_rows(plan):
+        lane = mm[:, rows, :, 1]
+        has = lane != NO_RANK
+        ranks = np.where(has, ~lane if inverted else lane, 0)
+        uniq, idx = np.unique(ranks[has], return_inverse=True)
+        values[c] = keys_of(attr)[1](uniq)
+        new = np.zeros_like(lane)
+        new[has] = ~idx if inverted else idx
+        mm[:, rows, :, 1] = np.where(has, new, NO_RANK)
+    return mm, values
+
+
+def compose(parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut,
+            options: dict) -> pa.Table:
+    """The crossing windows of one group from the summaries of its slices, in slice order."""
+    parts = [p for p in parts if p is not None]
+    run = SummaryRun(parts, plan, ev_schema, axis, options)
+    table = run.table()
+    if not table.num_rows:
+        return table
+    starts = _ticks(table.column("window_start"))
+    return table.filter(pa.array(cut.crossing(starts, plan.windowing.within)))
+
+
+class SummaryRun(QueryRun):
+    """A QueryRun whose segment maps come from slices' summaries instead of events: the window
+    composition, group sums, exact reconstruction and output conversion are the engine's own."""
+
+    def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis,
+                 options: dict) -> None:
+        from gpu_hamlet.backend import select_backend
+
+        q = plan.query
+        keys = [k for p in parts for k in p["key"]]
+        codes: dict[tuple, int] = {}
+        pid = np.asarray([codes.setdefault(tuple(k), len(codes)) for k in keys], np.int64)
+        seg = np.concatenate([p["seg"] for p in parts]) if parts else np.zeros(0, np.int64)
+        order = np.lexsort((np.arange(len(pid)), seg, pid))  # slices in order within a pane
+        self._order = order
+        self._parts = parts
+        uniq = list(codes)
+        table = pa.table({a: pa.array([k[i] for k in uniq], ev_schema.field(a).type)
+                          for i, a in enumerate(q.partition_attrs)})
+        group: dict[tuple, int] = {}
+        gid_of = np.asarray([group.setdefault(k[:len(q.groupby)], len(group)) for k in uniq],
+                            np.int64)
+        self.ev = EventFrame(table, np.zeros(len(uniq)), axis, np.zeros(len(uniq), np.int32), [])
+        self.plan, self.tpl, self.be = plan, plan.template, select_backend(options["backend"])
+        self.numeric, self.on_overflow = options["numeric"], options["on_overflow"]
+        self.pid, self.seg = pid[order], seg[order]
+        self.gid, self.rows = gid_of[self.pid], self.pid
+        self.pos = self.pid
+        self.full = True
+        self.snapshots = None
+        self.attrs = _MergedValues(parts, plan)
+
+    def segment_maps(self, ring, channels, p=0):
+        if ring == "xfloat":
+            maps = np.concatenate([x["xfloat"] for x in self._parts])
+        elif ring == "modp":
+            ints = np.concatenate([x["exact"] for x in self._parts])
+            maps = (ints % p).astype(np.int64)[..., None]
+        else:
+            maps = self.attrs.maps
+        return np.ascontiguousarray(maps[self._order]), self.pid, self.seg
+
+
+class _MergedValues:
+    """MIN/MAX values of all slices ranked together: the MINREACH maps re-ranked, and the way
+    back from ranks to values that QueryRun._minmax asks `attrs.order_keys` for."""
+
+    def __init__(self, parts: list[dict], plan: QueryPlan) -> None:
+        self._back: dict[str, Callable] = {}
+        if not plan.minmax or not parts:
+            return
+        channels = list(_rank_rows(plan))
+        maps = [x["minreach"].copy() for x in parts]
+        for attr in {a for _, a, _, _ in channels}:
+            mine = [ch for ch in channels if ch[1] == attr]
+            # One ranking per attribute over every slice's and channel's values.
+            vals = [x["values"][c] for x in parts for c, _, _, _ in mine]
+            keys, self._back[attr] = order_keys(pa.concat_arrays(vals))
+            offset = 0
+            for m, x in zip(maps, parts):
+                for c, _, rows, inverted in mine:
+                    lane = m[:, rows, :, 1]
+                    has = lane != NO_RANK
+                    idx = np.where(has, (~lane if inverted else lane) + offset, 0)
+                    new = keys[idx] if keys.size else idx
+                    m[:, rows, :, 1] = np.where(has, ~new if inverted else new, NO_RANK)
+                    offset += len(x["values"][c])
+        self.maps = np.concatenate(maps)
+
+    def order_keys(self, attr: str) -> tuple[None, Callable[[np.ndarray], pa.Array]]:
+        return None, self._back[attr]

@@ -1,0 +1,123 @@
+"""`aggregate(..., backend="gpu")` against the brute-force oracle, and choosing the backend.
+
+Without a CUDA device the GPU backend runs in numba's CUDA simulator (tests/conftest.py), which
+executes kernels as Python: inputs stay small and examples few. On a device the same tests run
+the kernels there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from gpu_hamlet.backend import select_backend
+from gpu_hamlet.devices import cuda_visible
+from gpu_hamlet.errors import NumericOverflowError
+
+try:
+    from compare import assert_matches_oracle, events_to_table
+    from oracle import oracle
+    from test_properties import OVERFLOW_TEXT, cases, overflow_events
+except ImportError:  # pragma: no cover
+    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.oracle import oracle
+    from tests.test_properties import OVERFLOW_TEXT, cases, overflow_events
+
+NUMERIC_MODES = ("exact", "bigint", "float")
+GPU_PROPERTY = settings(max_examples=25, deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
+@GPU_PROPERTY
+@given(case=cases(max_queries=3))
+def test_gpu_backend_matches_oracle_and_cpu(sharing, case):
+    """Every numeric mode against the oracle; and the very same tables as the CPU backend."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    for numeric in NUMERIC_MODES:
+        got = gpu_hamlet.aggregate(table, text, backend="gpu", sharing=sharing, numeric=numeric)
+        assert_matches_oracle(got, expected, wl, numeric)
+        cpu = gpu_hamlet.aggregate(table, text, backend="cpu", sharing=sharing, numeric=numeric)
+        for name in wl.names:
+            assert got[name].equals(cpu[name]), f"{name} ({numeric}): {got[name]} != {cpu[name]}"
+
+
+@pytest.mark.parametrize("sharing", ["none", "static"])
+def test_gpu_overflow_behaviour_equals_cpu(sharing):
+    table = events_to_table(overflow_events())
+    with pytest.raises(NumericOverflowError, match="bigint"):
+        gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="gpu", sharing=sharing)
+    for numeric in ("bigint", "float"):
+        got = gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="gpu", sharing=sharing,
+                                   numeric=numeric)
+        cpu = gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="cpu", sharing=sharing,
+                                   numeric=numeric)
+        assert got["burst"].equals(cpu["burst"]), numeric
+
+
+# --- choosing the backend ----------------------------------------------------------------------
+
+
+def test_gpu_backend_runs_the_gpu_kernels():
+    """On a device or in the simulator, backend='gpu' is the GPU backend."""
+    assert select_backend("gpu").name == "gpu"
+
+
+def test_auto_says_which_backend_it_chose(caplog):
+    with caplog.at_level(logging.INFO, logger="gpu_hamlet"):
+        be = select_backend("auto")
+    chosen = [r.getMessage() for r in caplog.records if "backend=auto" in r.getMessage()]
+    assert len(chosen) == 1, caplog.text
+    assert f"the {be.name.upper()} backend" in chosen[0]
+    # the simulator is never picked on its own: 'auto' means a real device
+    assert be.name == ("gpu" if cuda_visible() and not os.environ.get("NUMBA_ENABLE_CUDASIM")
+                       else "cpu")
+
+
+def _select_in_fresh_process(name: str, **env: str) -> subprocess.CompletedProcess:
+    """select_backend(name) in a new interpreter (numba.cuda picks simulator or driver once per
+    process), with no device visible and the simulator off unless `env` says otherwise."""
+    clean = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.getcwd(), **env)
+    code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+            "from gpu_hamlet.backend import select_backend\n"
+            f"print('chose', select_backend({name!r}).name)")
+    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_gpu_without_a_device_fails_with_a_clear_message():
+    proc = _select_in_fresh_process("gpu")
+    assert proc.returncode != 0, proc.stdout
+    assert "GpuHamletError" in proc.stderr
+    msg = proc.stderr.splitlines()[-1]
+    for words in ("backend='gpu'", "CUDA device", "none is visible", "backend='cpu'",
+                  "NUMBA_ENABLE_CUDASIM=1"):
+        assert words in msg, msg
+
+
+def test_auto_without_a_device_uses_the_cpu_and_says_so():
+    proc = _select_in_fresh_process("auto")
+    assert proc.returncode == 0, proc.stderr
+    assert "backend=auto uses the CPU backend (no CUDA device is visible)" in proc.stdout
+    assert proc.stdout.rstrip().endswith("chose cpu")
+
+
+def test_gpu_under_the_simulator_runs_without_a_device():
+    proc = _select_in_fresh_process("gpu", NUMBA_ENABLE_CUDASIM="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "simulator" in proc.stdout and proc.stdout.rstrip().endswith("chose gpu")
+
+
+def test_unknown_backend_is_an_error():
+    with pytest.raises(ValueError, match="'auto', 'cpu' or 'gpu'"):
+        select_backend("tpu")

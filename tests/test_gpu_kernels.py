@@ -1,0 +1,146 @@
+"""Each GPU kernel step against the CPU backend, on the exact inputs the engine passes.
+
+The engine runs on the CPU backend wrapped in a RecordingBackend; every recorded call is then
+replayed on the GPU backend (numba's CUDA simulator without a device) and on the CPU backend, and
+the outputs must be identical bit for bit: same recursions, same operation order, same scalar
+arithmetic, in all three rings (XFLOAT, MODP, MINREACH), macro rows of shared bursts included.
+Segment calls are also replayed as full maps and composed into sliding windows, and window values
+summed over runs, so that compose_windows and reduce_sorted see realistic maps whatever windowing
+the engine picked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from cpu_fallback import CpuBackend
+from gpu_hamlet.backend import RecordingBackend
+from gpu_hamlet.kernels import GpuBackend
+
+try:
+    from compare import events_to_table
+    from test_properties import OVERFLOW_TEXT, burst_events, cases, overflow_events
+except ImportError:  # pragma: no cover
+    from tests.compare import events_to_table
+    from tests.test_properties import OVERFLOW_TEXT, burst_events, cases, overflow_events
+
+CPU = CpuBackend()
+GPU = GpuBackend()
+#: (slide, size) of windows in segment units for the composition replays.
+WINDOWINGS = ((1, 1), (1, 3), (2, 5))
+
+
+def record(events, text: str, **options) -> list[tuple[str, tuple]]:
+    rec = RecordingBackend(CpuBackend())
+    gpu_hamlet.aggregate(events_to_table(events), text, backend=rec, **options)
+    return rec.calls
+
+
+def same(a, b, what: str) -> None:
+    """Equal shapes, dtypes and bits (float NaNs and signed zeros included)."""
+    if isinstance(a, tuple):
+        assert len(a) == len(b), what
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{what}[{i}]")
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"{what}:\n{a}\nvs\n{b}"
+
+
+def run(backend, step: str, args: tuple):
+    """One step on `backend` with fresh copies of the arguments; a segment call's snapshots,
+    written into its `snap` argument, are returned with its result."""
+    args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    out = getattr(backend, step)(*args)
+    return out + (args[11],) if step == "segment_maps" else out
+
+
+def replay(calls, gpu: GpuBackend = GPU) -> set[str]:
+    """Every recorded call, and the derived composition and reduction calls, on both backends.
+    Returns the rings seen."""
+    rings = set()
+    for step, args in calls:
+        rings.add(args[0])
+        same(run(gpu, step, args), run(CPU, step, args), f"{step} ({args[0]})")
+        if step == "segment_maps":
+            full = args[:10] + (True,) + args[11:]
+            maps, run_pid, run_seg, _ = run(CPU, step, full)
+            same(run(gpu, step, full), (maps, run_pid, run_seg, _), f"full segment_maps ({args[0]})")
+            k = args[9].k
+            finals = np.arange(k, maps.shape[1] - 1, k + 1, dtype=np.int64)
+            for a, n in WINDOWINGS:
+                comp = (args[0], maps, run_pid, run_seg, a, n, finals, args[-1])
+                vals = run(CPU, "compose_windows", comp)
+                same(run(gpu, "compose_windows", comp), vals, f"compose_windows {a}/{n} ({args[0]})")
+                starts = np.arange(0, vals[0].shape[0], 2, dtype=np.int64)
+                red = (args[0], vals[0], starts, args[-1])
+                same(run(gpu, "reduce_sorted", red), run(CPU, "reduce_sorted", red),
+                     f"reduce_sorted ({args[0]})")
+    return rings
+
+
+KERNEL_PROPERTY = settings(max_examples=25, deadline=None,
+                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@KERNEL_PROPERTY
+@given(case=cases(max_queries=3), numeric=st.sampled_from(["exact", "bigint", "float"]),
+       sharing=st.sampled_from(["none", "static", "dynamic"]))
+def test_every_kernel_step_equals_the_cpu_backend(case, numeric, sharing):
+    text, _, events = case
+    replay(record(events, text, numeric=numeric, sharing=sharing))
+
+
+SHARED_TEXT = ("RETURN COUNT(*), SUM(B.x), MIN(B.x), MAX(B.y) PATTERN SEQ(A, B+) WHERE [g] "
+               "GROUPBY k WITHIN 4 s SLIDE 2 s; "
+               "RETURN COUNT(B), AVG(B.y) PATTERN SEQ(A, B+, C) WHERE [g] GROUPBY k WITHIN 6 s SLIDE 2 s")
+
+
+def shared_events() -> list[dict]:
+    evs = burst_events(2, [[1], [2, -3], [4]], t0=0) + burst_events(1, [[5], [6], [-1, 2]], t0=3)
+    evs += [dict(e, g="g2", k=1, time=e["time"] + 1) for e in evs]
+    evs += [dict(time=t, type="C", g=g, k=k, x=t, y=t / 2, s="u")
+            for t, g, k in ((3, "g1", 0), (5, "g2", 1), (7, "g1", 0), (9, "g2", 1))]
+    return evs
+
+
+def test_fixed_workload_covers_every_ring_macro_rows_and_both_backend_steps():
+    calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
+    steps = {step for step, _ in calls}
+    assert {"segment_maps", "burst_coefficients"} <= steps
+    assert any((args[8] >= 0).any() for step, args in calls if step == "segment_maps"), \
+        "no macro row: the shared path is not exercised"
+    assert replay(calls) == {"xfloat", "modp", "minreach"}
+
+
+def test_chunked_launches_give_the_same_results():
+    """A device budget of one byte puts every run, window and burst in a launch of its own."""
+    calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
+    replay(calls, GpuBackend(max_device_bytes=1))
+
+
+def test_long_bursts_renormalise_xfloat_like_the_cpu():
+    """Counts of 2^300 and beyond take XFLOAT's renormalising paths (mantissas past 2^200)."""
+    events = burst_events(1, [[1]] * 300)
+    calls = record(events, "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h",
+                   numeric="float", sharing="none")
+    calls += record(events + burst_events(1, [[2]] * 300),
+                    "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h; "
+                    "RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h", numeric="float",
+                    sharing="static")
+    maps = run(CPU, *calls[0])[0]
+    assert np.abs(maps[..., 1]).max() > 200  # renormalised: the exponent lane took over
+    replay(calls)
+
+
+@pytest.mark.parametrize("numeric", ["exact", "bigint"])
+def test_decimal38_overflow_fixture(numeric):
+    """The 160-event burst of the overflow tests: residues of many primes (bigint) and the
+    float bound that detects overflow, bit for bit."""
+    calls = record(overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static",
+                   on_overflow="null")
+    assert replay(calls) >= {"xfloat", "modp"}
