@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from cpu_fallback.rings import NO_RANK
 from gpu_hamlet.attributes import order_keys
+from gpu_hamlet.backend import select_backend
 from gpu_hamlet.engine import Context, QueryRun, aggregate
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.numeric import crt, primes, primes_for_bits, xfloat_log2
@@ -168,8 +169,6 @@ class SummaryRun(QueryRun):
 
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis,
                  options: dict) -> None:
-        from gpu_hamlet.backend import select_backend
-
         q = plan.query
         keys = [k for p in parts for k in p["key"]]
         codes: dict[tuple, int] = {}
@@ -189,7 +188,7 @@ class SummaryRun(QueryRun):
         self.numeric, self.on_overflow = options["numeric"], options["on_overflow"]
         self.pid, self.seg = pid[order], seg[order]
         self.gid, self.rows = gid_of[self.pid], self.pid
-        self.pos = self.pid
+        self.pos = self.pid  # one entry per run: QueryRun.table() only asks whether any exist
         self.full = True
         self.snapshots = None
         self.attrs = _MergedValues(parts, plan)
