@@ -35,6 +35,7 @@ from gpu_hamlet.optimizer import COST_MODELS
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.partitions import Partitioner
 from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
+from gpu_hamlet.pruning import may_complete
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.workload import Workload
 
@@ -152,10 +153,9 @@ class QueryRun:
         keys = parts.keys(q.partition_attrs, len(q.groupby))
         self.sources = shared
         tpl = self.tpl
-        fast = shared[0].compressed(q.name, lambda rows: matcher.positions(q, tpl, rows)) \
-            if len(shared) == 1 else None
-        if fast is not None:
-            qidx, self.rows, self.time, self.macro_seg, self.pos = fast
+        fast = shared[0].compressed(q, tpl, matcher) if len(shared) == 1 else None
+        if fast is not None:  # every slot of the set's stream; pos is -1 where q matches none
+            qidx, self.rows, self.time, self.pid, self.macro_seg, self.pos = fast
             self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
         else:
             pos_all = matcher.positions(q, tpl)
@@ -175,24 +175,41 @@ class QueryRun:
             self.rows = keys.order[qidx]
             self.time = ev.time[self.rows]
             self.pos = matcher.positions(q, tpl, self.rows)
+            for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
+                self.pos[self.macro_src == s_i] = tpl.position[sb.sset.kleene_type]
+            # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
+            self.pid = keys.pid[qidx]
         self.macro = self.macro_src >= 0
+        self._check_nulls()
+        w = plan.windowing
+        # The query's events; without `maps` only those that may be in a trend (a slice's maps
+        # must keep events whose partners lie in other slices).
+        sel = np.flatnonzero(self.pos >= 0) if maps else \
+            may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+        qidx = qidx[sel]
+        self._keep(sel, self._PER_EVENT[:-2])
         self.snapshots: list[float] | None = \
             [] if record_snapshots and self.macro.any() else None
-        if q.partition_attrs:
-            self.pid, self.gid = keys.pid[qidx], keys.gid[qidx]
-        else:  # one partition
-            self.pid = self.gid = np.zeros(qidx.shape[0], np.int64)
-        for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
-            self.pos[self.macro_src == s_i] = self.tpl.position[sb.sset.kleene_type]
-        w = plan.windowing
+        self.gid = keys.gid[qidx]
         if ev.axis.is_float:
             self.seg = np.floor(self.time / w.seg).astype(np.int64)
         else:
             self.seg = self.time // np.int64(w.seg)
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
-        if w.full and not maps and self._windows_cheaper():
-            self._into_windows()
-        self._check_nulls()
+        if not maps:
+            if w.full and self._windows_cheaper():
+                self._into_windows()
+            if not self.full:  # segments are whole windows: prune again, window by window
+                change = np.ones(self.seg.shape[0], bool)
+                change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
+                self._keep(may_complete(np.cumsum(change), self.time, self.pos, tpl.k, None))
+
+    _PER_EVENT = ("rows", "pid", "pos", "time", "macro_src", "macro_seg", "macro", "gid", "seg")
+
+    def _keep(self, rows: np.ndarray, names: tuple[str, ...] = _PER_EVENT) -> None:
+        """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat)."""
+        for name in names:
+            setattr(self, name, getattr(self, name)[rows])
 
     def _windows_cheaper(self) -> bool:
         """Whether running each window's events from zero beats composing pane maps.
@@ -223,9 +240,8 @@ class QueryRun:
         within = np.arange(rep.shape[0]) - np.repeat(np.cumsum(count) - count, count)
         k = first[rep] + within
         order = np.lexsort((k, self.pid[rep]))  # stable: time order kept inside each window
-        rep, self.seg = rep[order], k[order]
-        for name in ("rows", "pid", "gid", "pos", "time", "macro_src", "macro_seg", "macro"):
-            setattr(self, name, getattr(self, name)[rep])
+        self._keep(rep[order])
+        self.seg = k[order]
         self.full = False
 
     # -- inputs --

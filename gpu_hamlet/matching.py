@@ -47,17 +47,30 @@ class Matcher:
 
     def positions(self, q: Query, tpl: Template, rows: np.ndarray | None = None) -> np.ndarray:
         """Pattern position of each row (all rows, or `rows`), -1 where q does not match it."""
+        codes = self.ev.type_codes if rows is None else self.ev.type_codes[rows]
+        return self.filtered(q, self.position_of_code(tpl)[codes], rows)
+
+    def position_of_code(self, tpl: Template, extra: int = 0) -> np.ndarray:
+        """The template's position per type code (-1 for other types), plus `extra` slots."""
         ev = self.ev
-        pos_of_code = np.full(max(len(ev.type_names), 1), -1, np.int32)
+        pos_of_code = np.full(max(len(ev.type_names), 1) + extra, -1, np.int32)
         for t, p in tpl.position.items():
             code = ev.code_of(t)
             if code >= 0:
                 pos_of_code[code] = p
-        codes = ev.type_codes if rows is None else ev.type_codes[rows]
-        pos = pos_of_code[codes]
+        return pos_of_code
+
+    def filtered(self, q: Query, pos: np.ndarray, rows: np.ndarray | None = None,
+                 where: np.ndarray | None = None) -> np.ndarray:
+        """`pos` (of all rows, or of `rows`) with -1 at rows q's filters drop (only at `where`,
+        when given: indices into pos)."""
         for f in q.filters:
             drop = self.dropped(q, f)
-            pos[drop if rows is None else drop[rows]] = -1
+            if where is not None:
+                at = where[drop[rows[where]]]
+            else:
+                at = drop if rows is None else drop[rows]
+            pos[at] = -1
         return pos
 
     def matched_by_any(self, queries: tuple[Query, ...]) -> np.ndarray:

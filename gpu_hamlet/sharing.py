@@ -27,7 +27,7 @@ from gpu_hamlet.backend import Backend
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import EngineCostModel, choose_shared
-from gpu_hamlet.plan import QueryPlan
+from gpu_hamlet.plan import QueryPlan, Template
 from gpu_hamlet.workload import Query, Workload
 
 
@@ -172,6 +172,7 @@ class SharedBursts:
         self.segidx = np.zeros((nf, 0), np.int64)
         self.expand = np.zeros(nf, bool)  # groups with unshared analysed bursts to expand
         self.slot_idx = self.slot_rows = self.slot_time = self.slot_burst = None
+        self.slot_pid = None
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
@@ -198,6 +199,7 @@ class SharedBursts:
         first[1:] &= burst_id[1:] != burst_id[:-1]
         slots = np.flatnonzero((burst_id < 0) | first)
         self.slot_idx = self.set_idx[slots]
+        self.slot_pid = pid[self.slot_idx]
         self.slot_rows = rows[slots]
         self.slot_time = t[slots]
         self.slot_burst = burst_id[slots]
@@ -269,27 +271,32 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
-    def compressed(self, name: str, pos_at) -> tuple[np.ndarray, ...] | None:
-        """The query's events straight from the collapsed set stream, when every analysed burst
-        it matches runs shared: (indices into the sorted order, event rows, times, macro segment
-        or -1, pattern position or -1 on macro rows). `pos_at(rows)` gives the query's positions
-        of event rows. None when some burst must be expanded (then `inject` applies)."""
-        g = int(self.group[self.index[name]])
+    def compressed(self, q: Query, tpl: Template, matcher: Matcher
+                   ) -> tuple[np.ndarray, ...] | None:
+        """The query's candidate events straight from the collapsed set stream, when every
+        analysed burst it matches runs shared: per slot (indices into the sorted order, event
+        rows, times, partition ids, macro segment or -1, pattern position or -1 where the query
+        matches nothing). None when some burst must be expanded (then `inject` applies)."""
+        g = int(self.group[self.index[q.name]])
         if self.slot_idx is None or self.expand[g]:
             return None
-        if g not in self._slots:  # per filter group: which slots are its macro rows
+        ncodes = max(len(self.ev.type_names), 1)
+        if g not in self._slots:  # per filter group: its macro rows, and a code per slot
             seg_g = self.segidx[g]
             b = self.slot_burst
             seg = np.where(b >= 0, seg_g[np.maximum(b, 0)], -1) if seg_g.size else \
                 np.full(b.shape, -1)
+            # Plain slots carry their type code; macro slots ncodes; other burst slots (bursts
+            # this group matches nothing of) ncodes + 1.
+            code = np.where(seg >= 0, ncodes, ncodes + 1).astype(np.int32)
             plain = np.flatnonzero(b < 0)
-            self._slots[g] = (plain, self.slot_rows[plain], np.flatnonzero(seg >= 0), seg)
-        plain, plain_rows, macro, seg = self._slots[g]
-        pos = np.full(seg.shape[0], -1, np.int32)
-        pos[plain] = pos_at(plain_rows)
-        take = np.flatnonzero((pos >= 0) | (seg >= 0))
-        return (self.slot_idx[take], self.slot_rows[take], self.slot_time[take], seg[take],
-                pos[take])
+            code[plain] = self.ev.type_codes[self.slot_rows[plain]]
+            self._slots[g] = (plain, code, seg)
+        plain, code, seg = self._slots[g]
+        pos_of_code = matcher.position_of_code(tpl, extra=2)
+        pos_of_code[ncodes] = tpl.position[self.sset.kleene_type]
+        pos = matcher.filtered(q, pos_of_code[code], self.slot_rows, plain)
+        return self.slot_idx, self.slot_rows, self.slot_time, self.slot_pid, seg, pos
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro

@@ -261,3 +261,34 @@ def test_empty_events_give_empty_results(spark):
         got = res["q1"].toArrow()
         assert got.num_rows == 0
         assert got.column_names == ["window_start", "window_end", "count", "sum_A_x"]
+
+
+def test_shard_labels_hash_to_their_tasks(spark):
+    """placement.py computes Spark's hash partitioning itself: every label lands on its task."""
+    from pyspark.sql import functions as F
+
+    from gpu_hamlet.spark.placement import partition_of, shard_labels
+
+    rng = np.random.default_rng(0)
+    for tasks in (1, 3, 7):
+        want = rng.integers(0, tasks, 200).tolist()
+        labels = shard_labels(want, tasks)
+        assert len(set(labels)) == len(labels)
+        df = spark.createDataFrame([(v, t) for v, t in zip(labels, want)], "v long, t long")
+        got = df.repartition(tasks, "v").select("t", F.spark_partition_id().alias("p")).collect()
+        assert all(r.t == r.p for r in got)
+    edge = np.asarray([0, -1, 2**63 - 1, -2**63, 2**40 + 7], np.int64)
+    rows = spark.createDataFrame([(int(v),) for v in edge], "v long").select(
+        F.pmod(F.hash("v"), F.lit(5)).alias("p")).collect()
+    assert partition_of(edge, 5).tolist() == [r.p for r in rows]
+
+
+def test_null_group_values_are_a_group(spark, stream):
+    g = stream.column("g").to_numpy(zero_copy_only=False).astype(object)
+    g[::7] = None
+    events = stream.set_column(stream.column_names.index("g"), "g", pa.array(g.tolist()))
+    text = "RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 30 s"
+    df = spark.createDataFrame(events)  # from Arrow: pandas would turn g into floats
+    local = gpu_hamlet.aggregate(events, text)
+    assert None in local["q1"].column("g").to_pylist()
+    _assert_same(trend_aggregate(df, text, num_tasks=2), local)

@@ -31,7 +31,8 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
 def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
     dense = events_to_table([{"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1,
                               "y": 0.0, "s": "u"} for t in range(4000)])
-    sparse = events_to_table([{"time": t, "type": "AB"[t % 2], "g": "g1", "k": t, "x": 1,
+    # Sparse: 2000 partitions of one A then one B (a lone event would be pruned: no trend).
+    sparse = events_to_table([{"time": t, "type": "AB"[t % 2], "g": "g1", "k": t // 2, "x": 1,
                                "y": 0.0, "s": "u"} for t in range(4000)])
     text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [k] WITHIN 300 s SLIDE 100 s"
     chosen = []

@@ -3,12 +3,13 @@
 1. Validation without a Spark job: the workload is parsed and the in-process engine is run on an
    empty Arrow table of the DataFrame's schema, which checks every column, type, filter and
    duration and yields each query's exact result schema.
-2. One statistics job: null times or types, which pattern types occur, and the size and time span
-   of each group of the shard key (the GROUPBY attributes all queries share).
+2. Statistics in two small jobs: null times or types and the size and time span of each group of
+   the shard key (the GROUPBY attributes all queries share); which types occur.
 3. Groups larger than one task's fair share (all events, when the queries share no GROUPBY) are cut
    into time slices, as many as their share of tasks, whatever the window lengths. Groups and
    slices are packed onto tasks by size.
-4. `repartition` on a key that hashes to the planned task, `sortWithinPartitions` by shard key
+4. Each group, or slice, gets a shard label that Spark's hash partitioning sends to its planned
+   task (gpu_hamlet/spark/placement.py): `repartition` and `sortWithinPartitions` on the label
    and time, `mapInArrow` running the engine (the plan the RAPIDS Accelerator runs on the GPU)
    into one wide intermediate table, checkpointed once. A slice answers the windows inside it and
    adds pane summaries of its boundary segments (gpu_hamlet/summaries.py).
@@ -32,12 +33,12 @@ from gpu_hamlet import errors
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns
 from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.spark.worker import (
-    GROUP_COL, QUERY_COL, R_COL, RANGE_COL, RMAX_COL, SUMMARY_COL, T0_COL, ShardJob,
-    compose_group, wide_name,
+    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, compose_group, wide_name,
 )
 
-TASKS_COL, TASK_COL = "__tasks", "__task"
+SHARDS_COL = "__shards"
 log = logging.getLogger("gpu_hamlet")
 from gpu_hamlet.workload import Workload
 
@@ -85,27 +86,27 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     # Ticks as the engine sees them: microseconds since the epoch (wall clock for TIMESTAMP_NTZ,
     # as Arrow hands it over), or the numeric seconds themselves.
     if isinstance(ttype, TimestampType):
-        ticks = F.unix_micros(F.col(time_col))
+        ticks = "unix_micros({})"
     elif isinstance(ttype, TimestampNTZType):
-        ticks = F.expr(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', "
-                       f"`{time_col}`)")
+        ticks = "timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {})"
     else:
-        ticks = F.col(time_col).cast("long" if integral else "double")
+        ticks = "CAST({} AS %s)" % ("BIGINT" if integral else "DOUBLE")
+    tcol = "`" + time_col.replace("`", "``") + "`"
 
-    # 2. one statistics job: per shard-key group its size, time span, nulls and types.
+    # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
+    # after min and max, once per group), and which types occur.
     groups = events.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("__n"), F.min(ticks).alias("__lo"), F.max(ticks).alias("__hi"),
-        F.sum(F.col(time_col).isNull().cast("long")).alias("__null_time"),
-        F.sum(F.col(type_col).isNull().cast("long")).alias("__null_type"),
-        F.collect_set(type_col).alias("__types")).collect()
-    null_time = sum(r["__null_time"] or 0 for r in groups)
-    null_type = sum(r["__null_type"] or 0 for r in groups)
+        F.count(F.lit(1)).alias("__n"), F.expr(ticks.format(f"min({tcol})")).alias("__lo"),
+        F.expr(ticks.format(f"max({tcol})")).alias("__hi"), F.count(time_col).alias("__times"),
+        F.count(type_col).alias("__types")).collect()
+    null_time = sum(r["__n"] - r["__times"] for r in groups)
+    null_type = sum(r["__n"] - r["__types"] for r in groups)
     if null_time:
         raise EventDataError(f"time column '{time_col}' has {null_time} null value(s)")
     if null_type:
         raise EventDataError(f"type column '{type_col}' has {null_type} null value(s)")
     total = sum(r["__n"] for r in groups)
-    present = set().union(*(r["__types"] for r in groups)) if groups else set()
+    present = {r[0] for r in events.select(type_col).distinct().collect()} if total else set()
     if total:
         for q in wl:
             for t in q.types:
@@ -119,33 +120,37 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
              sum(1 for p in plan if p[-1] is not None))
     started = time.perf_counter()
 
-    # 3. shard columns: each group's (or time slice's) task, and the slice of a cut group.
+    # 3. a shard label per group, and per time slice of a cut group, that hashes to its task.
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+    nk = len(keys)
+    labels = iter(shard_labels([t for row in plan for t in row[nk]], tasks))
+    rows, cuts = [], {}
+    for row in plan:
+        t0, R, rmax = row[nk + 1:]
+        shards = [next(labels) for _ in row[nk]]
+        if rmax is not None:
+            cuts.update({label: (r, t0, R, rmax) for r, label in enumerate(shards)})
+        rows.append(row[:nk] + (shards, t0, R, rmax))
     tick_type = LongType() if integral else DoubleType()
-    pschema = StructType([StructField(k, events.schema[k].dataType) for k in keys] + [
-        StructField(TASKS_COL, ArrayType(LongType())), StructField(T0_COL, tick_type),
-        StructField(R_COL, tick_type), StructField(RMAX_COL, LongType())])
-    pdf = F.broadcast(spark.createDataFrame(plan, pschema))
-    typed = events.withColumn("__ticks", ticks)
-    typed = typed.join(pdf, on=keys, how="inner") if keys else typed.crossJoin(pdf)
-    # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax].
-    r = F.expr(f"(__ticks - {T0_COL}) div {R_COL}" if integral
-               else f"floor((__ticks - {T0_COL}) / {R_COL})")
-    r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col(RMAX_COL))
-    typed = typed.withColumn(RANGE_COL, F.when(F.col(R_COL).isNull(), F.lit(0).cast("long"))
-                             .otherwise(r))
-    typed = typed.withColumn(TASK_COL, F.element_at(F.col(TASKS_COL),
-                                                   (F.col(RANGE_COL) + 1).cast("int")))
-    key_of_task = partition_keys(spark, tasks)
-    typed = typed.withColumn(TASK_COL, F.element_at(
-        F.array(*[F.lit(k) for k in key_of_task]), (F.col(TASK_COL) + 1).cast("int")))
-    shard = keys + [RANGE_COL]
-    typed = typed.select(*columns, TASK_COL, RANGE_COL, T0_COL, R_COL, RMAX_COL)
+    pschema = StructType([StructField(f"__key{i}", events.schema[k].dataType)
+                          for i, k in enumerate(keys)] + [
+        StructField(SHARDS_COL, ArrayType(LongType())), StructField("__t0", tick_type),
+        StructField("__R", tick_type), StructField("__rmax", LongType())])
+    pdf = F.broadcast(spark.createDataFrame(rows, pschema))
+    # Null-safe: a null GROUPBY value is a group like any other.
+    on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(keys)]
+    typed = events.join(pdf, on=on, how="inner") if keys else events.crossJoin(pdf)
+    # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax]; only
+    # evaluated for the rows of cut groups.
+    since = f"({ticks.format(tcol)} - __t0)"
+    r = F.expr(f"{since} div __R" if integral else f"floor({since} / __R)")
+    r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col("__rmax"))
+    r = F.when(F.col("__R").isNull(), F.lit(0).cast("long")).otherwise(r)
+    typed = typed.select(*columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int"))
+                         .alias(SHARD_COL))
     names = tuple(q.name for q in wl)
-    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options)
-    # Hash partitioning on a key chosen per planned task puts each task in its own partition.
-    wide = (typed.repartition(tasks, TASK_COL)
-            .sortWithinPartitions(*shard, time_col).drop(TASK_COL)
+    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts)
+    wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(SHARD_COL, time_col)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     try:
         wide = wide.localCheckpoint(eager=True)
@@ -174,23 +179,6 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         cols = [F.col(wide_name(i, j)).alias(f.name) for j, f in enumerate(schemas[name])]
         out[name] = wide.filter(F.col(QUERY_COL) == name).select(*cols)
     return out
-
-
-def partition_keys(spark: Any, tasks: int) -> list[int]:
-    """For each partition p < tasks, a long whose Spark hash partitioning (Murmur3, pmod) is p:
-    `repartition(tasks, key)` then places each planned task in its own partition, without the
-    sampling pass of range partitioning. One tiny job over a few integers."""
-    from pyspark.sql import functions as F
-
-    found: dict[int, int] = {}
-    span = 16 * tasks
-    while len(found) < tasks:
-        rows = (spark.range(span - 16 * tasks, span)
-                .select("id", F.pmod(F.hash("id"), F.lit(tasks)).alias("p")).collect())
-        for row in rows:
-            found.setdefault(row["p"], row["id"])
-        span += 16 * tasks
-    return [found[p] for p in range(tasks)]
 
 
 def _task_error(exc: Exception) -> Exception:

@@ -4,9 +4,9 @@ and the second stage that composes the pane summaries of cut groups, as `applyIn
 Everything here is shipped to executors, so it lives inside the installed package and holds only
 plain data (the workload, options and Arrow schemas).
 
-A shard is the rows of one shard key (the common GROUPBY values, and the time slice `__range` of
-a cut group). Rows arrive sorted by shard key and time in several Arrow batches; the last shard
-of a batch may continue in the next one, so its rows are carried over and processed with it. A
+A shard is the rows of one group of the common GROUPBY values, or of one time slice of a cut
+group, named by its label `__shard`. Rows arrive sorted by label and time in several Arrow
+batches; the last shard of a batch may continue in the next one, so its rows are carried over and processed with it. A
 slice of a cut group answers the windows inside it and emits, per query, one summary row: the
 maps of its segments near its boundaries (gpu_hamlet/summaries.py). The second stage receives all
 summary rows of one (query, group) and composes the windows that cross the cuts.
@@ -20,7 +20,6 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.engine import aggregate
@@ -30,9 +29,7 @@ from gpu_hamlet.summaries import Cut, compose, summarize
 from gpu_hamlet.workload import Workload
 
 QUERY_COL = "__query"
-RANGE_COL = "__range"
-T0_COL, R_COL, RMAX_COL = "__t0", "__R", "__rmax"
-SHARD_EXTRA = (RANGE_COL, T0_COL, R_COL, RMAX_COL)
+SHARD_COL = "__shard"  # the label of a row's group or slice (gpu_hamlet/spark/placement.py)
 GROUP_COL, SUMMARY_COL = "__group", "__summary"
 
 
@@ -50,6 +47,7 @@ class ShardJob:
     schemas: tuple[pa.Schema, ...]  # each query's result schema
     keys: tuple[str, ...]  # common GROUPBY attributes
     options: dict
+    cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
 
     @property
     def result_schema(self) -> pa.Schema:
@@ -93,40 +91,36 @@ class ShardJob:
             yield from self._process(carry, wl, options)
 
     def _last_shard_start(self, table: pa.Table) -> int:
-        n = table.num_rows
-        same = np.ones(n, bool)
-        for name in self.keys + (RANGE_COL,):
-            col = table.column(name)
-            last = col[n - 1]
-            eq = pc.is_null(col) if not last.is_valid else pc.equal(col, last).fill_null(False)
-            same &= eq.to_numpy(zero_copy_only=False)
-        differ = np.flatnonzero(~same)
+        labels = table.column(SHARD_COL).to_numpy()
+        differ = np.flatnonzero(labels != labels[-1])
         return int(differ[-1]) + 1 if differ.size else 0
 
     def _process(self, table: pa.Table, wl, options: dict) -> Iterator[pa.RecordBatch]:
-        cut = table.column(R_COL).is_valid().to_numpy(zero_copy_only=False)
-        events = table.drop_columns(list(SHARD_EXTRA))
+        labels = table.column(SHARD_COL).to_numpy()
+        events = table.drop_columns([SHARD_COL])
+        cut = np.isin(labels, np.fromiter(self.cuts, np.int64, len(self.cuts)))
         whole = np.flatnonzero(~cut)
-        if whole.size:
+        if whole.size == labels.shape[0]:
+            res = aggregate(events, wl, require_all_types=False, **options)
+            yield from self._wide(res, self.wide_schema)
+        elif whole.size:
             res = aggregate(events.take(pa.array(whole)), wl, require_all_types=False, **options)
             yield from self._wide(res, self.wide_schema)
-        if cut.any():
-            part = table.take(pa.array(np.flatnonzero(cut)))
-            starts = np.r_[0, np.flatnonzero(~_equal_to_next(part, self.keys + (RANGE_COL,))) + 1]
-            ends = np.r_[starts[1:], part.num_rows]
-            for a, b in zip(starts, ends):
-                shard = part.slice(int(a), int(b - a))
-                r, t0, R, rmax = (shard.column(c)[0].as_py() for c in SHARD_EXTRA)
-                slices = Cut(t0, R, rmax)
-                events = shard.drop_columns(list(SHARD_EXTRA))
-                inside, summaries = summarize(events, wl, slices, options)
-                yield from self._wide(inside, self.wide_schema)
-                group = pickle.dumps(tuple(shard.column(k)[0].as_py() for k in self.keys))
-                rows = [(name, pickle.dumps({"part": r, "cut": slices, "schema": events.schema,
-                                             "summary": s}))
-                        for name, s in summaries.items() if s is not None]
-                if rows:
-                    yield _summary_rows(rows, group, self.wide_schema)
+        bounds = np.r_[np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]), labels.shape[0]]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if not cut[a]:
+                continue
+            r, t0, R, rmax = self.cuts[int(labels[a])]
+            slices = Cut(t0, R, rmax)
+            shard = events.slice(int(a), int(b - a))
+            inside, summaries = summarize(shard, wl, slices, options)
+            yield from self._wide(inside, self.wide_schema)
+            group = pickle.dumps(tuple(shard.column(k)[0].as_py() for k in self.keys))
+            rows = [(name, pickle.dumps({"part": r, "cut": slices, "schema": shard.schema,
+                                         "summary": s}))
+                    for name, s in summaries.items() if s is not None]
+            if rows:
+                yield _summary_rows(rows, group, self.wide_schema)
 
     def _wide(self, results: dict[str, pa.Table], schema: pa.Schema
               ) -> Iterator[pa.RecordBatch]:
@@ -170,17 +164,3 @@ def _summary_rows(rows: list[tuple[str, bytes]], group: bytes, schema: pa.Schema
     cols += [pa.nulls(n, f.type) for f in schema][1:-2]
     cols += [pa.array([group] * n, pa.binary()), pa.array([b for _, b in rows], pa.binary())]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def _equal_to_next(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
-    """For rows 0..n-2: whether row i has the same values as row i+1 in `names`."""
-    n = table.num_rows
-    same = np.ones(max(n - 1, 0), bool)
-    for name in names:
-        col = table.column(name).combine_chunks()
-        a, b = col.slice(0, n - 1), col.slice(1)
-        eq = pc.equal(a, b).fill_null(False).to_numpy(zero_copy_only=False)
-        both_null = (pc.is_null(a).to_numpy(zero_copy_only=False)
-                     & pc.is_null(b).to_numpy(zero_copy_only=False))
-        same &= eq | both_null
-    return same
