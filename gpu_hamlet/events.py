@@ -150,9 +150,9 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     axis = time_axis(table.column(time_col).type, time_col)
 
     type_arr = table.column(type_col)
-    if pa.types.is_dictionary(type_arr.type):
-        type_arr = type_arr.cast(type_arr.type.value_type)
-    if not (pa.types.is_string(type_arr.type) or pa.types.is_large_string(type_arr.type)):
+    names_type = type_arr.type.value_type if pa.types.is_dictionary(type_arr.type) \
+        else type_arr.type
+    if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
         raise EventDataError(
             f"type column '{type_col}' must hold strings, not {type_arr.type} "
             f"(cast it, e.g. to names like 'T2' for integer types)"
@@ -162,7 +162,7 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
 
     # Keep only rows of types some query uses.
     used_types = sorted({t for q in workload for t in q.types})
-    keep = pc.is_in(type_arr, value_set=pa.array(used_types, type_arr.type))
+    keep = pc.is_in(type_arr, value_set=pa.array(used_types, names_type))
     present = set(pc.unique(type_arr).to_pylist()) if table.num_rows else set()
     if table.num_rows and require_all_types:
         for q in workload:
@@ -183,7 +183,18 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
         tnp = time.cast(pa.int64()).to_numpy()
-    enc = pc.dictionary_encode(sub.column(type_col)).combine_chunks()
+    enc = _encoded(sub.column(type_col))
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
     names = enc.dictionary.to_pylist()
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
+
+
+def _encoded(col: pa.ChunkedArray) -> pa.DictionaryArray:
+    """The type column dictionary-encoded with distinct names; an encoded column (the Spark job
+    ships type codes) is used as it is."""
+    if pa.types.is_dictionary(col.type):
+        enc = pa.table({"t": col}).unify_dictionaries().column(0).combine_chunks()
+        if len(pc.unique(enc.dictionary)) == len(enc.dictionary):
+            return enc
+        col = col.cast(col.type.value_type)
+    return pc.dictionary_encode(col).combine_chunks()

@@ -156,6 +156,10 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     nulls = spark.createDataFrame([(1, "A"), (2, None)], "time long, type string")
     with pytest.raises(EventDataError, match="type column 'type' has 1 null"):
         trend_aggregate(nulls, "RETURN COUNT(*) PATTERN SEQ(A) WITHIN 1 min")
+    with pytest.raises(EventDataError, match=r"query q2: event type 'D' of its pattern does not "
+                                             r"occur in column 'type' \(types present: A, B, C\)"):
+        trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min; "
+                            "RETURN COUNT(*) PATTERN SEQ(A, D) WITHIN 1 min")
 
 
 def test_choose_device_rules():

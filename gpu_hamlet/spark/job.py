@@ -94,11 +94,14 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     tcol = "`" + time_col.replace("`", "``") + "`"
 
     # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
-    # after min and max, once per group), and which types occur.
+    # after min and max, once per group), and how many events of each pattern type it holds.
+    type_names = tuple(sorted({t for q in wl for t in q.types}))
     groups = events.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("__n"), F.expr(ticks.format(f"min({tcol})")).alias("__lo"),
         F.expr(ticks.format(f"max({tcol})")).alias("__hi"), F.count(time_col).alias("__times"),
-        F.count(type_col).alias("__types")).collect()
+        F.count(type_col).alias("__types"),
+        *[F.count_if(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)]
+    ).collect()
     null_time = sum(r["__n"] - r["__times"] for r in groups)
     null_type = sum(r["__n"] - r["__types"] for r in groups)
     if null_time:
@@ -106,14 +109,13 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     if null_type:
         raise EventDataError(f"type column '{type_col}' has {null_type} null value(s)")
     total = sum(r["__n"] for r in groups)
-    present = {r[0] for r in events.select(type_col).distinct().collect()} if total else set()
-    if total:
-        for q in wl:
-            for t in q.types:
-                if t not in present:
-                    raise EventDataError(
-                        f"query {q.name}: event type '{t}' of its pattern does not occur in "
-                        f"column '{type_col}' (types present: {', '.join(sorted(present)[:20])})")
+    missing = [t for i, t in enumerate(type_names) if not sum(r[f"__type{i}"] for r in groups)]
+    if total and missing:
+        present = sorted(r[0] for r in events.select(type_col).distinct().collect())
+        q, t = next((q, t) for q in wl for t in q.types if t in missing)
+        raise EventDataError(
+            f"query {q.name}: event type '{t}' of its pattern does not occur in "
+            f"column '{type_col}' (types present: {', '.join(present[:20])})")
     plan = assign_tasks(groups, keys, total, tasks, integral)
     log.info("gpu_hamlet: statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
              "group(s)", total, len(groups), time.perf_counter() - started, tasks,
@@ -139,7 +141,13 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     pdf = F.broadcast(spark.createDataFrame(rows, pschema))
     # Null-safe: a null GROUPBY value is a group like any other.
     on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(keys)]
-    typed = events.join(pdf, on=on, how="inner") if keys else events.crossJoin(pdf)
+    # The engine's first step, before the shuffle: events of types no pattern uses are in no
+    # trend (gpu_hamlet/events.py drops them too).
+    used = events.filter(F.col(type_col).isin(*type_names))
+    # Types travel as codes into `type_names` (ints shuffle and convert to Arrow cheaply).
+    code = F.array_position(F.array(*[F.lit(t) for t in type_names]), F.col(type_col)) - 1
+    used = used.withColumn(type_col, code.cast("int"))
+    typed = used.join(pdf, on=on, how="inner") if keys else used.crossJoin(pdf)
     # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax]; only
     # evaluated for the rows of cut groups.
     since = f"({ticks.format(tcol)} - __t0)"
@@ -149,7 +157,8 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     typed = typed.select(*columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int"))
                          .alias(SHARD_COL))
     names = tuple(q.name for q in wl)
-    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts)
+    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts,
+                   type_names)
     wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(SHARD_COL, time_col)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     try:

@@ -48,6 +48,7 @@ class ShardJob:
     keys: tuple[str, ...]  # common GROUPBY attributes
     options: dict
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
+    type_names: tuple[str, ...]  # the type column arrives as codes into these
 
     @property
     def result_schema(self) -> pa.Schema:
@@ -79,7 +80,12 @@ class ShardJob:
         wl = self.workload
         options = self.task_options()
         carry: pa.Table | None = None
+        names = pa.array(self.type_names, pa.string())
+        at = None
         for batch in batches:
+            at = batch.schema.get_field_index(options["type_col"]) if at is None else at
+            batch = batch.set_column(at, options["type_col"],
+                                     pa.DictionaryArray.from_arrays(batch.column(at), names))
             table = pa.Table.from_batches([batch])
             if carry is not None:
                 table = pa.concat_tables([carry, table])
