@@ -1,7 +1,7 @@
 """The Spark job (issue 4) against its I/O and shuffle floor, in one run on local Spark.
 
     python benchmarks/bench_spark.py [--events 10000000] [--queries 50] [--master local[*]]
-        [--numeric float] [--json OUT.json]
+        [--numeric float] [--rounds 3] [--json OUT.json]
 
 Generates ridesharing events (gpu_hamlet.datagen) into Parquet, then times on the same Spark:
 - floor: read the columns the workload uses, repartition by district, sortWithinPartitions by
@@ -9,10 +9,11 @@ Generates ridesharing events (gpu_hamlet.datagen) into Parquet, then times on th
   for all events, once for the events of types some query uses (the engine drops the others
   before its shuffle, as the in-process engine does);
 - gpu-hamlet: `trend_aggregate` of a 50-query ridesharing workload: its statistics jobs and its
-  one engine pass (repartition, sort, mapInArrow), checkpointed; twice: cold (the first call
-  starts the Python workers, which import numba and load the cached kernels) and warm;
+  one engine pass (repartition, sort, mapInArrow), checkpointed: once cold (the first call
+  starts the Python workers, which import numba and load the cached kernels), then in rounds
+  of (floor, warm call) that each give a ratio of two runs taken one after the other;
 - then counting each query's result DataFrame (reading the checkpoint), as writing them would.
-Reports the wall times and the ratios to both floors, cold and warm.
+Reports the wall times and the ratios, cold and per warm round, and the median warm ratio.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 import json
+import statistics
 import os
 import sys
 import tempfile
@@ -59,6 +61,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--numeric", default="float")
+    ap.add_argument("--rounds", type=int, default=3, help="warm (floor, engine) rounds")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -94,38 +97,52 @@ def main() -> None:
              .save())
             return time.perf_counter() - t0
 
-        floor = floor_run(df)
-        # The engine drops events of types no query uses before its shuffle; this floor too.
-        floor_used = floor_run(df.filter(df["type"].isin(used_types)))
         floor_rows = df.count()
 
-        runs = []
-        for _ in range(2):  # cold, then warm
+        def engine_run() -> tuple[float, dict]:
             t0 = time.perf_counter()
             results = trend_aggregate(df, wl, numeric=args.numeric, on_overflow="null",
                                       num_tasks=tasks)
-            runs.append(time.perf_counter() - t0)
-        engine, warm = runs
+            return time.perf_counter() - t0, results
+
+        # The cold call starts Spark's Python workers (numba loads the cached kernels) and runs
+        # the JVM's Arrow paths for the first time; then rounds of (floor, warm call), so that
+        # each warm ratio compares two runs taken one after the other on this shared machine.
+        first_floor = floor_run(df)
+        cold, results = engine_run()
+        rounds = []
+        for _ in range(args.rounds):
+            fl = floor_run(df)
+            fl_used = floor_run(df.filter(df["type"].isin(used_types)))
+            warm, results = engine_run()
+            rounds.append({"floor_s": fl, "floor_used_types_s": fl_used, "warm_s": warm,
+                           "ratio": warm / fl, "ratio_used_types": warm / fl_used})
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=8) as pool:
             rows = dict(pool.map(lambda kv: (kv[0], kv[1].count()), results.items()))
         outputs = time.perf_counter() - t0
         spark.stop()
+    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
     line = (f"{args.events:,} events, {args.queries} queries, {args.numeric}, {args.master} "
-            f"({tasks} tasks): floor {floor:.1f} s (read, repartition, sort, materialise "
-            f"{floor_rows:,} events; {floor_used:.1f} s for the events of used types); "
-            f"trend_aggregate cold {engine:.1f} s (ratio {engine / floor:.2f}x, "
-            f"{engine / floor_used:.2f}x the used-types floor), "
-            f"warm {warm:.1f} s (ratio {warm / floor:.2f}x, {warm / floor_used:.2f}x); "
-            f"then counting the {len(rows)} result DataFrames {outputs:.1f} s "
-            f"({sum(rows.values()):,} rows); generating the data took {gen:.1f} s")
+            f"({tasks} tasks):\n"
+            f"  cold: floor {first_floor:.1f} s (read, repartition, sort, materialise "
+            f"{floor_rows:,} events), trend_aggregate {cold:.1f} s: ratio "
+            f"{cold / first_floor:.2f}x\n")
+    for i, r in enumerate(rounds):
+        line += (f"  warm round {i + 1}: floor {r['floor_s']:.1f} s ({r['floor_used_types_s']:.1f} s "
+                 f"for the events of used types), trend_aggregate {r['warm_s']:.1f} s: ratio "
+                 f"{r['ratio']:.2f}x ({r['ratio_used_types']:.2f}x the used-types floor)\n")
+    line += (f"  warm median: ratio {med['ratio']:.2f}x ({med['ratio_used_types']:.2f}x the "
+             f"used-types floor)\n"
+             f"  then counting the {len(rows)} result DataFrames {outputs:.1f} s "
+             f"({sum(rows.values()):,} rows); generating the data took {gen:.1f} s")
     print(line)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"events": args.events, "queries": args.queries, "floor_s": floor,
-                       "floor_used_types_s": floor_used,
-                       "engine_s": engine, "ratio": engine / floor, "warm_s": warm,
-                       "warm_ratio": warm / floor, "outputs_s": outputs,
+            json.dump({"events": args.events, "queries": args.queries, "tasks": tasks,
+                       "cold": {"floor_s": first_floor, "engine_s": cold,
+                                "ratio": cold / first_floor},
+                       "rounds": rounds, "median": med, "outputs_s": outputs,
                        "rows": rows}, fh, indent=2)
 
 
