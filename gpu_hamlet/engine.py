@@ -156,7 +156,12 @@ class QueryRun:
         fast = shared[0].compressed(q, tpl, matcher) if len(shared) == 1 else None
         if fast is not None:  # every slot of the set's stream; pos is -1 where q matches none
             qidx, self.rows, self.time, self.pid, self.macro_seg, self.pos = fast
-            self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
+            self.macro_src = None  # one source: derived from macro_seg once selected
+        elif not shared:  # every event in partition order; pos is -1 where q matches none
+            qidx = None  # the identity
+            self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
+            self.pos = matcher.positions(q, tpl)[keys.order]
+            self.macro_src = self.macro_seg = None
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
@@ -179,15 +184,22 @@ class QueryRun:
                 self.pos[self.macro_src == s_i] = tpl.position[sb.sset.kleene_type]
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
-        self.macro = self.macro_src >= 0
         self._check_nulls()
         w = plan.windowing
         # The query's events; without `maps` only those that may be in a trend (a slice's maps
         # must keep events whose partners lie in other slices).
         sel = np.flatnonzero(self.pos >= 0) if maps else \
             may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
-        qidx = qidx[sel]
-        self._keep(sel, self._PER_EVENT[:-2])
+        qidx = sel if qidx is None else qidx[sel]
+        per_event = ("rows", "pid", "pos", "time")
+        per_event += ("macro_seg",) if self.macro_seg is not None else ()
+        per_event += ("macro_src",) if self.macro_src is not None else ()
+        self._keep(sel, per_event)
+        if self.macro_seg is None:  # no shared bursts: no macro rows
+            self.macro_seg = np.full(sel.shape[0], -1, np.int64)
+        if self.macro_src is None:  # at most one source: rows with a segment are its macro rows
+            self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
+        self.macro = self.macro_src >= 0
         self.snapshots: list[float] | None = \
             [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]

@@ -17,11 +17,13 @@ from gpu_hamlet.events import EventFrame
 
 @dataclass(frozen=True)
 class SortedKeys:
-    """Event rows sorted by (partition, time), with each row's partition and group codes."""
+    """Event rows sorted by (partition, time), with each row's partition and group codes and
+    time, in that order."""
 
     order: np.ndarray
     pid: np.ndarray
     gid: np.ndarray
+    time: np.ndarray
 
 
 def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
@@ -74,7 +76,7 @@ class Partitioner:
                 order = np.lexsort((t, pid))
         else:
             order = np.lexsort((t, pid))
-        return SortedKeys(order, pid[order], gid[order])
+        return SortedKeys(order, pid[order], gid[order], t[order])
 
 
 def _is_sorted(a: np.ndarray) -> bool:
