@@ -128,6 +128,14 @@ def _large_string_as_string(table: pa.Table) -> pa.Table:
     return table.cast(schema)
 
 
+def _as_time_type(events: list[dict], time_type: pa.DataType) -> list[dict]:
+    """The oracle's events with int seconds as datetimes (aware for a zoned type) or floats."""
+    if isinstance(time_type, pa.TimestampType):
+        aware = time_type.tz is not None
+        return [dict(e, time=to_datetime(e["time"], aware=aware)) for e in events]
+    return [dict(e, time=float(e["time"])) for e in events]
+
+
 @PROPERTY_SMALL
 @given(cases(max_queries=3),
        st.sampled_from([pa.timestamp("us"), pa.timestamp("ms"), pa.timestamp("ns"),
@@ -135,12 +143,7 @@ def _large_string_as_string(table: pa.Table) -> pa.Table:
 def test_timestamp_and_float_time_columns(case, time_type):
     text, wl, events = case
     table = events_to_table(events, time_type=time_type)
-    if isinstance(time_type, pa.TimestampType):
-        aware = time_type.tz is not None
-        oracle_events = [dict(e, time=to_datetime(e["time"], aware=aware)) for e in events]
-    else:
-        oracle_events = [dict(e, time=float(e["time"])) for e in events]
-    expected = oracle(oracle_events, wl, with_magnitudes=True)
+    expected = oracle(_as_time_type(events, time_type), wl, with_magnitudes=True)
     tables = run(table, text, numeric="exact")
     assert_matches_oracle(tables, expected, wl, "exact", time_type=time_type)
     # the same aggregates as with int seconds
@@ -157,12 +160,7 @@ def test_timestamp_and_float_time_columns(case, time_type):
 def test_subsecond_windows_on_timestamp_and_float_times(args):
     time_type, (text, wl, events) = args
     table = events_to_table(events, time_type=time_type)
-    if isinstance(time_type, pa.TimestampType):
-        aware = time_type.tz is not None
-        oracle_events = [dict(e, time=to_datetime(e["time"], aware=aware)) for e in events]
-    else:
-        oracle_events = [dict(e, time=float(e["time"])) for e in events]
-    expected = oracle(oracle_events, wl, with_magnitudes=True)
+    expected = oracle(_as_time_type(events, time_type), wl, with_magnitudes=True)
     assert_matches_oracle(run(table, text, numeric="exact"), expected, wl, "exact", time_type=time_type)
 
 
