@@ -475,3 +475,23 @@ def test_pattern_type_absent_from_the_data_is_an_error():
     with pytest.raises((EventDataError, WorkloadError), match="Dropoff"):
         run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+, Dropoff) WITHIN 10 s")
     assert issubclass(EventDataError, GpuHamletError)
+
+
+@PROPERTY_SMALL
+@given(cases(max_queries=3), st.booleans())
+def test_dictionary_encoded_type_column(case, duplicate_names):
+    """A dictionary type column (how Spark tasks receive types) is read as it is; a dictionary
+    whose names repeat (legal in Arrow) is decoded first. Same results as plain strings."""
+    text, wl, events = case
+    table = events_to_table(events)
+    i = table.column_names.index("type")
+    enc = table.column("type").combine_chunks().dictionary_encode()
+    if duplicate_names:  # every name twice; rows use either copy
+        names = enc.dictionary.to_pylist()
+        idx = enc.indices.to_numpy(zero_copy_only=False).astype("int32")
+        idx = idx + len(names) * (idx % 2)
+        enc = pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(names + names))
+    got = run(table.set_column(i, "type", enc), text, numeric="exact")
+    want = run(table, text, numeric="exact")
+    for name in wl.names:
+        assert got[name].equals(want[name]), name
