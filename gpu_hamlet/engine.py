@@ -1,9 +1,10 @@
 """The in-process engine: `aggregate(events, workload)` -> one Arrow table per query.
 
 Per query the engine
-1. keeps the events the query matches (type in the pattern, filters passed), sorted by partition
-   (GROUPBY + equivalence values) and time, cut into segments (panes, or whole tumbling windows);
-   bursts it shares with other queries collapse into macro events (gpu_hamlet/sharing.py);
+1. keeps the events the query matches (type in the pattern, filters passed) and that may be in
+   one of its trends (gpu_hamlet/pruning.py), sorted by partition (GROUPBY + equivalence values)
+   and time, cut into segments (panes, or whole tumbling windows); bursts it shares with other
+   queries collapse into macro events (gpu_hamlet/sharing.py);
 2. runs the backend's segment kernel in each number system it needs: the XFLOAT run gives float
    results, which rows exist, and magnitude bounds; residue runs modulo as many primes as those
    bounds require give exact integers; a MINREACH run gives MIN/MAX;

@@ -3,8 +3,9 @@
 1. Validation without a Spark job: the workload is parsed and the in-process engine is run on an
    empty Arrow table of the DataFrame's schema, which checks every column, type, filter and
    duration and yields each query's exact result schema.
-2. Statistics in two small jobs: null times or types and the size and time span of each group of
-   the shard key (the GROUPBY attributes all queries share); which types occur.
+2. One statistics job: null times or types, the size and time span of each group of the shard
+   key (the GROUPBY attributes all queries share), and how many events of each pattern type it
+   holds (a second job lists the types present only to word the error when one is missing).
 3. Groups larger than one task's fair share (all events, when the queries share no GROUPBY) are cut
    into time slices, as many as their share of tasks, whatever the window lengths. Groups and
    slices are packed onto tasks by size.
