@@ -490,7 +490,8 @@ def test_dictionary_encoded_type_column(case, duplicate_names):
         names = enc.dictionary.to_pylist()
         idx = enc.indices.to_numpy(zero_copy_only=False).astype("int32")
         idx = idx + len(names) * (idx % 2)
-        enc = pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(names + names, pa.string()))
+        enc = pa.DictionaryArray.from_arrays(pa.array(idx),
+                                             pa.array(names + names, pa.string()))
     got = run(table.set_column(i, "type", enc), text, numeric="exact")
     want = run(table, text, numeric="exact")
     for name in wl.names:
