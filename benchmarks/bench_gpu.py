@@ -65,17 +65,18 @@ def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:
 
 
 def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:
-    """Summed best launch times of every call's kernels, inputs already on the device."""
+    """Summed best launch times of the kernels of all calls, batched as GpuBackend batches them
+    (one launch per shape and memory chunk), inputs already on the device."""
     from numba import cuda
 
-    from gpu_hamlet.kernels.backend import SegmentRuns
+    from gpu_hamlet.kernels.backend import SegmentRuns, shape_groups
     from gpu_hamlet.kernels.launch import chunks
 
     total = 0.0
-    for ring, pid, seg, t, pos, W, mu, k, mseg, tpl, full, snap, param in calls:
-        runs = SegmentRuns(ring, pid, seg, W, tpl, full)
+    for members in shape_groups(calls):
+        runs = SegmentRuns([calls[i] for i in members])
         for r0, r1 in chunks(runs.cost, budget):
-            launch = runs.upload(r0, r1, t, pos, W, mu, k, mseg, snap, param)
+            launch = runs.upload(r0, r1)
             cuda.synchronize()
             total += best_time(lambda: (launch.run(), cuda.synchronize()), repeat)
             del launch

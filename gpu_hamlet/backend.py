@@ -3,12 +3,18 @@
 The engine (gpu_hamlet/engine.py) decides what to compute; a backend only runs the kernels. Each
 step takes and returns host NumPy arrays, and `ring` names the number system
 (cpu_fallback/rings.py), so both backends give identical results.
+
+A backend may also take many calls of a step at once (`segment_maps_many(calls)` and so on: a
+list of argument tuples in, a list of results out). The engine writes each query's computation as
+a generator of steps, and `drive` hands the pending calls of all queries to such a backend
+together: the GPU backend then launches once per step and shape, not once per query. The CPU
+backend runs queries one after another, so only one query's arrays are alive at a time.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Any, Generator, Protocol
 
 import numpy as np
 
@@ -54,6 +60,47 @@ class Backend(Protocol):
     ) -> np.ndarray:
         """Ring sums of consecutive runs of values beginning at `starts`."""
         ...
+
+
+#: A computation that asks the backend for steps: it yields (step name, arguments) and receives
+#: the step's result, until it returns its own result.
+Steps = Generator[tuple[str, tuple], Any, Any]
+
+
+def batches(be: Backend) -> bool:
+    """Whether `be` runs many calls of a step at once (`<step>_many`), as the GPU backend does:
+    then the engine advances all queries together and hands their calls over in batches."""
+    return hasattr(be, "segment_maps_many")
+
+
+def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
+    """Run step generators to completion. Each round, the pending calls of each step go to the
+    backend together (`<step>_many` when it has one), so the number of kernel launches depends on
+    the rounds and shapes, not on the number of generators (queries)."""
+    results: dict[str, Any] = {}
+    pending: dict[str, tuple[str, tuple]] = {}
+
+    def advance(name: str, value: Any) -> None:
+        try:
+            pending[name] = steps[name].send(value)
+        except StopIteration as stop:
+            results[name] = stop.value
+
+    for name in steps:
+        advance(name, None)
+    while pending:
+        by_step: dict[str, list[str]] = {}
+        for name, (step, _) in pending.items():
+            by_step.setdefault(step, []).append(name)
+        calls = {name: args for name, (_, args) in pending.items()}
+        pending.clear()
+        for step, names in by_step.items():
+            many = getattr(be, step + "_many", None)
+            outs = many([calls[n] for n in names]) if many is not None else \
+                [getattr(be, step)(*calls[n]) for n in names]
+            for name, out in zip(names, outs):
+                advance(name, out)
+    return results
 
 
 def select_backend(name: str | Backend) -> Backend:
@@ -104,6 +151,8 @@ class RecordingBackend:
         self.calls: list[tuple[str, tuple]] = []
 
     def __getattr__(self, step: str):
+        if step.endswith("_many"):  # recorded call by call, so that each can be replayed
+            raise AttributeError(step)
         run = getattr(self.inner, step)
 
         def record(*args):

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from cpu_fallback.rings import layout
 from gpu_hamlet.attributes import Attributes
-from gpu_hamlet.backend import Backend, select_backend
+from gpu_hamlet.backend import Backend, Steps, batches, drive, select_backend
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.events import EventFrame, prepare_events
 from gpu_hamlet.numeric import (
@@ -84,14 +84,22 @@ def aggregate(
                 stats.sets.append(sb.stats)
             for name in sset.names:
                 shared.setdefault(name, []).append(sb)
-    out: dict[str, pa.Table] = {}
-    for q in wl:
-        run = QueryRun(ev, parts, attrs, plans[q.name], matcher, shared.get(q.name, []),
-                       numeric, on_overflow, be, record_snapshots=stats is not None)
-        out[q.name] = run.table()
-        if stats is not None and run.snapshots is not None:
-            stats.snapshots[q.name] = run.snapshots
-    return out
+    def query_run(q) -> QueryRun:
+        return QueryRun(ev, parts, attrs, plans[q.name], matcher, shared.get(q.name, []),
+                        numeric, on_overflow, be, record_snapshots=stats is not None)
+
+    if batches(be):  # all queries at once: each kernel step of all of them in one batch
+        runs = {q.name: query_run(q) for q in wl}
+        out = drive({name: run.table_steps() for name, run in runs.items()}, be)
+        snapshots = {name: run.snapshots for name, run in runs.items()}
+    else:  # one query at a time: only its arrays are alive
+        out, snapshots = {}, {}
+        for q in wl:
+            run = query_run(q)
+            out[q.name], snapshots[q.name] = run.table(), run.snapshots
+    if stats is not None:
+        stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
+    return {q.name: out[q.name] for q in wl}
 
 
 @dataclass
@@ -299,31 +307,36 @@ class QueryRun:
     def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Per (partition, segment) run: its map (with `full`) or its result from zero, as
         (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+        return drive({"": self._segment_steps(ring, channels, p)}, self.be)[""]
+
+    def _segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
         tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
         snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
-        maps, run_pid, run_seg = self.be.segment_maps(
+        maps, run_pid, run_seg = yield ("segment_maps", (
             ring, self.pid, self.seg, self.time, self.pos, W, MU, K, mseg, tpl, self.full, snap,
-            p)
+            p))
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
         return maps, run_pid, run_seg
 
-    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
         """Window values [windows, channels, lanes] (kernel order) for one ring."""
         w, tpl = self.plan.windowing, self.tpl
-        maps, run_pid, run_seg = self.segment_maps(ring, channels, p)
+        maps, run_pid, run_seg = yield from self._segment_steps(ring, channels, p)
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if self.full:
-            return self.be.compose_windows(ring, maps, run_pid, run_seg, w.a, w.n, finals, p)
+            return (yield ("compose_windows", (ring, maps, run_pid, run_seg, w.a, w.n, finals,
+                                               p)))
         return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
 
-    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> np.ndarray:
+    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> Steps:
         if not win.grouped:
             return vals
-        return self.be.reduce_sorted(ring, np.ascontiguousarray(vals[win.order]), win.starts, param)
+        return (yield ("reduce_sorted", (ring, np.ascontiguousarray(vals[win.order]),
+                                         win.starts, param)))
 
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
         first = np.searchsorted(self.pid, win_pid)
@@ -343,23 +356,28 @@ class QueryRun:
     # -- results --
 
     def table(self) -> pa.Table:
+        return drive({"": self.table_steps()}, self.be)[""]
+
+    def table_steps(self) -> Steps:
+        """The result table, computed as a generator of backend steps (gpu_hamlet/backend.py
+        `drive` runs many queries' steps together)."""
         plan, q = self.plan, self.plan.query
         if self.pos.shape[0] == 0:
             return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
-        vals, win_pid, win_k = self._run("xfloat", plan.linear)
+        vals, win_pid, win_k = yield from self._run("xfloat", plan.linear)
         win = self._windows(win_pid, win_k)
-        fl = self._grouped("xfloat", vals, win, 0)
+        fl = yield from self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
         fl = fl[keep]
         lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
-        exact = self._exact(win, keep, lin) if plan.exact else {}
-        mm = self._minmax(win, keep) if plan.minmax else {}
+        exact = (yield from self._exact(win, keep, lin)) if plan.exact else {}
+        mm = (yield from self._minmax(win, keep)) if plan.minmax else {}
         cols: dict[str, pa.Array] = {}
         for agg in q.aggregates:
             cols[agg.name] = self._column(agg, lin, exact, mm, win, keep)
         return self._build(win.k[keep], win.rep[keep], cols)
 
-    def _exact(self, win: Windows, keep: np.ndarray, lin) -> dict[Channel, np.ndarray]:
+    def _exact(self, win: Windows, keep: np.ndarray, lin) -> Steps:
         """Exact Python ints per exact channel (None where certainly beyond decimal(38))."""
         plan = self.plan
         bits = 1.0
@@ -385,8 +403,8 @@ class QueryRun:
         n_primes = primes_for_bits(bits + 2.0)
         res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
         for j, p in enumerate(primes(n_primes)):
-            vals, _, _ = self._run("modp", plan.exact, p)
-            res[j] = self._grouped("modp", vals, win, p)[keep][:, :, 0]
+            vals, _, _ = yield from self._run("modp", plan.exact, p)
+            res[j] = (yield from self._grouped("modp", vals, win, p))[keep][:, :, 0]
         out = {}
         for i, ch in enumerate(plan.exact):
             ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
@@ -395,10 +413,11 @@ class QueryRun:
             out[ch] = ints
         return out
 
-    def _minmax(self, win: Windows, keep: np.ndarray) -> dict[Channel, pa.Array]:
+    def _minmax(self, win: Windows, keep: np.ndarray) -> Steps:
+        """MIN/MAX columns (Arrow, null where no trend reaches the type)."""
         plan = self.plan
-        vals, _, _ = self._run("minreach", plan.minmax)
-        vals = self._grouped("minreach", vals, win, 0)[keep]
+        vals, _, _ = yield from self._run("minreach", plan.minmax)
+        vals = (yield from self._grouped("minreach", vals, win, 0))[keep]
         out = {}
         for i, ch in enumerate(plan.minmax):
             if ch.kind == "count":

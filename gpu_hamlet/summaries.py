@@ -193,7 +193,7 @@ class SummaryRun(QueryRun):
         self.snapshots = None
         self.attrs = _MergedValues(parts, plan)
 
-    def segment_maps(self, ring, channels, p=0):
+    def _segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
         if ring == "xfloat":
             maps = np.concatenate([x["xfloat"] for x in self._parts])
         elif ring == "modp":
@@ -202,6 +202,7 @@ class SummaryRun(QueryRun):
         else:
             maps = self.attrs.maps
         return np.ascontiguousarray(maps[self._order]), self.pid, self.seg
+        yield  # a generator, like QueryRun._segment_steps
 
 
 class _MergedValues:

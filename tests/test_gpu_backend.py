@@ -121,3 +121,33 @@ def test_gpu_under_the_simulator_runs_without_a_device():
 def test_unknown_backend_is_an_error():
     with pytest.raises(ValueError, match="'auto', 'cpu' or 'gpu'"):
         select_backend("tpu")
+
+
+def test_launches_do_not_grow_with_the_number_of_queries(monkeypatch):
+    """The GPU backend gets each kernel step of all queries in one batch: 1 query and 12 queries
+    of one shape (different types, filters, windows, groupings) make the same launches."""
+    from gpu_hamlet.kernels import backend as gpu
+
+    launches: list[str] = []
+    monkeypatch.setattr(gpu.Launch, "run", lambda self, _run=gpu.Launch.run: (
+        launches.append("segment"), _run(self))[1])
+    for step in ("_compose", "_reduce"):
+        inner = getattr(gpu.GpuBackend, step)
+        monkeypatch.setattr(gpu.GpuBackend, step, lambda self, *a, _i=inner, _s=step: (
+            launches.append(_s), _i(self, *a))[1])
+    events = events_to_table([{"time": t, "type": "ABCD"[(t * 7) % 4], "g": f"g{t % 3}",
+                               "k": t // 4 % 2, "x": t % 5, "y": 0.5, "s": "u"}
+                              for t in range(240)])
+    queries = [f"q{i}: RETURN g, COUNT(*), SUM({b}.x) PATTERN SEQ({a}, {b}+) "
+               f"WHERE [k] AND {b}.x > {i % 3} GROUPBY g WITHIN {20 + 10 * (i % 2)} s "
+               f"SLIDE 10 s" for i, (a, b) in enumerate(
+                   [("A", "B"), ("C", "B"), ("A", "D"), ("C", "D")] * 3)]
+    counts = []
+    for text in (queries[0], ";\n".join(queries)):
+        launches.clear()
+        got = gpu_hamlet.aggregate(events, text, backend="gpu", sharing="none",
+                                   numeric="exact")
+        cpu = gpu_hamlet.aggregate(events, text, backend="cpu", sharing="none", numeric="exact")
+        assert all(got[n].equals(cpu[n]) and got[n].num_rows for n in cpu)
+        counts.append(sorted(launches))
+    assert counts[0] == counts[1]

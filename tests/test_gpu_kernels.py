@@ -144,3 +144,45 @@ def test_decimal38_overflow_fixture(numeric):
     calls = record(overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static",
                    on_overflow="null")
     assert replay(calls) >= {"xfloat", "modp"}
+
+
+def _copied(args: tuple) -> tuple:
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+@KERNEL_PROPERTY
+@given(case=cases(max_queries=4), numeric=st.sampled_from(["exact", "float"]),
+       full=st.booleans())
+def test_batched_steps_equal_call_by_call(case, numeric, full):
+    text, _, events = case
+    batched_equals_single(record(events, text, numeric=numeric, sharing="none"), full)
+
+
+def test_batched_steps_on_the_fixed_workload():
+    calls = record(shared_events(), SHARED_TEXT + "; " + SHARED_TEXT.replace("B+", "B"),
+                   numeric="exact", sharing="none")
+    assert batched_equals_single(calls, True) >= 8
+
+
+def batched_equals_single(calls: list, full: bool) -> int:
+    """All recorded segment calls in one `segment_maps_many` (queries of one shape share
+    launches whatever their templates), then their compositions and group sums batched too:
+    each result equals the CPU backend's for that call alone. Returns the number of calls."""
+    segs = [_copied(args[:10] + (full or args[10],) + args[11:])
+            for step, args in calls if step == "segment_maps"]
+    want = [run(CPU, "segment_maps", args) for args in segs]
+    snaps = [args[11] for args in segs]
+    got = GPU.segment_maps_many(segs)
+    for g, w, s, i in zip(got, want, snaps, range(len(segs))):
+        same(g + (s,), w, f"batched segment_maps #{i}")
+    comps = [(args[0], maps, rp, rs, 1, 3, np.arange(args[9].k, maps.shape[1] - 1,
+                                                       args[9].k + 1, dtype=np.int64), args[-1])
+             for args, (maps, rp, rs, _) in zip(segs, want) if args[10]]
+    vals = GPU.compose_windows_many(comps)
+    for g, c in zip(vals, comps):
+        same(g, run(CPU, "compose_windows", c), "batched compose_windows")
+    reds = [(c[0], v[0], np.arange(0, v[0].shape[0], 2, dtype=np.int64), c[-1])
+            for c, v in zip(comps, vals)]
+    for g, r in zip(GPU.reduce_sorted_many(reds), reds):
+        same(g, run(CPU, "reduce_sorted", r), "batched reduce_sorted")
+    return len(segs)

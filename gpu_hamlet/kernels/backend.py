@@ -2,7 +2,9 @@
 
 Host NumPy in and out, as the interface says. Each call launches its kernel over all its runs,
 windows or bursts at once (never one launch per burst, window or segment), in chunks sized to
-`max_device_bytes` so device memory stays bounded whatever the input. Results are bit-identical
+`max_device_bytes` so device memory stays bounded whatever the input. The `*_many` steps take the
+calls of all queries of a round (gpu_hamlet/backend.py `drive`) and launch once per shape (ring,
+map size, windowing, modulus) and chunk, not once per query. Results are bit-identical
 to the CPU backend in every ring: same recursions, same operation order, same scalar arithmetic.
 numeric='bigint' runs here too: it is the 'modp' ring with more primes.
 """
@@ -41,38 +43,87 @@ class Launch:
         self.kernel[grid(self.threads)](*self.args)
 
 
-class SegmentRuns:
-    """The (partition, segment) runs of a segment_maps call and what each costs on the device."""
+def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
+    """Int64 rows of different lengths as one [len(rows), width] array, zero-padded."""
+    out = np.zeros((len(rows), width), np.int64)
+    for i, r in enumerate(rows):
+        out[i, :r.shape[0]] = r
+    return out
 
-    def __init__(self, ring: str, pid: np.ndarray, seg: np.ndarray, weights: np.ndarray,
-                 template, full: bool) -> None:
-        self.ring, self.template, self.full = ring, template, full
+
+def shape_groups(calls: list[tuple]) -> list[list[int]]:
+    """Indices of segment_maps calls that one launch can run together: same ring, channels,
+    pattern length, map columns and modulus (their templates may differ)."""
+    shapes: dict[tuple, list[int]] = {}
+    for i, c in enumerate(calls):
+        tpl, full = c[9], bool(c[10])
+        key = (c[0], c[5].shape[0], tpl.k, full, tpl.carry.shape[0] if full else 0, int(c[12]))
+        shapes.setdefault(key, []).append(i)
+    return list(shapes.values())
+
+
+class SegmentRuns:
+    """The (partition, segment) runs of several segment_maps calls of one shape (ring, channels,
+    pattern length, columns, modulus), side by side for one launch, and what each run costs on
+    the device. Each call is (ring, pid, seg, time, pos, weights, mu, k, mseg, template, full,
+    snap, param), as Backend.segment_maps takes it."""
+
+    def __init__(self, calls: list[tuple]) -> None:
+        ring, _, _, _, _, W0, _, _, _, tpl0, full, _, param = calls[0]
+        self.ring, self.full, self.param, self.k = ring, full, param, tpl0.k
         self.dtype, self.lanes = layout(ring)
-        self.D = weights.shape[0] * (template.k + 1) + 1
-        self.ncols = 1 + template.carry.shape[0] if full else 1
-        self.bounds = boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) if pid.size \
-            else np.zeros(1, np.int64)
+        self.D = W0.shape[0] * (tpl0.k + 1) + 1
+        self.ncols = 1 + tpl0.carry.shape[0] if full else 1
+        bounds, qid, e_off, mu_off = [np.zeros(1, np.int64)], [], 0, 0
+        self.call_runs, self.call_events = [0], [0]
+        mseg = []
+        for q, (_, pid, seg, _, _, _, mu, _, ms, _, _, _, _) in enumerate(calls):
+            b = boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) if pid.size \
+                else np.zeros(1, np.int64)
+            bounds.append(b[1:] + e_off)
+            qid.append(np.full(b.shape[0] - 1, q, np.int64))
+            mseg.append(np.where(ms >= 0, ms + mu_off, -1))
+            e_off += pid.shape[0]
+            mu_off += mu.shape[0]
+            self.call_runs.append(self.call_runs[-1] + b.shape[0] - 1)
+            self.call_events.append(e_off)
+        self.bounds = np.concatenate(bounds)
+        self.qid = np.concatenate(qid)
         self.n = self.bounds.shape[0] - 1
+        cat = np.concatenate
+        self.time = cat([c[3] for c in calls])
+        self.pos = cat([c[4] for c in calls])
+        self.weights = cat([c[5] for c in calls], axis=1)
+        self.mu, self.kc = cat([c[6] for c in calls]), cat([c[7] for c in calls])
+        self.mseg = cat(mseg)
+        self.snap = cat([c[11] for c in calls])
+        tpls = [c[9] for c in calls]
+        self.pred_ptr = _stack([t.pred_ptr for t in tpls], self.k + 1)
+        self.pred_idx = _stack([t.pred_idx for t in tpls], max(1, *(t.pred_idx.shape[0]
+                                                                    for t in tpls)))
+        self.is_start = _stack([t.is_start.astype(np.int64) for t in tpls], self.k).astype(bool)
+        self.is_end = _stack([t.is_end.astype(np.int64) for t in tpls], self.k).astype(bool)
+        self.carry = _stack([t.carry[:self.ncols - 1] for t in tpls], self.ncols - 1)
         item = np.dtype(self.dtype).itemsize * self.lanes
         per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
-        per_event = item * (weights.shape[0] + 1) + 3 * 8
+        per_event = item * (self.weights.shape[0] + 1) + 3 * 8
         self.cost = per_run + per_event * np.diff(self.bounds)
 
     def maps_shape(self, runs: int) -> tuple[int, ...]:
         return runs, self.D, self.D if self.full else 1, self.lanes
 
-    def upload(self, r0: int, r1: int, time, pos, weights, mu, k, mseg, snap, param) -> Launch:
+    def upload(self, r0: int, r1: int) -> Launch:
         """Runs r0..r1-1 on the device, ready to launch; outputs (maps, snapshots)."""
         e0, e1 = self.bounds[r0], self.bounds[r1]
-        tpl = self.template
         maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
         work = cuda.device_array((r1 - r0, 2, self.D, self.ncols, self.lanes), self.dtype)
-        dsnap = to_device(snap[e0:e1])
-        args = (to_device(self.bounds[r0:r1 + 1] - e0), to_device(time[e0:e1]),
-                to_device(pos[e0:e1]), to_device(weights[:, e0:e1]), to_device(mu), to_device(k),
-                to_device(mseg[e0:e1]), to_device(tpl.pred_ptr), to_device(tpl.pred_idx),
-                to_device(tpl.is_start), to_device(tpl.is_end), np.int64(tpl.k), self.full,
-                to_device(tpl.carry), dsnap, maps, work, np.int64(param))
+        dsnap = to_device(self.snap[e0:e1])
+        args = (to_device(self.bounds[r0:r1 + 1] - e0), to_device(self.qid[r0:r1]),
+                to_device(self.time[e0:e1]), to_device(self.pos[e0:e1]),
+                to_device(self.weights[:, e0:e1]), to_device(self.mu), to_device(self.kc),
+                to_device(self.mseg[e0:e1]), to_device(self.pred_ptr), to_device(self.pred_idx),
+                to_device(self.is_start), to_device(self.is_end), np.int64(self.k), self.full,
+                to_device(self.carry), dsnap, maps, work, np.int64(self.param))
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 
 
@@ -89,18 +140,67 @@ class GpuBackend:
 
     def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
                      param=0):
-        runs = SegmentRuns(ring, pid, seg, weights, template, full)
-        maps = np.empty(runs.maps_shape(runs.n), runs.dtype)
-        for r0, r1 in chunks(runs.cost, self.budget):
-            launch = runs.upload(r0, r1, time, pos, weights, mu, k, mseg, snap, param)
-            launch.run()
-            launch.out[0].copy_to_host(maps[r0:r1])
-            e0, e1 = runs.bounds[r0], runs.bounds[r1]
-            snap[e0:e1] = launch.out[1].copy_to_host()
-        starts = runs.bounds[:-1]
-        return maps, pid[starts].astype(np.int64), seg[starts].astype(np.int64)
+        return self.segment_maps_many([(ring, pid, seg, time, pos, weights, mu, k, mseg,
+                                        template, full, snap, param)])[0]
+
+    def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
+        """segment_maps of several calls (queries), one launch per shape (ring, channels,
+        pattern length, columns, modulus) and device-memory chunk, not per call."""
+        out: list[tuple] = [None] * len(calls)
+        for members in shape_groups(calls):
+            group = [calls[i] for i in members]
+            runs = SegmentRuns(group)
+            maps = np.empty(runs.maps_shape(runs.n), runs.dtype)
+            for r0, r1 in chunks(runs.cost, self.budget):
+                launch = runs.upload(r0, r1)
+                launch.run()
+                launch.out[0].copy_to_host(maps[r0:r1])
+                e0, e1 = runs.bounds[r0], runs.bounds[r1]
+                runs.snap[e0:e1] = launch.out[1].copy_to_host()
+            for j, i in enumerate(members):
+                pid, seg, snap = calls[i][1], calls[i][2], calls[i][11]
+                r0, r1 = runs.call_runs[j], runs.call_runs[j + 1]
+                e0, e1 = runs.call_events[j], runs.call_events[j + 1]
+                snap[...] = runs.snap[e0:e1]
+                starts = runs.bounds[r0:r1] - e0
+                out[i] = (maps[r0:r1], pid[starts].astype(np.int64),
+                          seg[starts].astype(np.int64))
+        return out
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
+        return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals,
+                                           param)])[0]
+
+    def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
+        """compose_windows of several calls, one launch per shape (ring, map size, windowing,
+        finals, modulus): each call's partitions are renumbered after the previous call's."""
+        out: list[tuple] = [None] * len(calls)
+        groups: dict[tuple, list[int]] = {}
+        for i, (ring, maps, _, _, a, n, finals, param) in enumerate(calls):
+            key = (ring, maps.shape[1:], int(a), int(n), tuple(finals.tolist()), int(param))
+            groups.setdefault(key, []).append(i)
+        for members in groups.values():
+            # Partitions renumbered densely, each call's after the previous call's.
+            dense, firsts, offsets = [], [], [0]
+            for i in members:
+                run_pid = calls[i][2]
+                new = np.r_[True, run_pid[1:] != run_pid[:-1]] if run_pid.size else \
+                    np.zeros(0, bool)
+                dense.append(np.cumsum(new) - 1 + offsets[-1])
+                firsts.append(run_pid[new])
+                offsets.append(offsets[-1] + int(new.sum()))
+            ring, _, _, _, a, n, finals, param = calls[members[0]]
+            vals, win_pid, win_k = self._compose(
+                ring, np.concatenate([calls[i][1] for i in members]), np.concatenate(dense),
+                np.concatenate([calls[i][3] for i in members]), a, n, finals, param)
+            cut = np.searchsorted(win_pid, offsets)
+            for j, i in enumerate(members):
+                w0, w1 = cut[j], cut[j + 1]
+                pid = firsts[j][win_pid[w0:w1] - offsets[j]].astype(np.int64)
+                out[i] = (vals[w0:w1], pid, win_k[w0:w1])
+        return out
+
+    def _compose(self, ring, maps, run_pid, run_seg, a, n, finals, param):
         dtype, lanes = layout(ring)
         lo, hi, flip, win_k, win_pid = self._window_plan(run_pid, run_seg, int(a), int(n))
         nw = lo.shape[0]
@@ -142,6 +242,26 @@ class GpuBackend:
         return lo, hi, flip, win_k, win_pid
 
     def reduce_sorted(self, ring, values, starts, param=0):
+        return self.reduce_sorted_many([(ring, values, starts, param)])[0]
+
+    def reduce_sorted_many(self, calls: list[tuple]) -> list[np.ndarray]:
+        """reduce_sorted of several calls, one launch per shape (ring, row shape, modulus)."""
+        out: list[np.ndarray] = [None] * len(calls)
+        groups: dict[tuple, list[int]] = {}
+        for i, (ring, values, _, param) in enumerate(calls):
+            groups.setdefault((ring, values.shape[1:], int(param)), []).append(i)
+        for members in groups.values():
+            rows = np.cumsum([0] + [calls[i][1].shape[0] for i in members])
+            ring, _, _, param = calls[members[0]]
+            sums = self._reduce(ring, np.concatenate([calls[i][1] for i in members]),
+                                np.concatenate([calls[i][2] + r for i, r in zip(members, rows)]),
+                                param)
+            ends = np.cumsum([0] + [calls[i][2].shape[0] for i in members])
+            for j, i in enumerate(members):
+                out[i] = sums[ends[j]:ends[j + 1]]
+        return out
+
+    def _reduce(self, ring, values, starts, param):
         dtype, lanes = layout(ring)
         ng, nf = starts.shape[0], values.shape[1]
         out = np.empty((ng, nf, lanes), dtype)

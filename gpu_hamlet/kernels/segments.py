@@ -1,4 +1,5 @@
-"""Segment maps on the device: one thread per (partition, segment) run, all runs in one launch.
+"""Segment maps on the device: one thread per (partition, segment) run, all runs in one launch,
+runs of several queries (of one shape: ring, channels, pattern length, columns) included.
 
 The same recursion as cpu_fallback/kernels.py `segment_maps` (the state layout is explained
 there), in the same operation order, so results are bit-identical to the CPU backend. Events of
@@ -18,8 +19,9 @@ from gpu_hamlet.kernels.rings import device, device_ring
 
 @functools.cache
 def segment_kernel(ring: str):
-    """The segment-map kernel of `ring`: kernel[grid, block](starts, t, pos, W, MU, K, mseg,
-    pred_ptr, pred_idx, is_start, is_end, k, full, carry, snap, maps, work, prm)."""
+    """The segment-map kernel of `ring`: kernel[grid, block](starts, qid, t, pos, W, MU, K, mseg,
+    pred_ptr, pred_idx, is_start, is_end, k, full, carry, snap, maps, work, prm). Run r belongs to
+    query qid[r], whose template is row qid[r] of pred_ptr, pred_idx, is_start, is_end, carry."""
     R = device_ring(ring)
     zero, one, add, mul, is_zero, load, store = R
 
@@ -94,11 +96,14 @@ def segment_kernel(ring: str):
                     store(M, ch * stride + r, ch * stride + q, load(X, r, j + 1))
 
     @cuda.jit
-    def kernel(starts, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k, full,
-               carry, snap, maps, work, prm):
+    def kernel(starts, qid, t, pos, W, MU, K, mseg, pred_ptrs, pred_idxs, is_starts, is_ends, k,
+               full, carries, snap, maps, work, prm):
         r = cuda.grid(1)
         if r >= starts.shape[0] - 1:
             return
+        q = qid[r]
+        pred_ptr, pred_idx, carry = pred_ptrs[q], pred_idxs[q], carries[q]
+        is_start, is_end = is_starts[q], is_ends[q]
         X = work[r, 0]
         Dl = work[r, 1]
         nch = W.shape[0]
