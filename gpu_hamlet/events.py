@@ -88,7 +88,13 @@ def to_arrow_table(events: Any) -> pa.Table:
     except ImportError:  # pragma: no cover - pandas is optional
         pd = None
     if pd is not None and isinstance(events, pd.DataFrame):
-        return pa.Table.from_pandas(events, preserve_index=False)
+        table = pa.Table.from_pandas(events, preserve_index=False)
+        # pandas < 3 keeps strings in object columns, and an object column without a value
+        # reaches Arrow with no type: strings are its only sensible reading.
+        for i, field in enumerate(table.schema):
+            if pa.types.is_null(field.type) and events[field.name].dtype == object:
+                table = table.set_column(i, field.name, table.column(i).cast(pa.string()))
+        return table
     raise EventDataError(
         f"events must be a pyarrow Table or a pandas DataFrame, not {type(events).__name__}"
     )

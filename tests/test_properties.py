@@ -122,6 +122,18 @@ def test_pandas_input_equals_arrow_input(case, numeric):
         assert a[name].equals(got), f"{name}: arrow {a[name]}\npandas {b[name]}"
 
 
+def test_empty_pandas_object_columns_read_as_strings():
+    """pandas < 3 keeps strings in object columns; an empty one reaches Arrow untyped (null)."""
+    import pandas as pd
+
+    events = pd.DataFrame({"time": pd.Series([], dtype="int64"),
+                           "type": pd.Series([], dtype=object),
+                           "g": pd.Series([], dtype=object)})
+    got = run(events, "RETURN g, COUNT(*) PATTERN SEQ(A, B+) WHERE A.g = 'x' GROUPBY g "
+                      "WITHIN 1 min")["q1"]
+    assert got.num_rows == 0 and got.schema.field("g").type == pa.string()
+
+
 def _large_string_as_string(table: pa.Table) -> pa.Table:
     schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
                         for f in table.schema])
