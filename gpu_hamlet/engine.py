@@ -43,6 +43,9 @@ from gpu_hamlet.workload import Workload
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
 SHARING_MODES = ("dynamic", "static", "none")
+#: Events (summed over queries, after pruning) of the queries a batching backend runs together:
+#: bounds the host memory their arrays take at once.
+BATCH_EVENTS = 50_000_000
 
 
 
@@ -88,12 +91,21 @@ def aggregate(
         return QueryRun(ev, parts, attrs, plans[q.name], matcher, shared.get(q.name, []),
                         numeric, on_overflow, be, record_snapshots=stats is not None)
 
-    if batches(be):  # all queries at once: each kernel step of all of them in one batch
-        runs = {q.name: query_run(q) for q in wl}
-        out = drive({name: run.table_steps() for name, run in runs.items()}, be)
-        snapshots = {name: run.snapshots for name, run in runs.items()}
+    out, snapshots = {}, {}
+    if batches(be):  # queries together, each kernel step of all of them in one batch
+        group: dict[str, QueryRun] = {}
+
+        def run_group() -> None:
+            out.update(drive({name: run.table_steps() for name, run in group.items()}, be))
+            snapshots.update({name: run.snapshots for name, run in group.items()})
+            group.clear()
+
+        for q in wl:  # as many queries as BATCH_EVENTS events allow are alive at once
+            group[q.name] = query_run(q)
+            if sum(run.pos.shape[0] for run in group.values()) >= BATCH_EVENTS:
+                run_group()
+        run_group()
     else:  # one query at a time: only its arrays are alive
-        out, snapshots = {}, {}
         for q in wl:
             run = query_run(q)
             out[q.name], snapshots[q.name] = run.table(), run.snapshots

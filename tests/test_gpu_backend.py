@@ -151,3 +151,16 @@ def test_launches_do_not_grow_with_the_number_of_queries(monkeypatch):
         assert all(got[n].equals(cpu[n]) and got[n].num_rows for n in cpu)
         counts.append(sorted(launches))
     assert counts[0] == counts[1]
+
+
+def test_batches_bounded_by_events_give_the_same_tables(monkeypatch):
+    """With BATCH_EVENTS = 1 every query runs in a batch of its own: the same tables."""
+    import gpu_hamlet.engine as engine
+
+    text = OVERFLOW_TEXT + "; alone: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 100 s"
+    events = events_to_table(overflow_events())
+    whole = gpu_hamlet.aggregate(events, text, backend="gpu", numeric="bigint")
+    monkeypatch.setattr(engine, "BATCH_EVENTS", 1)
+    alone = gpu_hamlet.aggregate(events, text, backend="gpu", numeric="bigint")
+    assert len(whole) == 2 and all(whole[n].num_rows for n in whole)
+    assert whole.keys() == alone.keys() and all(whole[n].equals(alone[n]) for n in whole)
