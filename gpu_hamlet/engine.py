@@ -100,7 +100,7 @@ def aggregate(
             snapshots.update({name: run.snapshots for name, run in group.items()})
             group.clear()
 
-        for q in wl:  # as many queries as BATCH_EVENTS events allow are alive at once
+        for q in wl:  # a batch takes no more queries once they hold BATCH_EVENTS events
             group[q.name] = query_run(q)
             if sum(run.pos.shape[0] for run in group.values()) >= BATCH_EVENTS:
                 run_group()
