@@ -20,6 +20,7 @@ from gpu_hamlet.devices import choose_device
 from gpu_hamlet.errors import EventDataError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
 from gpu_hamlet.spark.job import assign_tasks
+from gpu_hamlet.spark.worker import packed_columns
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
@@ -296,3 +297,17 @@ def test_null_group_values_are_a_group(spark, stream):
     local = gpu_hamlet.aggregate(events, text)
     assert None in local["q1"].column("g").to_pylist()
     _assert_same(trend_aggregate(df, text, num_tasks=2), local)
+
+
+def test_result_columns_are_packed_into_typed_slots():
+    """Every query's columns get distinct slots of their own type, and the intermediate table is
+    as wide as the most columns of each type any one query has, not the sum over queries."""
+    f64, i64, dec = pa.float64(), pa.int64(), pa.decimal128(38, 2)
+    schemas = (pa.schema([("g", i64), ("a", f64), ("b", f64)]),
+               pa.schema([("x", dec), ("y", f64)]),
+               pa.schema([("g", i64), ("h", i64), ("c", f64), ("d", dec), ("e", dec)]))
+    types, slots = packed_columns(schemas)
+    assert sorted(map(str, types)) == sorted(map(str, [i64, i64, f64, f64, dec, dec]))
+    for schema, mine in zip(schemas, slots):
+        assert len(set(mine)) == len(mine)
+        assert [types[s] for s in mine] == [f.type for f in schema]

@@ -36,7 +36,7 @@ from gpu_hamlet.events import used_columns
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.spark.worker import (
-    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, compose_group, wide_name,
+    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, compose_group,
 )
 
 SHARDS_COL = "__shards"
@@ -186,8 +186,8 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
 
     out = {}
     for i, name in enumerate(names):
-        cols = [F.col(wide_name(i, j)).alias(f.name) for j, f in enumerate(schemas[name])]
-        out[name] = wide.filter(F.col(QUERY_COL) == name).select(*cols)
+        out[name] = wide.filter(F.col(QUERY_COL) == i).select(
+            *[F.col(slot).alias(col) for slot, col in job.columns(i)])
     return out
 
 

@@ -14,6 +14,7 @@ summary rows of one (query, group) and composes the windows that cross the cuts.
 
 from __future__ import annotations
 
+import functools
 import pickle
 from dataclasses import dataclass
 from typing import Iterator
@@ -28,14 +29,38 @@ from gpu_hamlet.plan import plan_query
 from gpu_hamlet.summaries import Cut, compose, summarize
 from gpu_hamlet.workload import Workload
 
-QUERY_COL = "__query"
+QUERY_COL = "__query"  # the index of a result row's query in the workload
 SHARD_COL = "__shard"  # the label of a row's group or slice (gpu_hamlet/spark/placement.py)
 GROUP_COL, SUMMARY_COL = "__group", "__summary"
 
 
-def wide_name(i: int, j: int) -> str:
-    """Column j of query i in the intermediate table (names safe for Spark)."""
-    return f"_q{i}_{j}"
+def packed_columns(schemas: tuple[pa.Schema, ...]) -> tuple[tuple[pa.DataType, ...],
+                                                            tuple[tuple[int, ...], ...]]:
+    """Slots shared by all queries' result columns: the r-th column of a type in any query goes
+    to that type's r-th slot. Returns the slot types and, per query, the slot of each column.
+
+    One intermediate table holds every query's rows; giving each query columns of its own would
+    make it hundreds of columns wide, mostly null, which Spark converts and stores per row."""
+    types: list[pa.DataType] = []
+    of_type: dict[pa.DataType, list[int]] = {}  # the slots of each type
+    slots = []
+    for schema in schemas:
+        seen: dict[pa.DataType, int] = {}
+        mine = []
+        for f in schema:
+            r = seen[f.type] = seen.get(f.type, -1) + 1
+            same = of_type.setdefault(f.type, [])
+            if r == len(same):
+                same.append(len(types))
+                types.append(f.type)
+            mine.append(same[r])
+        slots.append(tuple(mine))
+    return tuple(types), tuple(slots)
+
+
+def slot_name(n: int) -> str:
+    """The intermediate table's column of slot n (names safe for Spark)."""
+    return f"_c{n}"
 
 
 @dataclass(frozen=True)
@@ -50,14 +75,21 @@ class ShardJob:
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
     type_names: tuple[str, ...]  # the type column arrives as codes into these
 
+    @functools.cached_property
+    def layout(self) -> tuple[tuple[pa.DataType, ...], tuple[tuple[int, ...], ...]]:
+        return packed_columns(self.schemas)
+
     @property
     def result_schema(self) -> pa.Schema:
-        """Result rows of every query side by side: the query's name, then each query's columns
-        (null in the other queries' rows)."""
-        fields = [pa.field(QUERY_COL, pa.string())]
-        for i, s in enumerate(self.schemas):
-            fields += [pa.field(wide_name(i, j), f.type) for j, f in enumerate(s)]
-        return pa.schema(fields)
+        """Result rows of every query in one table: the query's index, then the slots its columns
+        are packed into (packed_columns; null where a query has fewer columns)."""
+        types, _ = self.layout
+        return pa.schema([pa.field(QUERY_COL, pa.int32())]
+                         + [pa.field(slot_name(n), t) for n, t in enumerate(types)])
+
+    def columns(self, i: int) -> list[tuple[str, str]]:
+        """(slot column, result column name) of query i, in its result's order."""
+        return [(slot_name(n), f.name) for n, f in zip(self.layout[1][i], self.schemas[i])]
 
     @property
     def wide_schema(self) -> pa.Schema:
@@ -122,8 +154,8 @@ class ShardJob:
             inside, summaries = summarize(shard, wl, slices, options)
             yield from self._wide(inside, self.wide_schema)
             group = pickle.dumps(tuple(shard.column(k)[0].as_py() for k in self.keys))
-            rows = [(name, pickle.dumps({"part": r, "cut": slices, "schema": shard.schema,
-                                         "summary": s}))
+            rows = [(self.names.index(name), pickle.dumps(
+                {"part": r, "cut": slices, "schema": shard.schema, "summary": s}))
                     for name, s in summaries.items() if s is not None]
             if rows:
                 yield _summary_rows(rows, group, self.wide_schema)
@@ -135,12 +167,11 @@ class ShardJob:
             if t is None or not t.num_rows:
                 continue
             n = t.num_rows
-            cols = [pa.array([name] * n, pa.string())]
-            for k, s in enumerate(self.schemas):
-                for j, f in enumerate(s):
-                    cols.append(t.column(j).combine_chunks().cast(f.type) if k == i
-                                else pa.nulls(n, f.type))
-            cols += [pa.nulls(n, f.type) for f in schema][len(cols):]
+            cols: list[pa.Array | None] = [None] * len(schema)
+            cols[0] = pa.array(np.full(n, i, np.int32))
+            for j, slot in enumerate(self.layout[1][i]):
+                cols[1 + slot] = t.column(j).combine_chunks().cast(schema.field(1 + slot).type)
+            cols = [c if c is not None else pa.nulls(n, f.type) for c, f in zip(cols, schema)]
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
 
@@ -149,11 +180,12 @@ def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through f
     functools.partial(compose_group, job): a pa.Table in, a pa.Table out): the crossing windows
     from the summaries of all the group's slices, as result rows."""
     options = job.task_options()
-    name = table.column(QUERY_COL)[0].as_py()
+    i = table.column(QUERY_COL)[0].as_py()
+    name = job.names[i]
     blobs = sorted((pickle.loads(b) for b in table.column(SUMMARY_COL).to_pylist()),
                    key=lambda x: x["part"])
     schema = blobs[0]["schema"]
-    q = job.workload.queries[job.names.index(name)]
+    q = job.workload.queries[i]
     axis = time_axis(schema.field(options["time_col"]).type, options["time_col"])
     plan = plan_query(q, axis, schema, options["numeric"])
     result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"],
@@ -162,11 +194,11 @@ def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through f
                                  schema=job.result_schema)
 
 
-def _summary_rows(rows: list[tuple[str, bytes]], group: bytes, schema: pa.Schema
+def _summary_rows(rows: list[tuple[int, bytes]], group: bytes, schema: pa.Schema
                   ) -> pa.RecordBatch:
-    """One summary row per query: the query's name, the group and the pickled summary."""
+    """One summary row per query: the query's index, the group and the pickled summary."""
     n = len(rows)
-    cols = [pa.array([name for name, _ in rows], pa.string())]
+    cols = [pa.array([i for i, _ in rows], pa.int32())]
     cols += [pa.nulls(n, f.type) for f in schema][1:-2]
     cols += [pa.array([group] * n, pa.binary()), pa.array([b for _, b in rows], pa.binary())]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
