@@ -95,16 +95,28 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     tcol = "`" + time_col.replace("`", "``") + "`"
 
     # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
-    # after min and max, once per group), and how many events of each pattern type it holds.
+    # after min and max, once per group), and how many events of each pattern type it holds;
+    # grouping by type first costs one hash per row, where a count per pattern type would cost
+    # a string comparison per type and row.
     type_names = tuple(sorted({t for q in wl for t in q.types}))
-    groups = events.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("__n"), F.expr(ticks.format(f"min({tcol})")).alias("__lo"),
-        F.expr(ticks.format(f"max({tcol})")).alias("__hi"), F.count(time_col).alias("__times"),
-        F.count(type_col).alias("__types"),
-        *[F.count_if(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)]
+    per_type = events.groupBy(*keys, type_col).agg(
+        F.count(F.lit(1)).alias("__n"), F.min(time_col).alias("__lo"),
+        F.max(time_col).alias("__hi"), F.count(time_col).alias("__times"))
+
+    def total(col: Any) -> Any:  # 0, not null, over no rows (no keys and no events)
+        return F.coalesce(F.sum(col), F.lit(0))
+
+    def of_type(cond: Any) -> Any:
+        return total(F.when(cond, F.col("__n")).otherwise(0))
+
+    groups = per_type.groupBy(*keys).agg(
+        total("__n").alias("__n"), F.expr(ticks.format("min(__lo)")).alias("__lo"),
+        F.expr(ticks.format("max(__hi)")).alias("__hi"), total("__times").alias("__times"),
+        of_type(F.col(type_col).isNull()).alias("__null_types"),
+        *[of_type(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)]
     ).collect()
     null_time = sum(r["__n"] - r["__times"] for r in groups)
-    null_type = sum(r["__n"] - r["__types"] for r in groups)
+    null_type = sum(r["__null_types"] for r in groups)
     if null_time:
         raise EventDataError(f"time column '{time_col}' has {null_time} null value(s)")
     if null_type:
