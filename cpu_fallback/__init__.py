@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cpu_fallback import kernels
+from cpu_fallback.bursts import burst_ids
 from cpu_fallback.rings import make_tag
 
 
@@ -26,6 +27,9 @@ class CpuBackend:
 
     def reduce_sorted(self, ring, values, starts, param=0):
         return kernels.reduce_sorted(make_tag(ring, param), values, starts)
+
+    def burst_ids(self, pid, pane, time, is_e):
+        return burst_ids(pid, pane, time, is_e)
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
         return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, weights,

@@ -40,6 +40,13 @@ class Backend(Protocol):
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 
+    def burst_ids(self, pid: np.ndarray, pane: np.ndarray, time: np.ndarray,
+                  is_e: np.ndarray) -> np.ndarray:
+        """Burst id of every event of a sharable set's stream (sorted by ascending pid, then
+        time), -1 outside bursts: maximal runs of timestamp groups made only of Kleene-type
+        events (`is_e`) within one partition and pane, numbered in order from 0."""
+        ...
+
     def burst_coefficients(
         self, ring: str, seg_id: np.ndarray, time: np.ndarray, weights: np.ndarray, nseg: int,
         param: int = 0,

@@ -158,7 +158,8 @@ class SharedBursts:
         t = ev.time[rows]
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes = np.floor(t / pane).astype(np.int64) if ev.axis.is_float else t // np.int64(pane)
-        burst_id = _bursts(pid[self.set_idx], panes, t, ev.type_codes[rows] == ev.code_of(E))
+        burst_id = be.burst_ids(pid[self.set_idx], panes, t,
+                                 ev.type_codes[rows] == ev.code_of(E))
         width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
                             for n in names], np.float64)
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
@@ -323,24 +324,6 @@ class SharedBursts:
             self._coef[key] = self.be.burst_coefficients(ring, self.coef_seg, self.coef_t, W,
                                                          self.nseg, param)
         return self._coef[key]
-
-
-def _bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
-    """Burst id of every event (-1 outside bursts): maximal runs of timestamp groups made only of
-    Kleene-type events, within one partition and pane."""
-    n = t.shape[0]
-    if n == 0:
-        return np.zeros(0, np.int64)
-    new_part = np.r_[True, (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])]
-    new_group = new_part | np.r_[True, t[1:] != t[:-1]]
-    gstarts = np.flatnonzero(new_group)
-    pure = np.minimum.reduceat(is_e.astype(np.int8), gstarts).astype(bool)
-    gid = np.cumsum(new_group) - 1
-    pure_e = pure[gid]
-    prev_pure = np.r_[False, pure_e[:-1]]
-    start = pure_e & new_group & (~prev_pure | new_part)
-    bid = np.cumsum(start) - 1
-    return np.where(pure_e, bid, -1).astype(np.int64)
 
 
 def _representatives(hashes: np.ndarray) -> np.ndarray:

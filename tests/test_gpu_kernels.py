@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numba import cuda
 
 import gpu_hamlet
 from cpu_fallback import CpuBackend
 from gpu_hamlet.backend import RecordingBackend
 from gpu_hamlet.kernels import GpuBackend
+from gpu_hamlet.kernels.scan import inclusive_scan
 
 try:
     from compare import events_to_table
@@ -64,6 +66,9 @@ def replay(calls, gpu: GpuBackend = GPU) -> set[str]:
     Returns the rings seen."""
     rings = set()
     for step, args in calls:
+        if step == "burst_ids":  # no ring
+            same(run(gpu, step, args), run(CPU, step, args), step)
+            continue
         rings.add(args[0])
         same(run(gpu, step, args), run(CPU, step, args), f"{step} ({args[0]})")
         if step == "segment_maps":
@@ -111,7 +116,7 @@ def shared_events() -> list[dict]:
 def test_fixed_workload_covers_every_ring_macro_rows_and_both_backend_steps():
     calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
     steps = {step for step, _ in calls}
-    assert {"segment_maps", "burst_coefficients"} <= steps
+    assert {"segment_maps", "burst_ids", "burst_coefficients"} <= steps
     assert any((args[8] >= 0).any() for step, args in calls if step == "segment_maps"), \
         "no macro row: the shared path is not exercised"
     assert replay(calls) == {"xfloat", "modp", "minreach"}
@@ -186,3 +191,32 @@ def batched_equals_single(calls: list, full: bool) -> int:
     for g, r in zip(GPU.reduce_sorted_many(reds), reds):
         same(g, run(CPU, "reduce_sorted", r), "batched reduce_sorted")
     return len(segs)
+
+
+@settings(max_examples=20, deadline=None)
+@given(x=st.lists(st.integers(-2**40, 2**40), max_size=70), block=st.sampled_from([2, 4, 256]))
+def test_device_scan_is_cumsum(x, block):
+    """Blocks of 2 and 4 make the 70 elements scan through three and four levels of block totals."""
+    a = np.asarray(x, np.int64)
+    got = inclusive_scan(cuda.to_device(a), block).copy_to_host()
+    assert np.array_equal(got, np.cumsum(a))
+
+
+@st.composite
+def set_streams(draw):
+    """A sharable set's stream as burst detection sees it: sorted by partition and time, with
+    repeated times, pane changes and Kleene and other events mixed."""
+    n = draw(st.integers(0, 60))
+    pid = np.sort(np.asarray(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int64))
+    t = np.asarray(draw(st.lists(st.integers(0, 12), min_size=n, max_size=n)), np.int64)
+    t = t[np.lexsort((t, pid))]
+    is_e = np.asarray(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    return pid, t // 5, t.astype(np.float64), is_e
+
+
+@settings(max_examples=30, deadline=None)
+@given(stream=set_streams(), budget=st.sampled_from([None, 1, 600]))
+def test_burst_ids_equal_the_cpu_backend(stream, budget):
+    """Whole streams, one partition per launch (a 1-byte budget) and a few partitions per launch."""
+    same(GpuBackend(max_device_bytes=budget).burst_ids(*stream), CPU.burst_ids(*stream),
+         "burst_ids")

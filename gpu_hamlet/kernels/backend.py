@@ -19,9 +19,10 @@ import numpy as np
 from numba import cuda
 
 from cpu_fallback.rings import layout
+from gpu_hamlet.kernels.burst_ids import device_burst_ids
 from gpu_hamlet.kernels.bursts import burst_kernel
 from gpu_hamlet.kernels.device_data import use_rmm_pool
-from gpu_hamlet.kernels.launch import boundaries, chunks, grid, to_device
+from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks, to_device
 from gpu_hamlet.kernels.reduce import reduce_kernel
 from gpu_hamlet.kernels.segments import segment_kernel
 from gpu_hamlet.kernels.windows import compose_kernel, plan_kernel
@@ -274,6 +275,16 @@ class GpuBackend:
             kernel[grid((g1 - g0) * nf)](to_device(values[b0:b1]),
                                          to_device(bounds[g0:g1 + 1] - b0), dout, np.int64(param))
             dout.copy_to_host(out[g0:g1])
+        return out
+
+    def burst_ids(self, pid, pane, time, is_e):
+        out = np.empty(pid.shape[0], np.int64)
+        offset = 0
+        per_event = 8 * 7 + 3  # inputs, group and burst numbers, output, scan totals, flags
+        for e0, e1 in partition_chunks(pid, max(1, self.budget // per_event)):
+            ids, count = device_burst_ids(pid[e0:e1], pane[e0:e1], time[e0:e1], is_e[e0:e1])
+            out[e0:e1] = np.where(ids >= 0, ids + offset, -1)
+            offset += count
         return out
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):

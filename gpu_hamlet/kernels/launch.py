@@ -29,6 +29,20 @@ def chunks(cost: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
         lo = hi
 
 
+def partition_chunks(pid: np.ndarray, events: int) -> Iterator[tuple[int, int]]:
+    """Ranges [lo, hi) of about `events` events sorted by ascending partition id, cut only where
+    the partition changes (a partition larger than that gets a range of its own)."""
+    n, lo = pid.shape[0], 0
+    while lo < n:
+        hi = lo + events
+        if hi < n:
+            cut = int(np.searchsorted(pid, pid[hi], side="left"))
+            hi = cut if cut > lo else int(np.searchsorted(pid, pid[hi], side="right"))
+        hi = min(hi, n)
+        yield lo, hi
+        lo = hi
+
+
 def to_device(x: np.ndarray):
     """A contiguous device copy of a host array (or slice of one)."""
     return cuda.to_device(np.ascontiguousarray(x))
