@@ -2,8 +2,9 @@
 
 rings: the semirings as device functions; segments: segment maps; windows: window composition;
 reduce: sums over equivalence partitions; burst_ids: burst detection; scan: device prefix sums;
-bursts: graphlet coefficients; launch: geometry and chunking; device_data: Arrow to device, RMM; backend: `GpuBackend`. Importing this package
-imports numba.cuda (the simulator when NUMBA_ENABLE_CUDASIM=1).
+bursts: graphlet coefficients; launch: geometry and chunking; device_data: Arrow to device, RMM;
+backend: `GpuBackend`. Importing this package imports numba.cuda (the simulator when
+NUMBA_ENABLE_CUDASIM=1).
 """
 
 from gpu_hamlet.kernels.backend import GpuBackend
