@@ -92,7 +92,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         ticks = "timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {})"
     else:
         ticks = "CAST({} AS %s)" % ("BIGINT" if integral else "DOUBLE")
-    tcol = "`" + time_col.replace("`", "``") + "`"
+    tcol = _quote(time_col)
 
     # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
     # after min and max, once per group), and how many events of each pattern type it holds;
@@ -196,11 +196,15 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         log.info("gpu_hamlet: windows across cuts from pane summaries: %.1f s",
                  time.perf_counter() - started)
 
-    out = {}
-    for i, name in enumerate(names):
-        out[name] = wide.filter(F.col(QUERY_COL) == i).select(
-            *[F.col(slot).alias(col) for slot, col in job.columns(i)])
-    return out
+    # SQL strings: two py4j calls per query, where Column objects take one per column.
+    return {name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
+        *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)])
+        for i, name in enumerate(names)}
+
+
+def _quote(name: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _task_error(exc: Exception) -> Exception:
