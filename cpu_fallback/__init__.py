@@ -6,6 +6,7 @@ import numpy as np
 
 from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
+from cpu_fallback.panes import panes
 from cpu_fallback.rings import make_tag
 
 
@@ -27,6 +28,9 @@ class CpuBackend:
 
     def reduce_sorted(self, ring, values, starts, param=0):
         return kernels.reduce_sorted(make_tag(ring, param), values, starts)
+
+    def segments(self, pid, time, width):
+        return panes(pid, time, width)
 
     def burst_ids(self, pid, pane, time, is_e):
         return burst_ids(pid, pane, time, is_e)

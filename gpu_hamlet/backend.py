@@ -40,6 +40,13 @@ class Backend(Protocol):
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 
+    def segments(self, pid: np.ndarray, time: np.ndarray, width: int | float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Segmenting events sorted by partition and time: the segment (pane) of every event,
+        floor(time / width) in the time column's arithmetic, and the index of the first event of
+        every run of equal (pid, segment)."""
+        ...
+
     def burst_ids(self, pid: np.ndarray, pane: np.ndarray, time: np.ndarray,
                   is_e: np.ndarray) -> np.ndarray:
         """Burst id of every event of a sharable set's stream (sorted by ascending pid, then

@@ -224,18 +224,25 @@ class QueryRun:
         self.snapshots: list[float] | None = \
             [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
-        if ev.axis.is_float:
-            self.seg = np.floor(self.time / w.seg).astype(np.int64)
-        else:
-            self.seg = self.time // np.int64(w.seg)
+        self.maps = maps
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
-        if not maps:
-            if w.full and self._windows_cheaper():
-                self._into_windows()
-            if not self.full:  # segments are whole windows: prune again, window by window
-                change = np.ones(self.seg.shape[0], bool)
-                change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
-                self._keep(may_complete(np.cumsum(change), self.time, self.pos, tpl.k, None))
+        self.seg: np.ndarray | None = None  # each event's segment, from the segmenting step
+
+    def _segments(self) -> Steps:
+        """Segment the events (their panes: a backend step), then choose how windows are
+        formed: from pane maps, or, when cheaper, each window's own events from zero."""
+        if self.seg is not None:
+            return
+        w = self.plan.windowing
+        self.seg, starts = yield ("segments", (self.pid, self.time, w.seg))
+        if self.maps:
+            return
+        if w.full and self._windows_cheaper(starts.shape[0]):
+            self._into_windows()
+        if not self.full:  # segments are whole windows: prune again, window by window
+            change = np.ones(self.seg.shape[0], bool)
+            change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
+            self._keep(may_complete(np.cumsum(change), self.time, self.pos, self.tpl.k, None))
 
     _PER_EVENT = ("rows", "pid", "pos", "time", "macro_src", "macro_seg", "macro", "gid", "seg")
 
@@ -244,8 +251,9 @@ class QueryRun:
         for name in names:
             setattr(self, name, getattr(self, name)[rows])
 
-    def _windows_cheaper(self) -> bool:
-        """Whether running each window's events from zero beats composing pane maps.
+    def _windows_cheaper(self, nseg: int) -> bool:
+        """Whether running each window's events from zero beats composing pane maps, for the
+        events in `nseg` non-empty (partition, pane) runs.
 
         Pane maps cost (1 + carried positions) columns per event, plus a D x D map and about two
         sparse D^3 products per non-empty (partition, pane); copying each event into its
@@ -255,8 +263,6 @@ class QueryRun:
         n = self.pos.shape[0]
         if n == 0:
             return False
-        nseg = 1 + int(np.count_nonzero((self.pid[1:] != self.pid[:-1])
-                                        | (self.seg[1:] != self.seg[:-1])))
         nch = len(self.plan.linear)
         D = nch * (tpl.k + 1) + 1
         per_pane_maps = n * (1 + tpl.carry.shape[0]) * nch + nseg * (D * D + 0.5 * D**3)
@@ -319,7 +325,10 @@ class QueryRun:
     def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Per (partition, segment) run: its map (with `full`) or its result from zero, as
         (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
-        return drive({"": self._segment_steps(ring, channels, p)}, self.be)[""]
+        def steps() -> Steps:
+            yield from self._segments()
+            return (yield from self._segment_steps(ring, channels, p))
+        return drive({"": steps()}, self.be)[""]
 
     def _segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
         tpl = self.tpl
@@ -374,6 +383,7 @@ class QueryRun:
         """The result table, computed as a generator of backend steps (gpu_hamlet/backend.py
         `drive` runs many queries' steps together)."""
         plan, q = self.plan, self.plan.query
+        yield from self._segments()
         if self.pos.shape[0] == 0:
             return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         vals, win_pid, win_k = yield from self._run("xfloat", plan.linear)

@@ -157,7 +157,7 @@ class SharedBursts:
         rows = order[self.set_idx]
         t = ev.time[rows]
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
-        panes = np.floor(t / pane).astype(np.int64) if ev.axis.is_float else t // np.int64(pane)
+        panes, _ = be.segments(pid[self.set_idx], t, pane)
         burst_id = be.burst_ids(pid[self.set_idx], panes, t,
                                  ev.type_codes[rows] == ev.code_of(E))
         width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)

@@ -66,7 +66,7 @@ def replay(calls, gpu: GpuBackend = GPU) -> set[str]:
     Returns the rings seen."""
     rings = set()
     for step, args in calls:
-        if step == "burst_ids":  # no ring
+        if step in ("burst_ids", "segments"):  # no ring
             same(run(gpu, step, args), run(CPU, step, args), step)
             continue
         rings.add(args[0])
@@ -116,7 +116,7 @@ def shared_events() -> list[dict]:
 def test_fixed_workload_covers_every_ring_macro_rows_and_both_backend_steps():
     calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
     steps = {step for step, _ in calls}
-    assert {"segment_maps", "burst_ids", "burst_coefficients"} <= steps
+    assert {"segments", "segment_maps", "burst_ids", "burst_coefficients"} <= steps
     assert any((args[8] >= 0).any() for step, args in calls if step == "segment_maps"), \
         "no macro row: the shared path is not exercised"
     assert replay(calls) == {"xfloat", "modp", "minreach"}
@@ -137,7 +137,7 @@ def test_long_bursts_renormalise_xfloat_like_the_cpu():
                     "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h; "
                     "RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h", numeric="float",
                     sharing="static")
-    maps = run(CPU, *calls[0])[0]
+    maps = run(CPU, *next(c for c in calls if c[0] == "segment_maps"))[0]
     assert np.abs(maps[..., 1]).max() > 200  # renormalised: the exponent lane took over
     replay(calls)
 
@@ -220,3 +220,33 @@ def test_burst_ids_equal_the_cpu_backend(stream, budget):
     """Whole streams, one partition per launch (a 1-byte budget) and a few partitions per launch."""
     same(GpuBackend(max_device_bytes=budget).burst_ids(*stream), CPU.burst_ids(*stream),
          "burst_ids")
+
+
+@st.composite
+def segment_calls(draw):
+    """A few segments calls as queries make them: events sorted by partition and time (negative
+    times included), integer or float times, the same or different pane widths."""
+    is_float = draw(st.booleans())
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.integers(0, 40))
+        pid = np.sort(np.asarray(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                                 np.int64))
+        t = np.asarray(draw(st.lists(st.integers(-20, 20), min_size=n, max_size=n)), np.int64)
+        t = t[np.lexsort((t, pid))]
+        width = draw(st.sampled_from([1, 3, 7]))
+        if is_float:
+            calls.append((pid, t * 0.7, width * 0.7))
+        else:
+            calls.append((pid, t, width))
+    return calls
+
+
+@settings(max_examples=20, deadline=None)
+@given(calls=segment_calls(), budget=st.sampled_from([None, 300]))
+def test_segments_equal_the_cpu_backend(calls, budget):
+    """Several calls in one batch (runs start at each call's first event, even where the
+    previous call ends in the same partition and pane), whole or in chunks of 5 events."""
+    got = GpuBackend(max_device_bytes=budget).segments_many(calls)
+    for i, (c, g) in enumerate(zip(calls, got)):
+        same(g, CPU.segments(*c), f"segments of call {i}")

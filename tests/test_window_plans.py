@@ -38,8 +38,8 @@ def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
     chosen = []
     original = QueryRun._windows_cheaper
 
-    def spy(self):
-        chosen.append(original(self))
+    def spy(self, nseg):
+        chosen.append(original(self, nseg))
         return chosen[-1]
 
     with patch.object(QueryRun, "_windows_cheaper", spy):

@@ -23,6 +23,7 @@ from gpu_hamlet.kernels.burst_ids import device_burst_ids
 from gpu_hamlet.kernels.bursts import burst_kernel
 from gpu_hamlet.kernels.device_data import use_rmm_pool
 from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks, to_device
+from gpu_hamlet.kernels.panes import device_panes
 from gpu_hamlet.kernels.reduce import reduce_kernel
 from gpu_hamlet.kernels.segments import segment_kernel
 from gpu_hamlet.kernels.windows import compose_kernel, plan_kernel
@@ -275,6 +276,38 @@ class GpuBackend:
             kernel[grid((g1 - g0) * nf)](to_device(values[b0:b1]),
                                          to_device(bounds[g0:g1 + 1] - b0), dout, np.int64(param))
             dout.copy_to_host(out[g0:g1])
+        return out
+
+    def segments(self, pid, time, width):
+        return self.segments_many([(pid, time, width)])[0]
+
+    def segments_many(self, calls: list[tuple]) -> list[tuple]:
+        """segments of several calls, one launch per shape (pane width, time type) and
+        device-memory chunk: the calls' events side by side, a run starting at each call's
+        first event."""
+        out: list[tuple] = [None] * len(calls)
+        groups: dict[tuple, list[int]] = {}
+        for i, (_, time, width) in enumerate(calls):
+            groups.setdefault((width, time.dtype.kind == "f"), []).append(i)
+        per_event = 8 * 6 + 3  # inputs, pane, scan, start index; flags
+        for members in groups.values():
+            offsets = np.cumsum([0] + [calls[i][0].shape[0] for i in members])
+            n = int(offsets[-1])
+            pid = np.concatenate([calls[i][0] for i in members])
+            time = np.concatenate([calls[i][1] for i in members])
+            first = np.zeros(n, bool)
+            first[offsets[:-1][offsets[:-1] < n]] = True
+            seg, starts = np.empty(n, np.int64), []
+            step = max(1, self.budget // per_event)
+            for e0 in range(0, n, step):
+                e1 = min(n, e0 + step)
+                seg[e0:e1], s = device_panes(pid, time, calls[members[0]][2], first, e0, e1)
+                starts.append(s)
+            starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+            cut = np.searchsorted(starts, offsets)
+            for j, i in enumerate(members):
+                out[i] = (seg[offsets[j]:offsets[j + 1]],
+                          starts[cut[j]:cut[j + 1]] - offsets[j])
         return out
 
     def burst_ids(self, pid, pane, time, is_e):

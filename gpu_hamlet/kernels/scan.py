@@ -55,6 +55,7 @@ def inclusive_scan(x, block: int = SCAN_BLOCK):
     out = cuda.device_array(n, np.int64)
     if n == 0:
         return out
+    block = min(block, 1 << max(1, (n - 1).bit_length()))  # no idle threads on short inputs
     nb = (n + block - 1) // block
     totals = cuda.device_array(nb, np.int64)
     block_scan, add_block_offsets = _kernels(block)
