@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
+@njit(cache=True)
 def burst_ids(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
     """Burst id of every event (-1 outside bursts): maximal runs of timestamp groups made only of
-    Kleene-type events, within one partition and pane. Events are sorted by partition and time."""
+    Kleene-type events, within one partition and pane. Events are sorted by partition and time.
+    One pass, timestamp group by timestamp group."""
     n = t.shape[0]
-    if n == 0:
-        return np.zeros(0, np.int64)
-    new_part = np.r_[True, (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])]
-    new_group = new_part | np.r_[True, t[1:] != t[:-1]]
-    gstarts = np.flatnonzero(new_group)
-    pure = np.minimum.reduceat(is_e.astype(np.int8), gstarts).astype(bool)
-    gid = np.cumsum(new_group) - 1
-    pure_e = pure[gid]
-    prev_pure = np.r_[False, pure_e[:-1]]
-    start = pure_e & new_group & (~prev_pure | new_part)
-    bid = np.cumsum(start) - 1
-    return np.where(pure_e, bid, -1).astype(np.int64)
+    out = np.empty(n, np.int64)
+    last = -1  # the id of the latest burst
+    prev_pure = False
+    i = 0
+    while i < n:
+        new_part = i == 0 or pid[i] != pid[i - 1] or pane[i] != pane[i - 1]
+        j = i
+        pure = True
+        while j < n and pid[j] == pid[i] and pane[j] == pane[i] and t[j] == t[i]:
+            pure = pure and is_e[j]
+            j += 1
+        if pure and (new_part or not prev_pure):
+            last += 1
+        out[i:j] = last if pure else -1
+        prev_pure = pure
+        i = j
+    return out
