@@ -155,11 +155,11 @@ class SharedBursts:
         rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
         self.set_idx = np.flatnonzero(matcher.matched_by_any(sset.queries)[order])
         rows = order[self.set_idx]
+        set_pid = pid[self.set_idx]
         t = ev.time[rows]
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
-        panes, _ = be.segments(pid[self.set_idx], t, pane)
-        burst_id = be.burst_ids(pid[self.set_idx], panes, t,
-                                 ev.type_codes[rows] == ev.code_of(E))
+        panes, _ = be.segments(set_pid, t, pane)
+        burst_id = be.burst_ids(set_pid, panes, t, ev.type_codes[rows] == ev.code_of(E))
         width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
                             for n in names], np.float64)
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
@@ -182,7 +182,7 @@ class SharedBursts:
         # analysed further: they run unshared at no extra cost.
         starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
         length = np.diff(np.r_[starts, be_idx.size]).astype(np.float64)
-        all_pid = pid[self.set_idx][be_idx[starts]]
+        all_pid = set_pid[be_idx[starts]]
         analysed = np.arange(nb)
         if mode == "dynamic":
             worth = choose_shared(mode, length, np.full(nb, len(names) / nf),
@@ -200,7 +200,7 @@ class SharedBursts:
         first[1:] &= burst_id[1:] != burst_id[:-1]
         slots = np.flatnonzero((burst_id < 0) | first)
         self.slot_idx = self.set_idx[slots]
-        self.slot_pid = pid[self.slot_idx]
+        self.slot_pid = set_pid[slots]
         self.slot_rows = rows[slots]
         self.slot_time = t[slots]
         self.slot_burst = burst_id[slots]

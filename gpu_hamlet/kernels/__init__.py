@@ -1,9 +1,9 @@
 """numba.cuda kernels of the GPU backend, one small module per engine step.
 
-rings: the semirings as device functions; segments: segment maps; windows: window composition;
-reduce: sums over equivalence partitions; panes: segmenting; burst_ids: burst detection; scan: device prefix sums;
-bursts: graphlet coefficients; launch: geometry and chunking; device_data: Arrow to device, RMM;
-backend: `GpuBackend`. Importing this package imports numba.cuda (the simulator when
+rings: the semirings as device functions; panes: segmenting; segments: segment maps; windows:
+window composition; reduce: sums over equivalence partitions; burst_ids: burst detection; scan:
+device prefix sums; bursts: graphlet coefficients; launch: geometry and chunking; device_data:
+Arrow to device, RMM; backend: `GpuBackend`. Importing this package imports numba.cuda (the simulator when
 NUMBA_ENABLE_CUDASIM=1).
 """
 

@@ -58,13 +58,13 @@ def device_panes(pid: np.ndarray, t: np.ndarray, width: int | float, first: np.n
                  e0: int, e1: int) -> tuple[np.ndarray, np.ndarray]:
     """Panes of events e0..e1-1 of a concatenated stream and the indices (into the stream) of
     the runs starting among them."""
-    c0 = max(e0 - 1, 0)
-    skip = e0 - c0
     n = e1 - e0
-    seg = cuda.device_array(n, np.int64)
-    start = cuda.device_array(n, np.bool_)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    c0 = max(e0 - 1, 0)
+    skip = e0 - c0
+    seg = cuda.device_array(n, np.int64)
+    start = cuda.device_array(n, np.bool_)
     is_float = t.dtype.kind == "f"
     w = np.float64(width) if is_float else np.int64(width)
     _mark_kernel(is_float)[grid(e1 - c0)](to_device(pid[c0:e1]), to_device(t[c0:e1]), w,

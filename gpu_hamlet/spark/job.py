@@ -196,7 +196,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         log.info("gpu_hamlet: windows across cuts from pane summaries: %.1f s",
                  time.perf_counter() - started)
 
-    # SQL strings: two py4j calls per query, where Column objects take one per column.
+    # SQL strings: two py4j calls per query, where Column objects take a few per column.
     return {name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
         *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)])
         for i, name in enumerate(names)}
