@@ -37,6 +37,7 @@ from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.partitions import Partitioner
 from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
 from gpu_hamlet.pruning import may_complete
+from gpu_hamlet.window_copies import window_copies
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.workload import Workload
 
@@ -273,14 +274,10 @@ class QueryRun:
         """Copy every event into each window holding its pane; windows become the segments."""
         a, n = self.plan.windowing.a, self.plan.windowing.n
         first = -((n - 1 - self.seg) // a)  # ceil((pane - n + 1) / a)
-        last = self.seg // a
-        count = last - first + 1
-        rep = np.repeat(np.arange(self.seg.shape[0]), count)
-        within = np.arange(rep.shape[0]) - np.repeat(np.cumsum(count) - count, count)
-        k = first[rep] + within
-        order = np.lexsort((k, self.pid[rep]))  # stable: time order kept inside each window
-        self._keep(rep[order])
-        self.seg = k[order]
+        total = int((self.seg // a - first + 1).sum())
+        rep, k = window_copies(self.pid, self.seg, a, n, total)
+        self._keep(rep)
+        self.seg = k
         self.full = False
 
     # -- inputs --

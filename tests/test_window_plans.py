@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
 from compare import assert_matches_oracle, events_to_table
 from gpu_hamlet.engine import QueryRun
+from gpu_hamlet.window_copies import window_copies
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
@@ -47,3 +49,20 @@ def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
                              numeric="float", on_overflow="null")
         gpu_hamlet.aggregate(sparse, text, backend="cpu", numeric="float", on_overflow="null")
     assert chosen == [False, True]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), a=st.integers(1, 3), extra=st.integers(0, 5))
+def test_window_copies_list_every_window_of_every_event(data, a, extra):
+    """Against the definition: event e is in window k when its pane lies in [k*a, k*a + n);
+    copies ordered by partition, window, event. Negative panes and gaps of empty windows."""
+    n = a + extra
+    m = data.draw(st.integers(0, 30))
+    pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)),
+                             np.int64))
+    pane = np.asarray(data.draw(st.lists(st.integers(-20, 60), min_size=m, max_size=m)), np.int64)
+    pane = pane[np.lexsort((pane, pid))]
+    want = sorted((int(pid[e]), k, e) for e in range(m)
+                  for k in range(-100, 100) if k * a <= pane[e] < k * a + n)
+    rep, win = window_copies(pid, pane, a, n, len(want))
+    assert [(int(pid[e]), int(k), int(e)) for e, k in zip(rep, win)] == want
