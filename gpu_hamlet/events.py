@@ -166,10 +166,14 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     if type_arr.null_count:
         raise EventDataError(f"type column '{type_col}' has {type_arr.null_count} null value(s)")
 
-    # Keep only rows of types some query uses.
-    used_types = sorted({t for q in workload for t in q.types})
-    keep = pc.is_in(type_arr, value_set=pa.array(used_types, names_type))
-    present = set(pc.unique(type_arr).to_pylist()) if table.num_rows else set()
+    # One dictionary encoding gives the types present, the rows to keep (types some query
+    # uses) and the type codes: lookups per distinct name, not per row.
+    enc = _encoded(type_arr)
+    names = enc.dictionary.to_pylist()
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    present = {n for n, c in zip(names, np.bincount(idx, minlength=len(names))) if c}
+    used_types = {t for q in workload for t in q.types}
+    keep = np.asarray([n in used_types for n in names], bool)[idx]
     if table.num_rows and require_all_types:
         for q in workload:
             for t in q.types:
@@ -179,7 +183,10 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
                         f"'{type_col}' (types present: {', '.join(sorted(present)[:20])})"
                     )
     columns = [time_col, type_col] + list(attrs)
-    sub = table.select(columns).filter(keep).combine_chunks()
+    sub = table.select(columns)
+    if not keep.all():
+        sub = sub.filter(pa.array(keep))
+    sub = sub.combine_chunks()
     time = sub.column(time_col)
     if time.null_count:
         raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
@@ -189,9 +196,7 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
         tnp = time.cast(pa.int64()).to_numpy()
-    enc = _encoded(sub.column(type_col))
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    names = enc.dictionary.to_pylist()
+    codes = idx[keep].astype(np.int32)
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
 
 
