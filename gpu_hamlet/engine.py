@@ -175,10 +175,14 @@ class QueryRun:
         keys = parts.keys(q.partition_attrs, len(q.groupby))
         self.sources = shared
         tpl = self.tpl
-        fast = shared[0].compressed(q, tpl, matcher) if len(shared) == 1 else None
-        if fast is not None:  # every slot of the set's stream; pos is -1 where q matches none
+        w = plan.windowing
+        # The query's events; without `maps` only those that may be in a trend (a slice's maps
+        # must keep events whose partners lie in other slices).
+        fast = shared[0].compressed(q, tpl, matcher, w.within, prune=not maps) \
+            if len(shared) == 1 else None
+        if fast is not None:  # the set stream's slots q matches, already pruned
             qidx, self.rows, self.time, self.pid, self.macro_seg, self.pos = fast
-            self.macro_src = None  # one source: derived from macro_seg once selected
+            self.macro_src = None  # one source: derived from macro_seg
         elif not shared:  # every event in partition order; pos is -1 where q matches none
             qidx = None  # the identity
             self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
@@ -206,19 +210,17 @@ class QueryRun:
                 self.pos[self.macro_src == s_i] = tpl.position[sb.sset.kleene_type]
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
-        self._check_nulls()
-        w = plan.windowing
-        # The query's events; without `maps` only those that may be in a trend (a slice's maps
-        # must keep events whose partners lie in other slices).
-        sel = np.flatnonzero(self.pos >= 0) if maps else \
-            may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
-        qidx = sel if qidx is None else qidx[sel]
-        per_event = ("rows", "pid", "pos", "time")
-        per_event += ("macro_seg",) if self.macro_seg is not None else ()
-        per_event += ("macro_src",) if self.macro_src is not None else ()
-        self._keep(sel, per_event)
+        self._check_nulls(matcher)
+        if fast is None:
+            sel = np.flatnonzero(self.pos >= 0) if maps else \
+                may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+            qidx = sel if qidx is None else qidx[sel]
+            per_event = ("rows", "pid", "pos", "time")
+            per_event += ("macro_seg",) if self.macro_seg is not None else ()
+            per_event += ("macro_src",) if self.macro_src is not None else ()
+            self._keep(sel, per_event)
         if self.macro_seg is None:  # no shared bursts: no macro rows
-            self.macro_seg = np.full(sel.shape[0], -1, np.int64)
+            self.macro_seg = np.full(self.pos.shape[0], -1, np.int64)
         if self.macro_src is None:  # at most one source: rows with a segment are its macro rows
             self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
         self.macro = self.macro_src >= 0
@@ -282,15 +284,19 @@ class QueryRun:
 
     # -- inputs --
 
-    def _check_nulls(self) -> None:
+    def _check_nulls(self, matcher: Matcher) -> None:
+        """An aggregated attribute may not be null on any event the query matches, whether or
+        not the event is in a trend (so the check does not depend on pruning or sharing)."""
         q = self.plan.query
+        pos = None
         for agg in q.aggregates:
             if agg.attr is None:
                 continue
             col = self.ev.table.column(agg.attr)
             if not col.null_count:
                 continue
-            of_type = self.rows[self.pos == self.tpl.position[agg.type]]
+            pos = matcher.positions(q, self.tpl) if pos is None else pos
+            of_type = np.flatnonzero(pos == self.tpl.position[agg.type])
             nulls = col.take(pa.array(of_type)).null_count
             if nulls:
                 raise EventDataError(

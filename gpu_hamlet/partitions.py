@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from gpu_hamlet.events import EventFrame
 
@@ -67,6 +68,13 @@ class Partitioner:
         pid, _ = _combine([(gid, int(gid.max()) + 1 if n else 1), (eid, esize)], n)
         if not attrs:
             order = np.arange(n) if _is_sorted(t) else np.argsort(t, kind="stable")
+        elif n and int(pid.max()) < 4 * n + 1024 and _grouped_in_time_order(pid, t,
+                                                                            int(pid.max()) + 1):
+            # Each partition one run, in time order (a Spark shard sorted by these attributes):
+            # no sort, and the partitions are numbered in the order they come.
+            change = np.ones(n, bool)
+            change[1:] = pid[1:] != pid[:-1]
+            return SortedKeys(np.arange(n), np.cumsum(change) - 1, gid, t)
         elif n and int(pid.max()) < 2**16 and _is_sorted(t):
             # Time order already (a Spark shard, a time-ordered file): a stable sort by partition
             # keeps it, and NumPy sorts 16-bit keys by radix, in linear time.
@@ -81,6 +89,20 @@ class Partitioner:
         else:
             order = np.lexsort((t, pid))
         return SortedKeys(order, pid[order], gid[order], t[order])
+
+
+@njit(cache=True)
+def _grouped_in_time_order(pid: np.ndarray, t: np.ndarray, size: int) -> bool:
+    """Whether every partition's events form a single run, with times non-decreasing in it."""
+    seen = np.zeros(size, np.bool_)
+    for i in range(pid.shape[0]):
+        if i == 0 or pid[i] != pid[i - 1]:
+            if seen[pid[i]]:
+                return False
+            seen[pid[i]] = True
+        elif not t[i] >= t[i - 1]:
+            return False
+    return True
 
 
 def _is_sorted(a: np.ndarray) -> bool:

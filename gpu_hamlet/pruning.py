@@ -8,12 +8,33 @@ partition, or its partition's window) holds a position-0 event at or before it a
 position-(k-1) event at or after it, both less than one window length away. On sparse
 partitions (one driver's events in a 10-minute window) this removes most events, and with them
 most of the per-query work; on dense ones it removes little and costs one compiled pass.
+
+The test works from the start and end events alone (`spans`): it returns the ranges of the
+stream they cover, so a caller that can list a query's start and end events without a pass over
+the stream (a sharable set's per-type index, gpu_hamlet/sharing.py) only reads the covered
+ranges, a few percent of the stream on sparse partitions.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+
+def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple:
+    """The (within, bounded, lowest, highest) arguments of `spans` for `within` (None: any
+    distance), given the largest absolute time of the stream."""
+    if within is None:
+        return dtype.type(0), False, dtype.type(0), dtype.type(0)
+    if dtype.kind == "f":
+        # Float windows are assigned by floor(t / pane), which can disagree with an exact
+        # difference by a few units in the last place of the largest time: widen the bound by
+        # more than that (keeping an extra event is always safe).
+        b = dtype.type(within) + 16 * np.spacing(max(float(time_max), float(within)))
+        return b, True, dtype.type(-np.inf), dtype.type(np.inf)
+    # Integers: t + within and t - within are computed only where they cannot overflow.
+    info = np.iinfo(dtype)
+    return dtype.type(within), True, dtype.type(info.min + within), dtype.type(info.max - within)
 
 
 def may_complete(run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int,
@@ -23,54 +44,100 @@ def may_complete(run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int,
     `within` in time (None: any distance)."""
     if pos.shape[0] == 0:
         return np.zeros(0, np.int64)
-    bound = time.dtype.type(0 if within is None else within)
-    if within is not None and time.dtype.kind == "f":
-        # Float windows are assigned by floor(t / pane), which can disagree with an exact
-        # difference by a few units in the last place of the largest time: widen the bound by
-        # more than that (keeping an extra event is always safe).
-        bound += 16 * np.spacing(max(float(np.max(np.abs(time))), float(within)))
-    return _may_complete(run, time, pos, k, bound, within is not None)
+    tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
+    lo, hi = spans(run, time, np.flatnonzero(pos == 0), np.flatnonzero(pos == k - 1),
+                   *bound(tmax, within, time.dtype))
+    idx = ranges(lo, hi)
+    return idx[pos[idx] >= 0]
 
 
 @njit(cache=True)
-def _may_complete(run, time, pos, k, within, bounded):
-    # Forward: events with a start at or before them (the latest start is the closest); then
-    # backward over those only: an end event without a start before it ends no trend either.
-    # A difference of int64 times spanning more than 2^63 wraps negative and keeps the event.
-    n = pos.shape[0]
-    cand = np.empty(n, np.int64)
-    c = 0
-    have = False
-    t0 = time[0]
-    for i in range(n):
-        if i > 0 and run[i] != run[i - 1]:
-            have = False
-        p = pos[i]
+def spans(run, time, starts, ends, within, bounded, lowest, highest):
+    """Ascending [lo, hi) ranges of the slots with a start (of `starts`, ascending) at or before
+    them and an end (of `ends`, ascending; itself after a start) at or after them, in their run
+    and closer than `within` when `bounded`. Times above `highest` (below `lowest`) reach the
+    end (start) of their run: t + within (t - within) would overflow.
+
+    Forward, each start covers its run's slots up to `within` after it; backward, each covered
+    end covers the forward-covered slots up to `within` before it. Earlier starts reach less far
+    and earlier ends further, so both walks resume where the previous one stopped: the cost is
+    the starts, the ends and the covered slots, read in order."""
+    n = run.shape[0]
+    flo = np.empty(starts.shape[0], np.int64)
+    fhi = np.empty(starts.shape[0], np.int64)
+    nf = 0
+    for a in range(starts.shape[0]):
+        s = starts[a]
+        if nf > 0 and s < fhi[nf - 1]:  # inside the previous start's range: same run
+            j = fhi[nf - 1]
+        else:
+            flo[nf] = s
+            j = s + 1
+            nf += 1
+        r, t = run[s], time[s]
+        if not bounded or t > highest:
+            while j < n and run[j] == r:
+                j += 1
+        else:
+            end = t + within
+            while j < n and run[j] == r and time[j] < end:
+                j += 1
+        fhi[nf - 1] = j
+    # Backward, over forward-covered slots only; pieces come out in descending order.
+    lo = np.empty(ends.shape[0] + nf, np.int64)
+    hi = np.empty(ends.shape[0] + nf, np.int64)
+    m = 0
+    p = nf - 1
+    floor = n  # slots at and above it are decided
+    for b in range(ends.shape[0] - 1, -1, -1):
+        e = ends[b]
+        while p >= 0 and flo[p] > e:
+            p -= 1
         if p < 0:
+            break
+        if e >= fhi[p]:  # no start before it: ends no trend
             continue
-        if p == 0:
-            have = True
-            t0 = time[i]
-        if have and (not bounded or time[i] - t0 < within):
-            cand[c] = i
+        r, t = run[e], time[e]
+        far = not bounded or t < lowest
+        begin = t if far else t - within
+        j = min(e, floor - 1)
+        q = p
+        while q >= 0 and flo[q] > j:
+            q -= 1
+        if q < 0 or j >= fhi[q]:  # resumed in a gap below the previous walk
+            floor = min(floor, e + 1)
+            continue
+        top = j + 1
+        while j >= 0 and run[j] == r and (far or time[j] > begin):
+            if j == flo[q]:  # bottom of this forward range: go on in the one below it
+                lo[m], hi[m] = j, top
+                m += 1
+                q -= 1
+                if q < 0:
+                    j = -1
+                    top = 0
+                    break
+                j = fhi[q] - 1
+                top = j + 1
+                continue
+            j -= 1
+        if top > j + 1:
+            lo[m], hi[m] = j + 1, top
+            m += 1
+        floor = min(floor, j + 1)
+    return lo[:m][::-1].copy(), hi[:m][::-1].copy()
+
+
+@njit(cache=True)
+def ranges(lo, hi):
+    """The concatenated aranges of [lo, hi) ranges."""
+    total = 0
+    for i in range(lo.shape[0]):
+        total += hi[i] - lo[i]
+    out = np.empty(total, np.int64)
+    c = 0
+    for i in range(lo.shape[0]):
+        for j in range(lo[i], hi[i]):
+            out[c] = j
             c += 1
-    keep = np.zeros(c, np.bool_)
-    m = 0
-    have = False
-    for j in range(c - 1, -1, -1):
-        i = cand[j]
-        if j < c - 1 and run[i] != run[cand[j + 1]]:
-            have = False
-        if pos[i] == k - 1:
-            have = True
-            t0 = time[i]
-        if have and (not bounded or t0 - time[i] < within):
-            keep[j] = True
-            m += 1
-    out = np.empty(m, np.int64)
-    m = 0
-    for j in range(c):
-        if keep[j]:
-            out[m] = cand[j]
-            m += 1
     return out

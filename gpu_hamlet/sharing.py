@@ -28,6 +28,7 @@ from gpu_hamlet.events import EventFrame
 from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.plan import QueryPlan, Template
+from gpu_hamlet.pruning import bound, ranges, spans
 from gpu_hamlet.workload import Query, Workload
 
 
@@ -142,7 +143,9 @@ class SharedBursts:
         self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._slots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._slots: dict[int, tuple[np.ndarray, ...]] = {}
+        self._time_max: float | None = None
+        self._typed: dict[tuple, np.ndarray] = {}
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -272,32 +275,74 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
-    def compressed(self, q: Query, tpl: Template, matcher: Matcher
-                   ) -> tuple[np.ndarray, ...] | None:
-        """The query's candidate events straight from the collapsed set stream, when every
-        analysed burst it matches runs shared: per slot (indices into the sorted order, event
-        rows, times, partition ids, macro segment or -1, pattern position or -1 where the query
-        matches nothing). None when some burst must be expanded (then `inject` applies)."""
+    def compressed(self, q: Query, tpl: Template, matcher: Matcher, within: int | float | None,
+                   prune: bool = True) -> tuple[np.ndarray, ...] | None:
+        """The query's events straight from the collapsed set stream, when every analysed burst
+        it matches runs shared: per slot it matches (indices into the sorted order, event rows,
+        times, partition ids, macro segment or -1, pattern position). With `prune`, only the
+        slots that may be in a trend no longer than `within` (gpu_hamlet/pruning.py), found
+        from the query's start and end slots through the per-type index, so the query reads
+        the covered ranges rather than the whole stream. None when some burst must be expanded
+        (then `inject` applies)."""
         g = int(self.group[self.index[q.name]])
         if self.slot_idx is None or self.expand[g]:
             return None
+        code, seg, by_code, code_start = self._group_slots(g)
         ncodes = max(len(self.ev.type_names), 1)
-        if g not in self._slots:  # per filter group: its macro rows, and a code per slot
+        pos_of_code = matcher.position_of_code(tpl, extra=2)
+        pos_of_code[ncodes] = tpl.position[self.sset.kleene_type]
+
+        def matched(idx: np.ndarray) -> np.ndarray:
+            c = code[idx]
+            return matcher.filtered(q, pos_of_code[c], self.slot_rows[idx],
+                                    np.flatnonzero(c < ncodes))
+
+        def at_position(p: int) -> np.ndarray:
+            """The slots q matches at position p; they depend only on p's type and q's filters
+            on it, so queries with the same ones share them."""
+            t = next(t for t, tp in tpl.position.items() if tp == p)
+            key = (g, t, frozenset(q.filters_of(t)))
+            if key not in self._typed:
+                lists = [by_code[code_start[c]:code_start[c + 1]]
+                         for c in np.flatnonzero(pos_of_code == p)]  # each ascending
+                idx = lists[0] if len(lists) == 1 else \
+                    np.sort(np.concatenate([np.zeros(0, np.int64), *lists]), kind="stable")
+                self._typed[key] = idx[matched(idx) == p]
+            return self._typed[key]
+
+        if prune:
+            time = self.slot_time
+            if self._time_max is None:
+                self._time_max = float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0
+            idx = ranges(*spans(self.slot_pid, time, at_position(0), at_position(tpl.k - 1),
+                                *bound(self._time_max, within, time.dtype)))
+        else:
+            idx = np.flatnonzero(pos_of_code[code] >= 0)
+        pos = matched(idx)
+        keep = pos >= 0
+        idx = idx[keep]
+        return (self.slot_idx[idx], self.slot_rows[idx], self.slot_time[idx], self.slot_pid[idx],
+                seg[idx], pos[keep])
+
+    def _group_slots(self, g: int) -> tuple[np.ndarray, ...]:
+        """Per filter group (cached): a code per slot (plain slots their type code, macro slots
+        ncodes, other burst slots, which the group matches nothing of, ncodes + 1), the macro
+        segment per slot or -1, and the slots ordered by code with each code's start."""
+        if g not in self._slots:
+            ncodes = max(len(self.ev.type_names), 1)
             seg_g = self.segidx[g]
             b = self.slot_burst
             seg = np.where(b >= 0, seg_g[np.maximum(b, 0)], -1) if seg_g.size else \
                 np.full(b.shape, -1)
-            # Plain slots carry their type code; macro slots ncodes; other burst slots (bursts
-            # this group matches nothing of) ncodes + 1.
             code = np.where(seg >= 0, ncodes, ncodes + 1).astype(np.int32)
             plain = np.flatnonzero(b < 0)
             code[plain] = self.ev.type_codes[self.slot_rows[plain]]
-            self._slots[g] = (plain, code, seg)
-        plain, code, seg = self._slots[g]
-        pos_of_code = matcher.position_of_code(tpl, extra=2)
-        pos_of_code[ncodes] = tpl.position[self.sset.kleene_type]
-        pos = matcher.filtered(q, pos_of_code[code], self.slot_rows, plain)
-        return self.slot_idx, self.slot_rows, self.slot_time, self.slot_pid, seg, pos
+            # Codes are few: a 16-bit stable argsort is NumPy's linear-time radix sort.
+            by_code = np.argsort(code.astype(np.uint16) if ncodes + 2 < 2**16 else code,
+                                 kind="stable")
+            code_start = np.r_[0, np.cumsum(np.bincount(code, minlength=ncodes + 2))]
+            self._slots[g] = (code, seg, by_code, code_start)
+        return self._slots[g]
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro

@@ -14,6 +14,7 @@ import importlib.util
 import math
 from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.errors import EventDataError, GpuHamletError, NumericOverflowError, WorkloadError
+from gpu_hamlet.events import EventFrame
+from gpu_hamlet.partitions import Partitioner
 from gpu_hamlet.workload import Aggregate, PatternElement, Query, Workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
@@ -107,6 +110,37 @@ def test_input_order_does_not_matter(case, rnd, numeric):
     b = run(events_to_table(shuffled), text, numeric=numeric, sharing="none")
     for name in wl.names:
         assert a[name].equals(b[name]), f"{name}: {a[name].to_pylist()} != {b[name].to_pylist()}"
+
+
+@PROPERTY_SMALL
+@given(cases(), st.sampled_from(NUMERIC_MODES), st.sampled_from(SHARING_MODES))
+def test_input_grouped_by_partition_equals_time_order(case, numeric, sharing):
+    """Events grouped by the first query's partition attributes, each partition in time order
+    (how a Spark task receives them), take the engine's no-sort path: same tables."""
+    text, wl, events = case
+    attrs = wl.queries[0].partition_attrs
+    grouped = sorted(events, key=lambda e: (tuple(str(e.get(a)) for a in attrs), e["time"]))
+    a = run(events_to_table(events), text, numeric=numeric, sharing=sharing)
+    b = run(events_to_table(grouped), text, numeric=numeric, sharing=sharing)
+    for name in wl.names:
+        assert a[name].equals(b[name]), f"{name}: {a[name].to_pylist()} != {b[name].to_pylist()}"
+
+
+def test_grouped_input_is_not_sorted_again():
+    """Partitions in single runs keep their rows' order, numbered as they come; otherwise the
+    rows are sorted by partition (codes in order of first appearance) and time."""
+    def keys(table: pa.Table):
+        n = table.num_rows
+        frame = EventFrame(table, table.column("time").to_numpy(), None, np.zeros(n, np.int32), [])
+        return Partitioner(frame).keys(("g",), 1)
+
+    table = pa.table({"time": [5, 9, 1, 2, 7], "g": ["v", "v", "u", "u", "w"]})
+    k = keys(table)
+    assert k.order.tolist() == [0, 1, 2, 3, 4] and k.pid.tolist() == [0, 0, 1, 1, 2]
+    k = keys(table.take([0, 2, 1, 3, 4]))  # u and v interleaved
+    assert k.order.tolist() == [0, 2, 1, 3, 4] and k.time.tolist() == [5, 9, 1, 2, 7]
+    k = keys(table.take([1, 0, 2, 3, 4]))  # v's run out of time order
+    assert k.order.tolist() == [1, 0, 2, 3, 4]
 
 
 @PROPERTY_SMALL
@@ -449,6 +483,20 @@ def test_null_type_is_an_error():
     table = table.set_column(table.column_names.index("ev_kind"), "ev_kind", pa.array(kinds, pa.string()))
     with pytest.raises(EventDataError, match="ev_kind"):
         run(table, _SIMPLE, type_col="ev_kind")
+
+
+@pytest.mark.parametrize("sharing", SHARING_MODES)
+def test_null_aggregated_attribute_is_an_error(sharing):
+    """Also on an event in no trend (a B before any A): the check does not depend on pruning."""
+    events = [{"time": 0, "type": "B", "x": None}] + burst_events(1, [[1, 2], [3]], t0=1) + \
+        burst_events(1, [[1], [2]], t0=20)
+    for e in events[1:]:
+        e.setdefault("x", 1.0)
+    table = events_to_table(events)
+    text = "q1: RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s;" \
+           "q2: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s"
+    with pytest.raises(EventDataError, match="query q1: .*'x'.* null for 1 matched B"):
+        run(table, text, sharing=sharing)
 
 
 def test_missing_attribute_column_is_an_error():

@@ -36,6 +36,32 @@ def test_every_event_of_a_trend_is_kept(pattern, within, raw, dtype):
     assert not keep[pos < 0].any()  # unmatched events are never kept
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 8),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.integers(-1, 2)), max_size=40),
+       st.sampled_from([np.int64, np.float64]), st.booleans())
+def test_kept_events_are_exactly_those_between_a_start_and_an_end(k, within, raw, dtype, bounded):
+    """The definition, one event at a time: matched, with a start at or before it (in stream
+    order) and an end at or after it that itself has a start at or before it, all in its run and
+    closer than `within` (float bounds are widened by a few ulps: at most `within` apart)."""
+    ev = sorted((r, t, min(p, k - 1)) for r, t, p in raw)
+    run = np.asarray([r for r, _, _ in ev], np.int64)
+    time = np.asarray([t for _, t, _ in ev], dtype)
+    pos = np.asarray([p for _, _, p in ev], np.int64)
+    w = within if bounded else None
+
+    def close(a, b):
+        d = abs(time[b] - time[a])
+        return run[a] == run[b] and (w is None or d < w or (dtype is np.float64 and d == w))
+
+    def started(i):
+        return any(pos[s] == 0 and close(s, i) for s in range(i + 1))
+
+    want = [i for i in range(len(ev)) if pos[i] >= 0 and started(i) and any(
+        pos[e] == k - 1 and started(e) and close(i, e) for e in range(i, len(ev)))]
+    assert may_complete(run, time, pos, k, w).tolist() == want
+
+
 def test_lone_and_distant_events_are_dropped():
     # SEQ(A, B+, C): B without an A before it, B too far from its A, a run without C.
     run = np.asarray([0, 0, 0, 0, 1, 1, 2, 2, 2], np.int64)
@@ -52,3 +78,15 @@ def _mask(idx: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, bool)
     out[idx] = True
     return out
+
+
+def test_times_near_the_int64_limits():
+    """t + within and t - within would overflow there: the distances are still exact."""
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    run = np.zeros(3, np.int64)
+    pos = np.asarray([0, 1, 2], np.int64)
+    for time in ([hi - 4, hi - 2, hi], [lo, lo + 2, lo + 4]):
+        assert may_complete(run, np.asarray(time, np.int64), pos, 3, 10).tolist() == [0, 1, 2]
+        assert may_complete(run, np.asarray(time, np.int64), pos, 3, 4).tolist() == []
+    assert may_complete(run, np.asarray([lo, 0, hi], np.int64), pos, 3, 10).tolist() == []
+    assert may_complete(run, np.asarray([lo, 0, hi], np.int64), pos, 3, None).tolist() == [0, 1, 2]

@@ -14,7 +14,8 @@ from compare import assert_matches_oracle, events_to_table
 from gpu_hamlet.datagen import load_hamlet_stream
 from gpu_hamlet.optimizer import COST_MODELS, CPU_COSTS, EngineCostModel, PaperCostModel, \
     choose_shared
-from gpu_hamlet.sharing import RunStats, analyze
+from gpu_hamlet.pruning import may_complete
+from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from oracle import oracle
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
@@ -193,3 +194,38 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
         for name in results["none"]:
             assert results["static"][name].equals(results["none"][name])
             assert results["dynamic"][name].equals(results["none"][name])
+
+
+
+def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
+    """Runs the workload checking that each query's slots found from its start and end slots
+    through the set's per-type index are exactly those the one-pass test
+    (pruning.may_complete) keeps from all the slots it matches; the queries checked."""
+    real = SharedBursts.compressed
+    checked = []
+
+    def both(self, q, tpl, matcher, within, prune=True):
+        got = real(self, q, tpl, matcher, within, prune)
+        if got is not None and prune:
+            full = real(self, q, tpl, matcher, within, prune=False)
+            sel = may_complete(full[3], full[2], full[5], tpl.k, within)
+            for a, b in zip(got, full):
+                np.testing.assert_array_equal(a, b[sel])
+            checked.append(q.name)
+        return got
+
+    with patch.object(SharedBursts, "compressed", both):
+        gpu_hamlet.aggregate(events, text, sharing=mode, backend="cpu")
+    return checked
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sharing_cases(), st.sampled_from(["static", "dynamic"]))
+def test_set_stream_pruning_equals_the_dense_test(case, mode):
+    text, events = case
+    _pruned_as_dense(events_to_table(events), text, mode)
+
+
+def test_set_stream_pruning_runs_on_the_paper_example():
+    events = load_hamlet_stream(PAPER_STREAM)
+    assert _pruned_as_dense(events, PAPER_QUERIES, "static") == ["q1", "q2"]
