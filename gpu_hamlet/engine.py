@@ -305,7 +305,7 @@ class QueryRun:
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
-        the row's index into them or -1), all sources' segments one after another."""
+        the row's index into them or -1), one entry per macro row."""
         labels = np.where(self.macro, -1, self.pos) if self.sources else self.pos
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.position, p)
         dtype, lanes = layout(ring)
@@ -314,13 +314,13 @@ class QueryRun:
         mseg = np.full(self.pos.shape[0], -1, np.int64)
         offset = 0
         for s_i, sb in enumerate(self.sources):
-            at = self.macro_src == s_i
-            if at.any():
-                mu, K = sb.coefficients(ring, p, channels)
-                mseg[at] = self.macro_seg[at] + offset
+            at = np.flatnonzero(self.macro_src == s_i)
+            if at.size:
+                mu, K = sb.coefficients(ring, p, channels, self.macro_seg[at])
+                mseg[at] = offset + np.arange(at.size)
                 mus.append(mu)
                 ks.append(K)
-                offset += mu.shape[0]
+                offset += at.size
         return W, np.concatenate(mus), np.concatenate(ks), mseg
 
     # -- kernels --

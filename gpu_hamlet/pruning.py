@@ -9,10 +9,11 @@ position-(k-1) event at or after it, both less than one window length away. On s
 partitions (one driver's events in a 10-minute window) this removes most events, and with them
 most of the per-query work; on dense ones it removes little and costs one compiled pass.
 
-The test works from the start and end events alone (`spans`): it returns the ranges of the
-stream they cover, so a caller that can list a query's start and end events without a pass over
-the stream (a sharable set's per-type index, gpu_hamlet/sharing.py) only reads the covered
-ranges, a few percent of the stream on sparse partitions.
+The test works from the start and end events alone: `reach` gives the ranges of the stream the
+starts cover, `spans` the parts of those the ends cover. A caller that can list a query's start
+and end events without a pass over the stream (a sharable set's per-type index,
+gpu_hamlet/sharing.py) reads no other slots, and queries with the same start events and window
+length share one `reach`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from numba import njit
 
 
 def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple:
-    """The (within, bounded, lowest, highest) arguments of `spans` for `within` (None: any
-    distance), given the largest absolute time of the stream."""
+    """The (within, bounded, lowest, highest) arguments of `reach` and `spans` for `within`
+    (None: any distance), given the largest absolute time of the stream."""
     if within is None:
         return dtype.type(0), False, dtype.type(0), dtype.type(0)
     if dtype.kind == "f":
@@ -45,23 +46,20 @@ def may_complete(run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int,
     if pos.shape[0] == 0:
         return np.zeros(0, np.int64)
     tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
-    lo, hi = spans(run, time, np.flatnonzero(pos == 0), np.flatnonzero(pos == k - 1),
-                   *bound(tmax, within, time.dtype))
-    idx = ranges(lo, hi)
+    within, bounded, lowest, highest = bound(tmax, within, time.dtype)
+    flo, fhi = reach(run, time, np.flatnonzero(pos == 0), within, bounded, highest)
+    idx = ranges(*spans(run, time, flo, fhi, np.flatnonzero(pos == k - 1), within, bounded,
+                        lowest))
     return idx[pos[idx] >= 0]
 
 
 @njit(cache=True)
-def spans(run, time, starts, ends, within, bounded, lowest, highest):
-    """Ascending [lo, hi) ranges of the slots with a start (of `starts`, ascending) at or before
-    them and an end (of `ends`, ascending; itself after a start) at or after them, in their run
-    and closer than `within` when `bounded`. Times above `highest` (below `lowest`) reach the
-    end (start) of their run: t + within (t - within) would overflow.
-
-    Forward, each start covers its run's slots up to `within` after it; backward, each covered
-    end covers the forward-covered slots up to `within` before it. Earlier starts reach less far
-    and earlier ends further, so both walks resume where the previous one stopped: the cost is
-    the starts, the ends and the covered slots, read in order."""
+def reach(run, time, starts, within, bounded, highest):
+    """Ascending, disjoint [lo, hi) ranges of the slots with a start (of `starts`, ascending) at
+    or before them in their run, closer than `within` when `bounded`. Times above `highest`
+    reach the end of their run (t + within would overflow). Each start covers its run's slots up
+    to `within` after it; a later start reaches at least as far, so the walk resumes where the
+    previous one stopped and reads each covered slot once, in order."""
     n = run.shape[0]
     flo = np.empty(starts.shape[0], np.int64)
     fhi = np.empty(starts.shape[0], np.int64)
@@ -83,6 +81,21 @@ def spans(run, time, starts, ends, within, bounded, lowest, highest):
             while j < n and run[j] == r and time[j] < end:
                 j += 1
         fhi[nf - 1] = j
+    return flo[:nf].copy(), fhi[:nf].copy()
+
+
+@njit(cache=True)
+def spans(run, time, flo, fhi, ends, within, bounded, lowest):
+    """Ascending [lo, hi) ranges of the slots inside the ranges of `reach` (flo, fhi) with an end
+    (of `ends`, ascending; those outside the ranges end no trend) at or after them in their run,
+    closer than `within` when `bounded`: the slots that may be in a trend. Times below `lowest` reach the
+    start of their run (t - within would overflow).
+
+    Each covered end covers the covered slots up to `within` before it; an earlier end reaches
+    at least as far back, so the walk resumes below where the previous one stopped: the cost is
+    the ends and the slots kept."""
+    n = run.shape[0]
+    nf = flo.shape[0]
     # Backward, over forward-covered slots only; pieces come out in descending order.
     lo = np.empty(ends.shape[0] + nf, np.int64)
     hi = np.empty(ends.shape[0] + nf, np.int64)

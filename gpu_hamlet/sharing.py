@@ -22,13 +22,14 @@ from math import gcd
 
 import numpy as np
 
+from cpu_fallback.rings import layout
 from gpu_hamlet.attributes import Attributes
 from gpu_hamlet.backend import Backend
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.plan import QueryPlan, Template
-from gpu_hamlet.pruning import bound, ranges, spans
+from gpu_hamlet.pruning import bound, ranges, reach, spans
 from gpu_hamlet.workload import Query, Workload
 
 
@@ -146,6 +147,7 @@ class SharedBursts:
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
         self._time_max: float | None = None
         self._typed: dict[tuple, np.ndarray] = {}
+        self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -282,7 +284,8 @@ class SharedBursts:
         times, partition ids, macro segment or -1, pattern position). With `prune`, only the
         slots that may be in a trend no longer than `within` (gpu_hamlet/pruning.py), found
         from the query's start and end slots through the per-type index, so the query reads
-        the covered ranges rather than the whole stream. None when some burst must be expanded
+        the covered ranges rather than the whole stream; queries with the same start slots
+        and window length share the starts' reach. None when some burst must be expanded
         (then `inject` applies)."""
         g = int(self.group[self.index[q.name]])
         if self.slot_idx is None or self.expand[g]:
@@ -297,9 +300,9 @@ class SharedBursts:
             return matcher.filtered(q, pos_of_code[c], self.slot_rows[idx],
                                     np.flatnonzero(c < ncodes))
 
-        def at_position(p: int) -> np.ndarray:
-            """The slots q matches at position p; they depend only on p's type and q's filters
-            on it, so queries with the same ones share them."""
+        def at_position(p: int) -> tuple[tuple, np.ndarray]:
+            """The slots q matches at position p, and a key for them: they depend only on p's
+            type and q's filters on it, so queries with the same ones share them."""
             t = next(t for t, tp in tpl.position.items() if tp == p)
             key = (g, t, frozenset(q.filters_of(t)))
             if key not in self._typed:
@@ -308,14 +311,20 @@ class SharedBursts:
                 idx = lists[0] if len(lists) == 1 else \
                     np.sort(np.concatenate([np.zeros(0, np.int64), *lists]), kind="stable")
                 self._typed[key] = idx[matched(idx) == p]
-            return self._typed[key]
+            return key, self._typed[key]
 
         if prune:
             time = self.slot_time
             if self._time_max is None:
                 self._time_max = float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0
-            idx = ranges(*spans(self.slot_pid, time, at_position(0), at_position(tpl.k - 1),
-                                *bound(self._time_max, within, time.dtype)))
+            within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
+            key, starts = at_position(0)
+            if (key, within) not in self._reach:
+                self._reach[(key, within)] = reach(self.slot_pid, time, starts, within, bounded,
+                                                   highest)
+            flo, fhi = self._reach[(key, within)]
+            idx = ranges(*spans(self.slot_pid, time, flo, fhi, at_position(tpl.k - 1)[1],
+                                within, bounded, lowest))
         else:
             idx = np.flatnonzero(pos_of_code[code] >= 0)
         pos = matched(idx)
@@ -358,17 +367,33 @@ class SharedBursts:
         keep = ~sh | first
         return Injection(keep, first[keep], seg[first])
 
-    def coefficients(self, ring: str, param: int, channels: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """(MU [segments, 1, lanes], K [segments, channels, lanes]) of the shared bursts."""
+    def coefficients(self, ring: str, param: int, channels: tuple, segs: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(MU [len(segs), 1, lanes], K [len(segs), channels, lanes]) of the shared bursts
+        `segs`. Each burst's coefficients are computed once, when a query first needs them:
+        after pruning, queries keep a few of the set's bursts."""
         key = (ring, param, channels)
         if key not in self._coef:
-            labels = self.ev.type_codes[self.coef_rows]
+            dtype, lanes = layout(ring)
+            self._coef[key] = (np.empty((self.nseg, 1, lanes), dtype),
+                               np.empty((self.nseg, len(channels), lanes), dtype),
+                               np.zeros(self.nseg, bool))
+        MU, K, done = self._coef[key]
+        need = np.zeros(self.nseg, bool)
+        need[segs] = True
+        need &= ~done
+        if need.any():
+            ev = np.flatnonzero(need[self.coef_seg])  # coef_seg ascending: new ids ascend too
+            rows = self.coef_rows[ev]
+            labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             # Burst events are all of type E: channels of other types get zero weights.
-            W = self.attrs.weights(ring, channels, self.coef_rows, labels, label_of, param)
-            self._coef[key] = self.be.burst_coefficients(ring, self.coef_seg, self.coef_t, W,
-                                                         self.nseg, param)
-        return self._coef[key]
+            W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
+            local = (np.cumsum(need) - 1)[self.coef_seg[ev]]
+            MU[need], K[need] = self.be.burst_coefficients(
+                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, int(need.sum()), param)
+            done |= need
+        return MU[segs], K[segs]
 
 
 def _representatives(hashes: np.ndarray) -> np.ndarray:
