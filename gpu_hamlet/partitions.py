@@ -66,43 +66,46 @@ class Partitioner:
         gid, _ = _combine(codes[:n_group], n)
         eid, esize = _combine(codes[n_group:], n)
         pid, _ = _combine([(gid, int(gid.max()) + 1 if n else 1), (eid, esize)], n)
+        size = int(pid.max()) + 1 if n else 0
+        order = None
         if not attrs:
             order = np.arange(n) if _is_sorted(t) else np.argsort(t, kind="stable")
-        elif n and int(pid.max()) < 4 * n + 1024 and _grouped_in_time_order(pid, t,
-                                                                            int(pid.max()) + 1):
-            # Each partition one run, in time order (a Spark shard sorted by these attributes):
-            # no sort, and the partitions are numbered in the order they come.
-            change = np.ones(n, bool)
-            change[1:] = pid[1:] != pid[:-1]
-            return SortedKeys(np.arange(n), np.cumsum(change) - 1, gid, t)
-        elif n and int(pid.max()) < 2**16 and _is_sorted(t):
-            # Time order already (a Spark shard, a time-ordered file): a stable sort by partition
-            # keeps it, and NumPy sorts 16-bit keys by radix, in linear time.
-            order = np.argsort(pid.astype(np.uint16), kind="stable")
-        elif t.dtype.kind == "i" and n:
+        elif n and size <= 4 * n + 1024:
+            # Times often come in order within each partition already (a Spark shard sorted by
+            # label and time, a time-ordered file): then a stable counting sort by partition is
+            # the whole sort, in linear time.
+            order = _counting_order(pid, t, size)
+        if order is None and t.dtype.kind == "i" and n:
             span = int(t.max()) - int(t.min()) + 1
-            if (int(pid.max()) + 1) * span < 2**62:
+            if size * span < 2**62:
                 key = pid * span + (t - t.min())
                 order = np.arange(n) if _is_sorted(key) else np.argsort(key, kind="stable")
-            else:
-                order = np.lexsort((t, pid))
-        else:
+        if order is None:
             order = np.lexsort((t, pid))
         return SortedKeys(order, pid[order], gid[order], t[order])
 
 
 @njit(cache=True)
-def _grouped_in_time_order(pid: np.ndarray, t: np.ndarray, size: int) -> bool:
-    """Whether every partition's events form a single run, with times non-decreasing in it."""
-    seen = np.zeros(size, np.bool_)
-    for i in range(pid.shape[0]):
-        if i == 0 or pid[i] != pid[i - 1]:
-            if seen[pid[i]]:
-                return False
-            seen[pid[i]] = True
-        elif not t[i] >= t[i - 1]:
-            return False
-    return True
+def _counting_order(pid: np.ndarray, t: np.ndarray, size: int) -> np.ndarray | None:
+    """Rows by partition (pid < size), keeping their order within a partition, when that order
+    has non-decreasing times; None when it does not."""
+    n = pid.shape[0]
+    count = np.zeros(size + 1, np.int64)
+    last = np.empty(size, t.dtype)
+    for i in range(n):
+        p = pid[i]
+        if count[p + 1] and not t[i] >= last[p]:
+            return None
+        last[p] = t[i]
+        count[p + 1] += 1
+    for p in range(size):
+        count[p + 1] += count[p]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        p = pid[i]
+        order[count[p]] = i
+        count[p] += 1
+    return order
 
 
 def _is_sorted(a: np.ndarray) -> bool:

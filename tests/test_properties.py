@@ -115,8 +115,8 @@ def test_input_order_does_not_matter(case, rnd, numeric):
 @PROPERTY_SMALL
 @given(cases(), st.sampled_from(NUMERIC_MODES), st.sampled_from(SHARING_MODES))
 def test_input_grouped_by_partition_equals_time_order(case, numeric, sharing):
-    """Events grouped by the first query's partition attributes, each partition in time order
-    (how a Spark task receives them), take the engine's no-sort path: same tables."""
+    """Events grouped by the first query's partition attributes, each partition in time order,
+    give the same tables as time order (both take the engine's counting sort)."""
     text, wl, events = case
     attrs = wl.queries[0].partition_attrs
     grouped = sorted(events, key=lambda e: (tuple(str(e.get(a)) for a in attrs), e["time"]))
@@ -126,9 +126,9 @@ def test_input_grouped_by_partition_equals_time_order(case, numeric, sharing):
         assert a[name].equals(b[name]), f"{name}: {a[name].to_pylist()} != {b[name].to_pylist()}"
 
 
-def test_grouped_input_is_not_sorted_again():
-    """Partitions in single runs keep their rows' order, numbered as they come; otherwise the
-    rows are sorted by partition (codes in order of first appearance) and time."""
+def test_partition_order_when_times_come_in_order():
+    """Rows go by partition (codes in order of first appearance), keeping their order within a
+    partition when its times come in order, else sorted by time."""
     def keys(table: pa.Table):
         n = table.num_rows
         frame = EventFrame(table, table.column("time").to_numpy(), None, np.zeros(n, np.int32), [])
@@ -139,8 +139,8 @@ def test_grouped_input_is_not_sorted_again():
     assert k.order.tolist() == [0, 1, 2, 3, 4] and k.pid.tolist() == [0, 0, 1, 1, 2]
     k = keys(table.take([0, 2, 1, 3, 4]))  # u and v interleaved
     assert k.order.tolist() == [0, 2, 1, 3, 4] and k.time.tolist() == [5, 9, 1, 2, 7]
-    k = keys(table.take([1, 0, 2, 3, 4]))  # v's run out of time order
-    assert k.order.tolist() == [1, 0, 2, 3, 4]
+    k = keys(table.take([1, 0, 2, 3, 4]))  # v's times out of order
+    assert k.order.tolist() == [1, 0, 2, 3, 4] and k.pid.tolist() == [0, 0, 1, 1, 2]
 
 
 @PROPERTY_SMALL

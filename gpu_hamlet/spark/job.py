@@ -10,9 +10,9 @@
    into time slices, as many as their share of tasks, whatever the window lengths. Groups and
    slices are packed onto tasks by size.
 4. Each group, or slice, gets a shard label that Spark's hash partitioning sends to its planned
-   task (gpu_hamlet/spark/placement.py): `repartition` and `sortWithinPartitions` on the label,
-   the other partition attributes and time, `mapInArrow` running the engine (the plan the
-   RAPIDS Accelerator runs on the GPU) into one wide intermediate table, checkpointed once. A slice answers the windows inside it and
+   task (gpu_hamlet/spark/placement.py): `repartition` and `sortWithinPartitions` on the label
+   and time, `mapInArrow` running the engine (the plan the RAPIDS Accelerator runs on the GPU)
+   into one wide intermediate table, checkpointed once. A slice answers the windows inside it and
    adds pane summaries of its boundary segments (gpu_hamlet/summaries.py).
 5. A second, small stage: the summaries grouped by query and group (`applyInArrow`) are composed
    into the windows that cross the cuts, so every window is counted once, by one task. Each
@@ -27,7 +27,6 @@ import logging
 import math
 import re
 import time
-from collections import Counter
 from typing import Any
 
 from gpu_hamlet.engine import aggregate
@@ -173,11 +172,9 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     names = tuple(q.name for q in wl)
     job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts,
                    type_names)
-    # Sorted by the partition attributes most queries use too, each partition arrives as one
-    # run in time order and the engine skips its own sort (gpu_hamlet/partitions.py).
-    common = Counter(q.partition_attrs for q in wl).most_common(1)[0][0]
-    order = [SHARD_COL, *[a for a in common if a not in keys], time_col]
-    wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(*order)
+    # Time order within each shard is all the engine's sort needs (gpu_hamlet/partitions.py):
+    # sorting by the other partition attributes as well costs Spark more than it saves there.
+    wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(SHARD_COL, time_col)
             .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
     try:
         wide = wide.localCheckpoint(eager=True)
