@@ -143,7 +143,7 @@ class SharedBursts:
                  matcher: Matcher, mode: str, model: EngineCostModel) -> None:
         self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
         self.stats = SharingStats(sset.kleene_type, sset.names)
-        self._coef: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
         self._time_max: float | None = None
         self._typed: dict[tuple, np.ndarray] = {}
