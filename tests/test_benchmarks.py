@@ -148,3 +148,17 @@ def test_gpu_backend_without_a_device_is_refused_clearly(tmp_path):
     assert proc.returncode == 2
     assert "CUDA device" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_task_benchmark_runs_and_profiles():
+    """`benchmarks/bench_task.py` on a small stream: one task's districts, a time, a profile."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_task.py"), "--events",
+                          "20000", "--queries", "6", "--repeat", "1", "--profile", "3"],
+                         cwd=ROOT, env=env, check=True, timeout=600, capture_output=True,
+                         text=True).stdout
+    first = out.splitlines()[0]
+    assert "districts, 6 queries: best" in first and "M events/s" in first
+    assert int(first.split(" events")[0].replace(",", "")) > 0
+    assert "Ordered by: internal time" in out
