@@ -37,7 +37,7 @@ class CpuBackend:
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
         return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, weights,
-                                          np.int64(nseg))
+                                          np.int64(nseg), np.int64(kernels.PIECE_GROUPS))
 
 
 __all__ = ["CpuBackend"]

@@ -312,8 +312,16 @@ def reduce_sorted(tag, vals, starts):
     return out
 
 
+#: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
+#: per timestamp group (see `burst_coefficients`); the GPU backend computes the maps of all
+#: pieces of all bursts in parallel, then folds each burst's pieces in order, so a long burst is
+#: not one thread's sequential work. This backend folds the same pieces the same way, so the two
+#: agree bit for bit.
+PIECE_GROUPS = 64
+
+
 @njit(cache=True)
-def burst_coefficients(tag, seg_id, t, W, nseg):
+def burst_coefficients(tag, seg_id, t, W, nseg, piece_groups):
     """Graphlet coefficients of bursts: for each burst (events sorted, `seg_id` ascending), the
     count multiplier MU and per-channel weights K of its macro event.
 
@@ -321,36 +329,63 @@ def burst_coefficients(tag, seg_id, t, W, nseg):
     g_0 = 1, g_{j+1} = g_j (1 + m_j); MU = sum m_j g_j; K_0 = 0, K_{j+1} = K_j (1 + m_j) + A_j g_j.
     Then a burst with snapshot y = c (start + predecessor sums) and channel snapshot z adds MU*y
     to the count and MU*z + K*y to each channel: every event's count is y times a prefix product
-    (HAMLET's graphlet propagation), computed once however many queries share it."""
+    (HAMLET's graphlet propagation), computed once however many queries share it.
+
+    Each step maps (g, MU, K) linearly, so consecutive groups compose into one map (g, MU, K)
+    from (1, 0, 0): a piece of `piece_groups` groups is computed alone (`_piece`), and a piece
+    (g2, MU2, K2) after the pieces before it (g1, MU1, K1) gives (g1 g2, MU1 + g1 MU2,
+    g2 K1 + g1 K2)."""
     n = seg_id.shape[0]
     nch = W.shape[0]
     lanes = W.shape[2]
     MU = np.empty((nseg, 1, lanes), W.dtype)
     K = np.empty((nseg, nch, lanes), W.dtype)
     A = np.empty((nch, 1, lanes), W.dtype)
+    Kp = np.empty((1, nch, lanes), W.dtype)
     i = 0
     while i < n:
         b = seg_id[i]
-        g = r_one(tag)
-        mu = r_zero(tag)
-        for ch in range(nch):
-            r_store(tag, K, b, ch, r_zero(tag))
-        while i < n and seg_id[i] == b:
-            j = i
-            m = r_zero(tag)
+        j, g, mu = _piece(tag, seg_id, t, W, i, piece_groups, K, b, A)
+        while j < n and seg_id[j] == b:  # fold the burst's further pieces in
+            j, g2, mu2 = _piece(tag, seg_id, t, W, j, piece_groups, Kp, 0, A)
+            mu = r_add(tag, mu, r_mul(tag, g, mu2))
             for ch in range(nch):
-                r_store(tag, A, ch, 0, r_zero(tag))
-            while j < n and seg_id[j] == b and t[j] == t[i]:
-                m = r_add(tag, m, r_one(tag))
-                for ch in range(nch):
-                    r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), r_load(tag, W, ch, j)))
-                j += 1
-            one_m = r_add(tag, r_one(tag), m)
-            for ch in range(nch):
-                kk = r_mul(tag, r_load(tag, K, b, ch), one_m)
-                r_store(tag, K, b, ch, r_add(tag, kk, r_mul(tag, r_load(tag, A, ch, 0), g)))
-            mu = r_add(tag, mu, r_mul(tag, m, g))
-            g = r_mul(tag, g, one_m)
-            i = j
+                r_store(tag, K, b, ch, r_add(tag, r_mul(tag, g2, r_load(tag, K, b, ch)),
+                                             r_mul(tag, g, r_load(tag, Kp, 0, ch))))
+            g = r_mul(tag, g, g2)
         r_store(tag, MU, b, 0, mu)
+        i = j
     return MU, K
+
+
+@njit(cache=True)
+def _piece(tag, seg_id, t, W, i, piece_groups, K, row, A):
+    """The map (g, MU, K[row]) of the timestamp groups of burst seg_id[i] from event i on, at most
+    `piece_groups` of them; returns (the event after them, g, MU)."""
+    n = seg_id.shape[0]
+    nch = W.shape[0]
+    b = seg_id[i]
+    g = r_one(tag)
+    mu = r_zero(tag)
+    for ch in range(nch):
+        r_store(tag, K, row, ch, r_zero(tag))
+    groups = 0
+    while i < n and seg_id[i] == b and groups < piece_groups:
+        j = i
+        m = r_zero(tag)
+        for ch in range(nch):
+            r_store(tag, A, ch, 0, r_zero(tag))
+        while j < n and seg_id[j] == b and t[j] == t[i]:
+            m = r_add(tag, m, r_one(tag))
+            for ch in range(nch):
+                r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), r_load(tag, W, ch, j)))
+            j += 1
+        one_m = r_add(tag, r_one(tag), m)
+        for ch in range(nch):
+            kk = r_mul(tag, r_load(tag, K, row, ch), one_m)
+            r_store(tag, K, row, ch, r_add(tag, kk, r_mul(tag, r_load(tag, A, ch, 0), g)))
+        mu = r_add(tag, mu, r_mul(tag, m, g))
+        g = r_mul(tag, g, one_m)
+        groups += 1
+        i = j
+    return i, g, mu

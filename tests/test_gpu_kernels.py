@@ -19,6 +19,8 @@ from numba import cuda
 
 import gpu_hamlet
 from cpu_fallback import CpuBackend
+from cpu_fallback import kernels as cpu_kernels
+from gpu_hamlet.kernels import backend as gpu_backend_module
 from gpu_hamlet.backend import RecordingBackend
 from gpu_hamlet.kernels import GpuBackend
 from gpu_hamlet.kernels.scan import inclusive_scan
@@ -250,3 +252,18 @@ def test_segments_equal_the_cpu_backend(calls, budget):
     got = GpuBackend(max_device_bytes=budget).segments_many(calls)
     for i, (c, g) in enumerate(zip(calls, got)):
         same(g, CPU.segments(*c), f"segments of call {i}")
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
+    """Bursts cut into pieces of 1 to 3 timestamp groups: the device's pieces and folds equal the
+    CPU's bit for bit, and in the exact ring the pieces change nothing."""
+    calls = [c for c in record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
+             if c[0] == "burst_coefficients"]
+    whole = [run(CPU, *c) for c in calls]
+    monkeypatch.setattr(cpu_kernels, "PIECE_GROUPS", groups)
+    monkeypatch.setattr(gpu_backend_module, "PIECE_GROUPS", groups)
+    replay(calls)
+    for (step, args), ref in zip(calls, whole):
+        if args[0] == "modp":
+            same(run(CPU, step, args), ref, "modp coefficients in pieces")

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from cpu_fallback.kernels import PIECE_GROUPS
 from cpu_fallback.rings import layout
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
-from gpu_hamlet.kernels.bursts import burst_kernel
+from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel, pieces
 from gpu_hamlet.kernels.device_data import use_rmm_pool
 from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks, to_device
 from gpu_hamlet.kernels.panes import device_panes
@@ -325,17 +326,26 @@ class GpuBackend:
         nch = weights.shape[0]
         MU = np.empty((nseg, 1, lanes), dtype)
         K = np.empty((nseg, nch, lanes), dtype)
-        bounds = np.searchsorted(seg_id, np.arange(nseg + 1)).astype(np.int64)
-        kernel = burst_kernel(ring)
+        ev_bounds, bounds = pieces(seg_id, time, PIECE_GROUPS, nseg)
         item = np.dtype(dtype).itemsize * lanes
+        per_piece = item * (3 * nch + 2) + 8
         per_event = item * nch + 8
-        for b0, b1 in chunks(item * (2 * nch + 1) + per_event * np.diff(bounds), self.budget):
-            e0, e1 = bounds[b0], bounds[b1]
+        cost = item * (nch + 1) + 8 + per_piece * np.diff(bounds) + \
+            per_event * np.diff(ev_bounds[bounds])
+        for b0, b1 in chunks(cost, self.budget):
+            p0, p1 = bounds[b0], bounds[b1]
+            e0, e1 = ev_bounds[p0], ev_bounds[p1]
+            g = cuda.device_array((p1 - p0, 1, lanes), dtype)
+            pmu = cuda.device_array((p1 - p0, 1, lanes), dtype)
+            pk = cuda.device_array((p1 - p0, nch, lanes), dtype)
+            work = cuda.device_array((p1 - p0, nch, 1, lanes), dtype)
+            piece_kernel(ring)[grid(p1 - p0)](
+                to_device(ev_bounds[p0:p1 + 1] - e0), to_device(time[e0:e1]),
+                to_device(weights[:, e0:e1]), g, pmu, pk, work, np.int64(param))
             dmu = cuda.device_array((b1 - b0, 1, lanes), dtype)
             dk = cuda.device_array((b1 - b0, nch, lanes), dtype)
-            work = cuda.device_array((b1 - b0, nch, 1, lanes), dtype)
-            kernel[grid(b1 - b0)](to_device(bounds[b0:b1 + 1] - e0), to_device(time[e0:e1]),
-                                  to_device(weights[:, e0:e1]), dmu, dk, work, np.int64(param))
+            fold_kernel(ring)[grid(b1 - b0)](to_device(bounds[b0:b1 + 1] - p0), g, pmu, pk,
+                                              dmu, dk, np.int64(param))
             dmu.copy_to_host(MU[b0:b1])
             dk.copy_to_host(K[b0:b1])
         return MU, K
