@@ -38,3 +38,33 @@ def test_runs_in_the_simulator_on_a_tiny_input(tmp_path):
     assert [(r["queries"], r["numeric"]) for r in rows] == [
         (1, "float"), (1, "exact"), (3, "float"), (3, "exact")]
     assert all(r["calls"] >= r["queries"] and r["gpu_kernel_s"] > 0 for r in rows)
+    assert all(r["cpu_all_cores_s"] > 0 and r["speedup_vs_all_cores"] > 0 for r in rows)
+    assert f" {os.cpu_count()} cores " in proc.stdout
+
+
+def test_all_cores_pieces_compute_what_the_whole_call_does():
+    """The CPU's all-cores measurement cuts each call between its runs: the pieces' results,
+    concatenated, are the whole call's."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_gpu
+        from bench_engine import TYPES, kleene_queries
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from cpu_fallback import CpuBackend
+    from gpu_hamlet.datagen import kleene_stream
+
+    events = kleene_stream(3000, seed=7, types=TYPES, mean_burst=20.0, n_groups=8,
+                           duplicate_time_fraction=0.1)
+    cpu = CpuBackend()
+    for numeric in ("float", "exact"):
+        for args in bench_gpu.record_segment_calls(events, kleene_queries(2), numeric):
+            whole = cpu.segment_maps(*[a.copy() if isinstance(a, np.ndarray) else a
+                                       for a in args])
+            pieces = bench_gpu._split(args, 3)
+            assert len(pieces) == 3
+            parts = [cpu.segment_maps(*p) for p in pieces]
+            for i in range(3):
+                assert np.array_equal(np.concatenate([p[i] for p in parts]), whole[i])
