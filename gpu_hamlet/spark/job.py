@@ -157,9 +157,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     # The engine's first step, before the shuffle: events of types no pattern uses are in no
     # trend (gpu_hamlet/events.py drops them too).
     used = events.filter(F.col(type_col).isin(*type_names))
-    # Types travel as codes into `type_names` (ints shuffle and convert to Arrow cheaply).
-    code = F.array_position(F.array(*[F.lit(t) for t in type_names]), F.col(type_col)) - 1
-    used = used.withColumn(type_col, code.cast("int"))
+    used = used.withColumn(type_col, type_codes(F.col(type_col), type_names))
     typed = used.join(pdf, on=on, how="inner") if keys else used.crossJoin(pdf)
     # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax]; only
     # evaluated for the rows of cut groups.
@@ -202,6 +200,15 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     return {name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
         *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)])
         for i, name in enumerate(names)}
+
+
+def type_codes(col: Any, type_names: tuple[str, ...]) -> Any:
+    """The type column as int codes into `type_names` (-1 for others), the form the engine
+    tasks receive: ints shuffle and convert to Arrow more cheaply than strings."""
+    from pyspark.sql import functions as F
+
+    code = F.array_position(F.array(*[F.lit(t) for t in type_names]), col) - 1
+    return code.cast("int")
 
 
 def _quote(name: str) -> str:
@@ -266,4 +273,4 @@ def assign_tasks(groups: list, keys: list[str], total: int, tasks: int,
     return plan
 
 
-__all__ = ["assign_tasks", "trend_aggregate"]
+__all__ = ["assign_tasks", "trend_aggregate", "type_codes"]
