@@ -8,17 +8,19 @@ from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from cpu_fallback.rings import make_tag
+from gpu_hamlet.weights import as_array
 
 
 class CpuBackend:
-    """Runs every engine step with numba on the host."""
+    """Runs every engine step with numba on the host (weights described by columns and rows,
+    gpu_hamlet/weights.py, are built here on the host)."""
 
     name = "cpu"
 
     def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
                      param=0):
         return kernels.segment_maps(
-            make_tag(ring, param), pid, seg, time, pos, weights, mu, k, mseg, template.pred_ptr,
+            make_tag(ring, param), pid, seg, time, pos, as_array(weights), mu, k, mseg, template.pred_ptr,
             template.pred_idx, template.is_start, template.is_end, template.k, full,
             template.carry, snap)
 
@@ -36,7 +38,7 @@ class CpuBackend:
         return burst_ids(pid, pane, time, is_e)
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
-        return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, weights,
+        return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, as_array(weights),
                                           np.int64(nseg), np.int64(kernels.PIECE_GROUPS))
 
 

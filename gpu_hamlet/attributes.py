@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cpu_fallback.rings import NO_RANK
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.plan import Channel
+from gpu_hamlet.weights import EventWeights, Kind, Source
 
 
 class Attributes:
@@ -25,6 +25,9 @@ class Attributes:
         self._floats: dict[str, np.ndarray] = {}
         self._residues: dict[tuple[str, int], np.ndarray] = {}
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
+        # Device copies of the converted columns (Source.key -> device array), kept for the
+        # call by the GPU backend (gpu_hamlet/kernels/weights.py).
+        self.device: dict[tuple, object] = {}
 
     def column(self, attr: str) -> pa.Array:
         return self.ev.table.column(attr).combine_chunks()
@@ -63,36 +66,26 @@ class Attributes:
         return self._keys[attr]
 
     def weights(self, ring: str, channels: tuple[Channel, ...], rows: np.ndarray,
-                labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> np.ndarray:
-        """Per-channel event weights [channels, rows, lanes] in `ring`, zero except on the events
-        of the channel's type (`labels` of the rows equal to `label_of[type]`).
+                labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> EventWeights:
+        """Per-channel event weights [channels, rows, lanes] in `ring`, described for a backend
+        to build (gpu_hamlet/weights.py): zero except on the events of the channel's type
+        (`labels` of the rows equal to `label_of[type]`).
 
         COUNT(E): 1 on E events; SUM: the value; abs: |value|; MIN/MAX: the (bit-inverted for MAX)
         order key. Channel 0 (the trend count) has no weight."""
-        n = rows.shape[0]
-        if ring == "xfloat":
-            W = np.zeros((len(channels), n, 2), np.float64)
-        elif ring == "modp":
-            W = np.zeros((len(channels), n, 1), np.int64)
-        else:
-            W = np.zeros((len(channels), n, 2), np.int64)
-            W[:, :, 1] = NO_RANK
-        for c, ch in enumerate(channels):
-            if ch.kind == "count":
-                continue
-            at = np.flatnonzero(labels == label_of[ch.type])  # only these rows weigh anything
-            if ring == "xfloat":
-                v = np.ones(at.size) if ch.kind == "count_e" else self.floats(ch.attr)[rows[at]]
-                if ch.kind == "abs":
-                    v = np.abs(v)
-                W[c, at, 0], W[c, at, 1] = np.frexp(v)
-            elif ring == "modp":
-                W[c, at, 0] = 1 if ch.kind == "count_e" else self.residues(ch.attr, p)[rows[at]]
-            else:
-                keys = self.order_keys(ch.attr)[0][rows[at]]
-                W[c, at, 0] = 1
-                W[c, at, 1] = ~keys if ch.kind == "max" else keys
-        return W
+        form = {"xfloat": "float", "modp": "residue"}.get(ring, "key")
+        kinds, on, sources = [], [], []
+        for ch in channels:
+            kinds.append(_KINDS[ch.kind])
+            on.append(label_of[ch.type] if ch.kind != "count" else -1)
+            sources.append(Source(self, form, ch.attr, p if form == "residue" else 0)
+                           if ch.attr is not None and ch.kind != "count_e" else None)
+        return EventWeights(ring, tuple(kinds), tuple(on), tuple(sources),
+                            np.asarray(rows, np.int64), np.asarray(labels, np.int64))
+
+
+_KINDS = {"count": Kind.NONE, "count_e": Kind.ONE, "sum": Kind.VALUE, "abs": Kind.ABS,
+          "min": Kind.KEY, "max": Kind.INV_KEY}
 
 
 def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:

@@ -19,18 +19,23 @@ from typing import Any, Generator, Protocol
 import numpy as np
 
 from gpu_hamlet.errors import GpuHamletError
+from gpu_hamlet.weights import EventWeights
 
 log = logging.getLogger("gpu_hamlet")
 
 
 class Backend(Protocol):
-    """What a backend provides. Arrays are NumPy; `param` is the ring's parameter (the modulus of 'modp')."""
+    """What a backend provides. Arrays are NumPy; `param` is the ring's parameter (the modulus of
+    'modp'). Event weights come as an array [channels, events, lanes] or as EventWeights, a
+    description by columns and rows (gpu_hamlet/weights.py) that each backend builds where it
+    keeps the columns."""
 
     name: str
 
     def segment_maps(
         self, ring: str, pid: np.ndarray, seg: np.ndarray, time: np.ndarray, pos: np.ndarray,
-        weights: np.ndarray, mu: np.ndarray, k: np.ndarray, mseg: np.ndarray, template,
+        weights: np.ndarray | EventWeights, mu: np.ndarray, k: np.ndarray, mseg: np.ndarray,
+        template,
         full: bool, snap: np.ndarray, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
@@ -55,8 +60,8 @@ class Backend(Protocol):
         ...
 
     def burst_coefficients(
-        self, ring: str, seg_id: np.ndarray, time: np.ndarray, weights: np.ndarray, nseg: int,
-        param: int = 0,
+        self, ring: str, seg_id: np.ndarray, time: np.ndarray,
+        weights: np.ndarray | EventWeights, nseg: int, param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Graphlet coefficients (MU [segments, 1, lanes], K [segments, channels, lanes]) of
         bursts given as events sorted by segment id."""
@@ -157,7 +162,8 @@ def _gpu() -> Backend:
 
 class RecordingBackend:
     """A backend that runs another and keeps a copy of every call's arguments, so that the exact
-    kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks)."""
+    kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks);
+    described weights are kept built."""
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
@@ -170,7 +176,13 @@ class RecordingBackend:
         run = getattr(self.inner, step)
 
         def record(*args):
-            self.calls.append((step, tuple(a.copy() if isinstance(a, np.ndarray) else a
-                                           for a in args)))
+            self.calls.append((step, tuple(_recorded(a) for a in args)))
             return run(*args)
         return record
+
+
+def _recorded(arg: Any) -> Any:
+    """A call argument as kept for replay: arrays copied, described weights built."""
+    if isinstance(arg, EventWeights):
+        return arg.host()
+    return arg.copy() if isinstance(arg, np.ndarray) else arg

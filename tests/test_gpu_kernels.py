@@ -12,6 +12,7 @@ the engine picked.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,12 @@ from cpu_fallback import kernels as cpu_kernels
 from gpu_hamlet.kernels import backend as gpu_backend_module
 from gpu_hamlet.backend import RecordingBackend
 from gpu_hamlet.kernels import GpuBackend
+from gpu_hamlet.attributes import Attributes
+from gpu_hamlet.events import prepare_events
 from gpu_hamlet.kernels.scan import inclusive_scan
+from gpu_hamlet.kernels.weights import device_weights
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.plan import Channel
 
 try:
     from compare import events_to_table
@@ -267,3 +273,63 @@ def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
     for (step, args), ref in zip(calls, whole):
         if args[0] == "modp":
             same(run(CPU, step, args), ref, "modp coefficients in pieces")
+
+
+WEIGHT_CHANNELS = {  # per ring, the channel kinds it weighs with
+    "xfloat": ("count", "count_e", "sum", "abs"), "modp": ("count", "count_e", "sum"),
+    "minreach": ("count", "min", "max")}
+
+
+@settings(KERNEL_PROPERTY, max_examples=100)
+@given(data=st.data(), ring=st.sampled_from(sorted(WEIGHT_CHANNELS)))
+def test_device_weights_equal_the_host_weights(data, ring):
+    """Weights built on the device from the columns there (several calls side by side, each a
+    slice of its events, with its own channels) equal EventWeights.host() bit for bit."""
+    n = data.draw(st.integers(1, 40))
+    values = st.floats(-1e6, 1e6) | st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, -1.5])
+    table = pa.table({
+        "type": pa.array(["A", "B"] * n)[:n], "time": pa.array(np.arange(n)),
+        "x": pa.array(data.draw(st.lists(values, min_size=n, max_size=n)), pa.float64()),
+        "y": pa.array(data.draw(st.lists(st.integers(-2**62, 2**62), min_size=n, max_size=n)),
+                      pa.int64()),
+        "z": pa.array(data.draw(st.lists(st.integers(-2**31, 2**31 - 1), min_size=n,
+                                         max_size=n)), pa.int32())})
+    wl = parse_workload("q: RETURN SUM(B.x), SUM(B.y), SUM(B.z) PATTERN SEQ(A, B+) WITHIN 1 h")
+    attrs = Attributes(prepare_events(table, wl, "time", "type", False))
+    attr_names = ("x", "y", "z") if ring != "modp" else ("y", "z")  # residues of integers
+    channel = st.builds(lambda kind, t, a: Channel(kind, t, a if kind != "count_e" else None),
+                        st.sampled_from(WEIGHT_CHANNELS[ring]), st.sampled_from(["A", "B"]),
+                        st.sampled_from(attr_names))
+    nch = data.draw(st.integers(1, 4))
+    parts = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        chs = tuple(Channel("count") if c.kind == "count" else c for c in
+                    data.draw(st.lists(channel, min_size=nch, max_size=nch)))
+        m = data.draw(st.integers(0, 12))
+        rows = np.asarray(data.draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)),
+                          np.int64)
+        labels = np.asarray(data.draw(st.lists(st.sampled_from([0, 1, 1, -1]), min_size=m,
+                                               max_size=m)), np.int64)
+        w = attrs.weights(ring, chs, rows, labels, {"A": 0, "B": 1}, 1_000_000_007)
+        a = data.draw(st.integers(0, m))
+        parts.append((w, a, data.draw(st.integers(a, m))))
+    host = np.concatenate([w.host()[:, a:b] for w, a, b in parts], axis=1)
+    same(device_weights(parts).copy_to_host(), host, f"{ring} weights")
+
+
+def test_engine_builds_weights_on_the_device_in_one_launch_per_column(monkeypatch):
+    """The engine hands the GPU backend described weights: several queries' calls are built in
+    one device_weights call (not one per query), in chunks of one run too, and every result
+    equals the CPU backend's."""
+    seen = []
+    build = gpu_backend_module.device_weights
+    monkeypatch.setattr(gpu_backend_module, "device_weights",
+                        lambda parts: seen.append(len(parts)) or build(parts))
+    table = events_to_table(shared_events())
+    text = SHARED_TEXT + "; " + SHARED_TEXT.replace("SEQ(A, B+)", "SEQ(C, B+)")
+    for numeric in ("exact", "float"):
+        cpu = gpu_hamlet.aggregate(table, text, backend="cpu", numeric=numeric, sharing="none")
+        for be in (GpuBackend(), GpuBackend(max_device_bytes=1)):
+            out = gpu_hamlet.aggregate(table, text, backend=be, numeric=numeric, sharing="none")
+            assert all(out[q].equals(cpu[q]) for q in cpu)
+    assert max(seen) >= 2, "every device_weights call held one query"

@@ -1,11 +1,14 @@
 """The GPU backend: the Backend steps (gpu_hamlet/backend.py) as numba.cuda kernels.
 
-Host NumPy in and out, as the interface says. Each call launches its kernel over all its runs,
-windows or bursts at once (never one launch per burst, window or segment), in chunks sized to
-`max_device_bytes` so device memory stays bounded whatever the input. The `*_many` steps take the
-calls of all queries of a round (gpu_hamlet/backend.py `drive`) and launch once per shape (ring,
-map size, windowing, modulus) and chunk, not once per query. Results are bit-identical
-to the CPU backend in every ring: same recursions, same operation order, same scalar arithmetic.
+Host NumPy in and out, as the interface says, except the weights that come described by the
+event table's columns and rows (gpu_hamlet/weights.py): those columns are read where they are on
+the device and the weights are built there (gpu_hamlet/kernels/weights.py). Each call launches
+its kernel over all its runs, windows or bursts at once (never one launch per burst, window or
+segment), in chunks sized to `max_device_bytes` so device memory stays bounded whatever the input
+(besides the event columns held for the call, 8 bytes per event each). The `*_many` steps take
+the calls of all queries of a round (gpu_hamlet/backend.py `drive`) and launch once per shape
+(ring, map size, windowing, modulus) and chunk, not once per query. Results are bit-identical to
+the CPU backend in every ring: same recursions, same operation order, same scalar arithmetic.
 numeric='bigint' runs here too: it is the 'modp' ring with more primes.
 """
 
@@ -27,7 +30,9 @@ from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks
 from gpu_hamlet.kernels.panes import device_panes
 from gpu_hamlet.kernels.reduce import reduce_kernel
 from gpu_hamlet.kernels.segments import segment_kernel
+from gpu_hamlet.kernels.weights import device_weights
 from gpu_hamlet.kernels.windows import compose_kernel, plan_kernel
+from gpu_hamlet.weights import EventWeights, as_array
 
 #: Device bytes one launch may use, unless GPU_HAMLET_DEVICE_BYTES or the constructor says.
 DEFAULT_DEVICE_BYTES = 1 << 30
@@ -96,7 +101,12 @@ class SegmentRuns:
         cat = np.concatenate
         self.time = cat([c[3] for c in calls])
         self.pos = cat([c[4] for c in calls])
-        self.weights = cat([c[5] for c in calls], axis=1)
+        ws = [c[5] for c in calls]
+        # Described weights are built on the device per chunk (gpu_hamlet/kernels/weights.py);
+        # only arrays given built are concatenated here.
+        self.described = all(isinstance(w, EventWeights) for w in ws)
+        self.weights = ws if self.described else cat([as_array(w) for w in ws], axis=1)
+        nch = ws[0].shape[0]
         self.mu, self.kc = cat([c[6] for c in calls]), cat([c[7] for c in calls])
         self.mseg = cat(mseg)
         self.snap = cat([c[11] for c in calls])
@@ -109,7 +119,8 @@ class SegmentRuns:
         self.carry = _stack([t.carry[:self.ncols - 1] for t in tpls], self.ncols - 1)
         item = np.dtype(self.dtype).itemsize * self.lanes
         per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
-        per_event = item * (self.weights.shape[0] + 1) + 3 * 8
+        # weights and snapshot, time, pos, mseg; rows and labels of described weights
+        per_event = item * (nch + 1) + 3 * 8 + (16 if self.described else 0)
         self.cost = per_run + per_event * np.diff(self.bounds)
 
     def maps_shape(self, runs: int) -> tuple[int, ...]:
@@ -121,9 +132,17 @@ class SegmentRuns:
         maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
         work = cuda.device_array((r1 - r0, 2, self.D, self.ncols, self.lanes), self.dtype)
         dsnap = to_device(self.snap[e0:e1])
+        if self.described:  # the calls' events e0..e1-1, each call's part of them
+            c0 = np.searchsorted(self.call_events, e0, side="right") - 1
+            c1 = np.searchsorted(self.call_events, e1, side="left")
+            W = device_weights([(self.weights[j], max(e0, self.call_events[j]) -
+                                 self.call_events[j], min(e1, self.call_events[j + 1]) -
+                                 self.call_events[j]) for j in range(c0, c1)])
+        else:
+            W = to_device(self.weights[:, e0:e1])
         args = (to_device(self.bounds[r0:r1 + 1] - e0), to_device(self.qid[r0:r1]),
                 to_device(self.time[e0:e1]), to_device(self.pos[e0:e1]),
-                to_device(self.weights[:, e0:e1]), to_device(self.mu), to_device(self.kc),
+                W, to_device(self.mu), to_device(self.kc),
                 to_device(self.mseg[e0:e1]), to_device(self.pred_ptr), to_device(self.pred_idx),
                 to_device(self.is_start), to_device(self.is_end), np.int64(self.k), self.full,
                 to_device(self.carry), dsnap, maps, work, np.int64(self.param))
@@ -324,6 +343,7 @@ class GpuBackend:
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
         dtype, lanes = layout(ring)
         nch = weights.shape[0]
+        described = isinstance(weights, EventWeights)
         MU = np.empty((nseg, 1, lanes), dtype)
         K = np.empty((nseg, nch, lanes), dtype)
         ev_bounds, bounds = pieces(seg_id, time, PIECE_GROUPS, nseg)
@@ -341,6 +361,7 @@ class GpuBackend:
             work = cuda.device_array((p1 - p0, nch, 1, lanes), dtype)
             piece_kernel(ring)[grid(p1 - p0)](
                 to_device(ev_bounds[p0:p1 + 1] - e0), to_device(time[e0:e1]),
+                device_weights([(weights, e0, e1)]) if described else
                 to_device(weights[:, e0:e1]), g, pmu, pk, work, np.int64(param))
             dmu = cuda.device_array((b1 - b0, 1, lanes), dtype)
             dk = cuda.device_array((b1 - b0, nch, lanes), dtype)

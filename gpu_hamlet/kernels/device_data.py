@@ -33,16 +33,28 @@ def use_rmm_pool() -> bool:
     return True
 
 
+@functools.cache
+def cudf_available() -> bool:
+    """Whether cuDF can be imported (never under the simulator: cuDF needs a real device)."""
+    if simulator_enabled():
+        return False
+    try:
+        import cudf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def arrow_to_device(table: pa.Table, columns: Sequence[str]) -> dict[str, object]:
     """Device arrays (anything with `__cuda_array_interface__`) of numeric, null-free columns.
 
     With cuDF installed the table goes through `cudf.DataFrame.from_arrow` and the columns are
     read in place, without a copy back to the host; otherwise each column is copied from the host
     once. Timestamps become their int64 ticks."""
-    try:
-        import cudf
-    except ImportError:
+    if not cudf_available():
         return {c: cuda.to_device(_ticks(table.column(c).to_numpy())) for c in columns}
+    import cudf
+
     frame = cudf.DataFrame.from_arrow(table.select(list(columns)))
     out = {}
     for c in columns:

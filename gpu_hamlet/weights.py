@@ -1,0 +1,102 @@
+"""Event weights, described by the event table's columns and a query's rows rather than built.
+
+The kernels weigh each event per channel (cpu_fallback/kernels.py): 1 for COUNT(E), the value
+for SUM, |value| for the exact mode's bounds, the order key for MIN and MAX, in the ring's number
+form. A query reads a few columns at its own event rows, so the weights are handed to a backend
+as `EventWeights`: per channel, what to take (`Kind`) from which column (`Source`), and per event,
+its row and label. The CPU backend builds the array on the host (`host()`); the GPU backend builds
+it on the device from the columns it holds there once per call (through cuDF when installed), so
+per query only rows and labels travel, not the weights (gpu_hamlet/kernels/weights.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpu_fallback.rings import NO_RANK, layout
+
+if TYPE_CHECKING:
+    from gpu_hamlet.attributes import Attributes
+
+
+class Kind(IntEnum):
+    """What a channel takes from its source, on the events of its label."""
+
+    NONE = 0  # the trend count: no weight
+    ONE = 1  # COUNT(E)
+    VALUE = 2  # SUM: the value (float, or residue)
+    ABS = 3  # |value|
+    KEY = 4  # MIN: the order key
+    INV_KEY = 5  # MAX: the bit-inverted order key
+
+
+@dataclass(frozen=True)
+class Source:
+    """One column of the event table in one number form: 'float' (float64 values), 'residue'
+    (values mod `p`) or 'key' (int64 order keys), over all event rows."""
+
+    attrs: "Attributes"
+    form: str
+    attr: str
+    p: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.form, self.attr, self.p
+
+    def host(self) -> np.ndarray:
+        """The values over all event rows, converted once per column (Attributes caches)."""
+        if self.form == "float":
+            return self.attrs.floats(self.attr)
+        if self.form == "residue":
+            return self.attrs.residues(self.attr, self.p)
+        return self.attrs.order_keys(self.attr)[0]
+
+
+@dataclass(frozen=True)
+class EventWeights:
+    """Weights [channels, events, lanes] in `ring`, as a description: channel c weighs the
+    events whose label is `on[c]`, with `kinds[c]` of `sources[c]` at the event's row; every
+    other entry is the ring's zero weight (MIN/MAX: no rank)."""
+
+    ring: str
+    kinds: tuple[Kind, ...]
+    on: tuple[int, ...]  # the label each channel weighs
+    sources: tuple[Source | None, ...]
+    rows: np.ndarray  # int64 event rows
+    labels: np.ndarray  # int64 label per event
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return len(self.kinds), self.rows.shape[0], layout(self.ring)[1]
+
+    def host(self) -> np.ndarray:
+        """The weights as a host array."""
+        dtype, lanes = layout(self.ring)
+        W = np.zeros(self.shape, dtype)
+        if self.ring == "minreach":
+            W[:, :, 1] = NO_RANK
+        for c, kind in enumerate(self.kinds):
+            if kind == Kind.NONE:
+                continue
+            at = np.flatnonzero(self.labels == self.on[c])  # only these rows weigh anything
+            src = self.sources[c]
+            v = src.host()[self.rows[at]] if src is not None else None
+            if self.ring == "xfloat":
+                v = np.ones(at.size) if kind == Kind.ONE else v
+                W[c, at, 0], W[c, at, 1] = np.frexp(np.abs(v) if kind == Kind.ABS else v)
+            elif self.ring == "modp":
+                W[c, at, 0] = 1 if kind == Kind.ONE else v
+            else:
+                W[c, at, 0] = 1
+                W[c, at, 1] = ~v if kind == Kind.INV_KEY else v
+        return W
+
+
+def as_array(weights: EventWeights | np.ndarray) -> np.ndarray:
+    """Weights as a host array, whether given built or described."""
+    return weights.host() if isinstance(weights, EventWeights) else weights
