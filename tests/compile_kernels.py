@@ -1,0 +1,102 @@
+"""Compile every GPU kernel to PTX for a real device, on a machine without a GPU or driver.
+
+    NUMBA_ENABLE_CUDASIM= python tests/compile_kernels.py [--cc 9.0] [tests ...]
+
+The simulator runs kernels as Python, so it cannot tell whether numba-cuda compiles them for a
+device (a type numba-cuda does not support, a Python feature kernels lack). This script runs the
+GPU tests under the simulator with tests/kernel_launches.py recording every launch's argument
+types (default: tests/test_gpu_kernels.py and tests/test_gpu_backend.py), then rebuilds each
+kernel in this process, without the simulator, and compiles it for those types with
+`cuda.compile_ptx` for compute capability --cc (9.0: the H100 and H200). Needs numba-cuda with
+NVVM, as the `gpu` extra installs it (`numba-cuda[cu12]`, with the numba that cuDF allows);
+no driver is needed. Prints one line per failure and a count; exits 1 if any kernel failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_backend.py"]
+
+
+def record(tests: list[str], out: str) -> None:
+    """Run `tests` under the simulator, writing their kernel launches to `out`."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", KERNEL_LAUNCHES=out,
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT),
+                                           os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "kernel_launches",
+                    "-p", "no:cacheprovider", *tests], cwd=ROOT, env=env, check=True)
+
+
+def numba_type(name: str):
+    """A numba type from its printed name ('int64', 'bool', 'array(float64, 3d, C)')."""
+    from numba import types as nt
+
+    if name.startswith("array("):
+        dtype, ndim, layout = (p.strip() for p in name[len("array("):-1].split(","))
+        return nt.Array(numba_type(dtype), int(ndim[:-1]), layout)
+    return nt.boolean if name == "bool" else getattr(nt, name)
+
+
+def rebuild(made_by: list[str], name: str):
+    """The kernel `name` as its module or factory makes it, outside the simulator."""
+    module, factory, args = made_by
+    mod = importlib.import_module(module)
+    if factory == "<module>":
+        return getattr(mod, name)
+    made = getattr(mod, factory)(*ast.literal_eval(args))
+    return next(k for k in (made if isinstance(made, tuple) else (made,))
+                if _python_function(k).__name__ == name)
+
+
+def _python_function(kernel):
+    """The Python function of a kernel (numba-cuda's dispatcher, or the simulator's kernel)."""
+    return getattr(kernel, "py_func", None) or kernel.fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--cc", default="9.0", help="compute capability to compile for")
+    ap.add_argument("tests", nargs="*", default=DEFAULT_TESTS)
+    args = ap.parse_args(argv)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        ap.error("compiling needs numba-cuda itself: unset NUMBA_ENABLE_CUDASIM")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "launches.json")
+        record(args.tests, out)
+        with open(out) as fh:
+            launches = json.load(fh)
+    import numba.cuda.dispatcher
+    from numba import cuda
+
+    cc = tuple(int(x) for x in args.cc.split("."))
+    # Device functions are compiled for the current device's capability; there is none here.
+    numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
+    sys.path.insert(0, str(ROOT))
+    failed = 0
+    for made_by, name, arg_types in launches:
+        kernel = rebuild(made_by, name)
+        try:
+            cuda.compile_ptx(_python_function(kernel), tuple(numba_type(t) for t in arg_types), cc=cc)
+        except Exception as exc:  # report every failing kernel, not only the first
+            failed += 1
+            print(f"FAILED {made_by[0]}.{made_by[1]}{made_by[2]} {name}{tuple(arg_types)}: "
+                  f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    kernels = {(tuple(m), n) for m, n, _ in launches}
+    print(f"{len(launches) - failed} of {len(launches)} launch signatures of {len(kernels)} "
+          f"kernels compiled to PTX for compute capability {args.cc}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
