@@ -62,11 +62,15 @@ def nvidia_smi() -> str:
 def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:
     from cpu_fallback import CpuBackend
     from gpu_hamlet.backend import RecordingBackend
+    from gpu_hamlet.weights import as_array
 
     rec = RecordingBackend(CpuBackend())
     gpu_hamlet.aggregate(events, text, backend=rec, sharing="none", numeric=numeric,
                          on_overflow="null")
-    return [args for step, args in rec.calls if step == "segment_maps"]
+    # Weights built on the host: the GPU timing covers the segment kernel with its inputs on the
+    # device, and the CPU pieces slice them (_split).
+    return [args[:5] + (as_array(args[5]),) + args[6:]
+            for step, args in rec.calls if step == "segment_maps"]
 
 
 def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:

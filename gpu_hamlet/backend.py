@@ -162,8 +162,8 @@ def _gpu() -> Backend:
 
 class RecordingBackend:
     """A backend that runs another and keeps a copy of every call's arguments, so that the exact
-    kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks);
-    described weights are kept built."""
+    kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks).
+    Described weights are kept as they are: they hold no array the engine changes later."""
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
@@ -176,13 +176,8 @@ class RecordingBackend:
         run = getattr(self.inner, step)
 
         def record(*args):
-            self.calls.append((step, tuple(_recorded(a) for a in args)))
+            self.calls.append((step, tuple(a.copy() if isinstance(a, np.ndarray) else a
+                                           for a in args)))
             return run(*args)
         return record
 
-
-def _recorded(arg: Any) -> Any:
-    """A call argument as kept for replay: arrays copied, described weights built."""
-    if isinstance(arg, EventWeights):
-        return arg.host()
-    return arg.copy() if isinstance(arg, np.ndarray) else arg
