@@ -1,13 +1,14 @@
 """Compile every GPU kernel to PTX for a real device, on a machine without a GPU or driver.
 
-    NUMBA_ENABLE_CUDASIM= python tests/compile_kernels.py [--cc 9.0] [tests ...]
+    NUMBA_ENABLE_CUDASIM= python tests/compile_kernels.py [--cc 9.0 [8.0 ...]] [tests ...]
 
 The simulator runs kernels as Python, so it cannot tell whether numba-cuda compiles them for a
 device (a type numba-cuda does not support, a Python feature kernels lack). This script runs the
 GPU tests under the simulator with tests/kernel_launches.py recording every launch's argument
 types (default: tests/test_gpu_kernels.py and tests/test_gpu_backend.py), then rebuilds each
 kernel in this process, without the simulator, and compiles it for those types with
-`cuda.compile_ptx` for compute capability --cc (9.0: the H100 and H200). Needs numba-cuda with
+`cuda.compile_ptx` for each compute capability of --cc (default 9.0, the H100 and H200; the
+RAPIDS Accelerator runs on 7.0 and newer). Needs numba-cuda with
 NVVM, as the `gpu` extra installs it (`numba-cuda[cu12]`, with the numba that cuDF allows);
 no driver is needed. Prints one line per failure and a count; exits 1 if any kernel failed.
 """
@@ -66,7 +67,7 @@ def _python_function(kernel):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--cc", default="9.0", help="compute capability to compile for")
+    ap.add_argument("--cc", nargs="+", default=["9.0"], help="compute capabilities to compile for")
     ap.add_argument("tests", nargs="*", default=DEFAULT_TESTS)
     args = ap.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
@@ -79,22 +80,28 @@ def main(argv: list[str] | None = None) -> int:
     import numba.cuda.dispatcher
     from numba import cuda
 
-    cc = tuple(int(x) for x in args.cc.split("."))
-    # Device functions are compiled for the current device's capability; there is none here.
-    numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
     sys.path.insert(0, str(ROOT))
-    failed = 0
-    for made_by, name, arg_types in launches:
-        kernel = rebuild(made_by, name)
-        try:
-            cuda.compile_ptx(_python_function(kernel), tuple(numba_type(t) for t in arg_types), cc=cc)
-        except Exception as exc:  # report every failing kernel, not only the first
-            failed += 1
-            print(f"FAILED {made_by[0]}.{made_by[1]}{made_by[2]} {name}{tuple(arg_types)}: "
-                  f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
     kernels = {(tuple(m), n) for m, n, _ in launches}
-    print(f"{len(launches) - failed} of {len(launches)} launch signatures of {len(kernels)} "
-          f"kernels compiled to PTX for compute capability {args.cc}")
+    failed = 0
+    for version in args.cc:
+        cc = tuple(int(x) for x in version.split("."))
+        # Device functions are compiled for the current device's capability; there is none here.
+        numba.cuda.dispatcher.get_current_device = \
+            lambda cc=cc: types.SimpleNamespace(compute_capability=cc)
+        bad = 0
+        for made_by, name, arg_types in launches:
+            kernel = rebuild(made_by, name)
+            try:
+                cuda.compile_ptx(_python_function(kernel),
+                                 tuple(numba_type(t) for t in arg_types), cc=cc)
+            except Exception as exc:  # report every failing kernel, not only the first
+                bad += 1
+                print(f"FAILED for {version}: {made_by[0]}.{made_by[1]}{made_by[2]} "
+                      f"{name}{tuple(arg_types)}: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0]}")
+        print(f"{len(launches) - bad} of {len(launches)} launch signatures of {len(kernels)} "
+              f"kernels compiled to PTX for compute capability {version}")
+        failed += bad
     return 1 if failed else 0
 
 

@@ -1,7 +1,7 @@
 """The recording half of tests/compile_kernels.py, which CI can run: every launch of the GPU tests
 is recorded with what rebuilds its kernel and types numba can read. (Compiling the records to PTX
 needs numba-cuda with NVVM, which CI does not install; its output on the development machine is
-benchmarks/results/compile_kernels_sm90.txt.)"""
+benchmarks/results/compile_kernels_ptx.txt.)"""
 
 from __future__ import annotations
 
