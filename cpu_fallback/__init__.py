@@ -20,9 +20,9 @@ class CpuBackend:
     def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
                      param=0):
         return kernels.segment_maps(
-            make_tag(ring, param), pid, seg, time, pos, as_array(weights), mu, k, mseg, template.pred_ptr,
-            template.pred_idx, template.is_start, template.is_end, template.k, full,
-            template.carry, snap)
+            make_tag(ring, param), pid, seg, time, pos, as_array(weights), mu, k, mseg,
+            template.pred_ptr, template.pred_idx, template.is_start, template.is_end, template.k,
+            full, template.carry, snap)
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return kernels.compose_windows(make_tag(ring, param), maps, run_pid, run_seg, np.int64(a),
