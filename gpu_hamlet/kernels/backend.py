@@ -349,7 +349,7 @@ class GpuBackend:
         ev_bounds, bounds = pieces(seg_id, time, PIECE_GROUPS, nseg)
         item = np.dtype(dtype).itemsize * lanes
         per_piece = item * (3 * nch + 2) + 8
-        per_event = item * nch + 8
+        per_event = item * nch + 8 + (16 if described else 0)  # + rows and labels
         cost = item * (nch + 1) + 8 + per_piece * np.diff(bounds) + \
             per_event * np.diff(ev_bounds[bounds])
         for b0, b1 in chunks(cost, self.budget):
