@@ -31,7 +31,7 @@ from gpu_hamlet.datagen import ridesharing
 from gpu_hamlet.parser import parse_workload
 
 OPTIONS = dict(backend="cpu", sharing="dynamic", numeric="float", on_overflow="null",
-               require_all_types=False)
+               part=True)
 
 
 def task_share(n_events: int, n_queries: int, tasks: int) -> list[pa.Table]:

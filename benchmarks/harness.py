@@ -97,16 +97,16 @@ class Engine:
     numeric: str = "float"
 
     def run(self, events: pa.Table, workload: str, sharing: str, stats: RunStats | None = None,
-            require_all_types: bool = True) -> dict[str, pa.Table]:
+            part: bool = False) -> dict[str, pa.Table]:
         # Overflowing floats become nulls: benchmarks time the computation, not the error path.
         return gpu_hamlet.aggregate(events, workload, backend=self.backend, sharing=sharing,
                                     numeric=self.numeric, on_overflow="null", stats=stats,
-                                    require_all_types=require_all_types)
+                                    part=part)
 
     def warm_up(self, events: pa.Table, workload: str, modes: Sequence[str] = MODES) -> None:
         """Load (or compile) the kernels this workload needs before anything is timed."""
         for mode in modes:
-            self.run(events.slice(0, 2000), workload, mode, require_all_types=False)
+            self.run(events.slice(0, 2000), workload, mode, part=True)
 
     def compare(self, events: pa.Table, workload: str, repeat: int,
                 modes: Sequence[str] = MODES) -> dict[str, dict[str, Any]]:

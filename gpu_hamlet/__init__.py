@@ -5,7 +5,9 @@ workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
 """
 
 from gpu_hamlet.engine import aggregate
-from gpu_hamlet.errors import EventDataError, GpuHamletError, NumericOverflowError, WorkloadError
+from gpu_hamlet.errors import (
+    AbsentTypeWarning, EventDataError, GpuHamletError, NumericOverflowError, WorkloadError,
+)
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.sharing import RunStats
 from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
@@ -13,6 +15,7 @@ from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Worklo
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbsentTypeWarning",
     "Aggregate",
     "EventDataError",
     "Filter",

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cpu_fallback.rings import NO_RANK
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.plan import Channel
 from gpu_hamlet.weights import EventWeights, Kind, Source
@@ -25,6 +26,7 @@ class Attributes:
         self._floats: dict[str, np.ndarray] = {}
         self._residues: dict[tuple[str, int], np.ndarray] = {}
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
+        self._valid: dict[str, np.ndarray | None] = {}
         # Device copies of the converted columns (Source.key -> device array), kept for the
         # call by the GPU backend (gpu_hamlet/kernels/weights.py).
         self.device: dict[tuple, object] = {}
@@ -32,32 +34,46 @@ class Attributes:
     def column(self, attr: str) -> pa.Array:
         return self.ev.table.column(attr).combine_chunks()
 
+    def valid(self, attr: str) -> np.ndarray | None:
+        """Where the column holds a value (None when it has no nulls): SUM, AVG, MIN and MAX
+        skip nulls, COUNT(*) and COUNT(E) count their events (README: Nulls and absent types)."""
+        if attr not in self._valid:
+            col = self.column(attr)
+            self._valid[attr] = None if not col.null_count else \
+                col.is_valid().to_numpy(zero_copy_only=False)
+        return self._valid[attr]
+
     def floats(self, attr: str) -> np.ndarray:
-        """float64 values (unscaled for decimals)."""
+        """float64 values (unscaled for decimals), 0 for nulls."""
         if attr not in self._floats:
             col = self.column(attr)
             if pa.types.is_decimal(col.type):
-                lo, hi = _decimal_limbs(col)
-                v = hi.astype(np.float64) * 2.0**64 + lo.astype(np.float64)
+                v = _limbs_to_float(_decimal_limbs(col))
             else:
-                v = col.to_numpy(zero_copy_only=False).astype(np.float64)
+                v = _filled(col).to_numpy(zero_copy_only=False).astype(np.float64)
             self._floats[attr] = v
         return self._floats[attr]
 
     def residues(self, attr: str, p: int) -> np.ndarray:
-        """Values modulo p (unscaled for decimals), for exact sums."""
+        """Values modulo p (unscaled for decimals), 0 for nulls, for exact sums."""
         key = (attr, p)
         if key not in self._residues:
             col = self.column(attr)
             if pa.types.is_decimal(col.type):
-                lo, hi = _decimal_limbs(col)
-                r = ((hi % p) * (2**64 % p) + (lo % np.uint64(p)).astype(np.int64)) % p
+                r = _limbs_mod(_decimal_limbs(col), p)
             elif pa.types.is_uint64(col.type):
-                r = (col.to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
+                r = (_filled(col).to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
             else:
-                r = np.mod(col.to_numpy(zero_copy_only=False).astype(np.int64), p)
+                r = np.mod(_filled(col).to_numpy(zero_copy_only=False).astype(np.int64), p)
             self._residues[key] = r
         return self._residues[key]
+
+    def validity(self, form: str, attr: str) -> np.ndarray:
+        """1 where the column holds a value, 0 for nulls, in a ring's form ('float' or 'residue'):
+        the weight of the channel counting non-null occurrences (AVG's divisor)."""
+        valid = self.valid(attr)
+        ones = np.ones(self.ev.n, bool) if valid is None else valid
+        return ones.astype(np.float64 if form == "float" else np.int64)
 
     def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
         """int64 keys ordered like the column's values, and the way back (see `order_keys`)."""
@@ -65,55 +81,87 @@ class Attributes:
             self._keys[attr] = order_keys(self.column(attr))
         return self._keys[attr]
 
+    def keys_are_values(self, attr: str) -> bool:
+        """Whether the order keys are the column's own int64 values (so a backend may read the
+        column itself)."""
+        return _identity_keys(self.column(attr))
+
     def weights(self, ring: str, channels: tuple[Channel, ...], rows: np.ndarray,
                 labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> EventWeights:
         """Per-channel event weights [channels, rows, lanes] in `ring`, described for a backend
         to build (gpu_hamlet/weights.py): zero except on the events of the channel's type
         (`labels` of the rows equal to `label_of[type]`).
 
-        COUNT(E): 1 on E events; SUM: the value; abs: |value|; MIN/MAX: the (bit-inverted for MAX)
-        order key. Channel 0 (the trend count) has no weight."""
+        COUNT(E): 1 on E events; SUM: the value (0 for null); abs: |value|; count_valid: 1 where
+        the value is not null; MIN/MAX: the (bit-inverted for MAX) order key, no weight for null.
+        Channel 0 (the trend count) has no weight."""
         form = {"xfloat": "float", "modp": "residue"}.get(ring, "key")
         kinds, on, sources = [], [], []
         for ch in channels:
             kinds.append(_KINDS[ch.kind])
             on.append(label_of[ch.type] if ch.kind != "count" else -1)
-            sources.append(Source(self, form, ch.attr, p if form == "residue" else 0)
+            sources.append(Source(self, form, ch.attr, p if form == "residue" else 0,
+                                  valid=ch.kind == "count_valid")
                            if ch.attr is not None and ch.kind != "count_e" else None)
         return EventWeights(ring, tuple(kinds), tuple(on), tuple(sources),
                             np.asarray(rows, np.int64), np.asarray(labels, np.int64))
 
 
 _KINDS = {"count": Kind.NONE, "count_e": Kind.ONE, "sum": Kind.VALUE, "abs": Kind.ABS,
-          "min": Kind.KEY, "max": Kind.INV_KEY}
+          "count_valid": Kind.VALUE, "min": Kind.KEY, "max": Kind.INV_KEY}
 
 
 def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
-    """int64 keys ordered like the values, and the way back from keys to values.
+    """int64 keys ordered like the values, NO_RANK for nulls, and the way back from keys to values.
 
-    Integers and timestamps are their own keys and floats their order-preserving bit patterns
-    (no sort needed); other types (strings, decimals) use dense ranks."""
+    Integers and timestamps are their own keys and floats their order-preserving bit patterns (no
+    sort needed; every NaN is one NaN, above all numbers, as in Spark); other types (strings,
+    decimals), and integer columns with nulls or a value equal to NO_RANK, use dense ranks. So
+    NO_RANK never stands for a value: the MINREACH ring reads it as 'no value'."""
     t = col.type
-    if (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t) \
-            or pa.types.is_boolean(t):
+    if _identity_keys(col):
         keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
         def back(k: np.ndarray) -> pa.Array:
             return pa.array(k, pa.int64()).cast(t)
-    elif pa.types.is_floating(t):
-        keys = _float_keys(col.to_numpy(zero_copy_only=False).astype(np.float64))
+        return keys, back
+    if pa.types.is_floating(t):
+        v = _filled(col).to_numpy(zero_copy_only=False).astype(np.float64)
+        keys = _float_keys(np.where(np.isnan(v), np.nan, v))
+        if col.null_count:
+            keys[~col.is_valid().to_numpy(zero_copy_only=False)] = NO_RANK
 
         def back(k: np.ndarray) -> pa.Array:
             return pa.array(_float_keys(k).view(np.float64)).cast(t)
-    else:
-        uniq = pc.unique(col.drop_null())
-        uniq = uniq.take(pc.array_sort_indices(uniq))
-        keys = pc.index_in(col, value_set=uniq).fill_null(0).to_numpy(
-            zero_copy_only=False).astype(np.int64)
+        return keys, back
+    uniq = pc.unique(col.drop_null())
+    uniq = uniq.take(pc.array_sort_indices(uniq))
+    keys = pc.index_in(col, value_set=uniq).cast(pa.int64()).fill_null(NO_RANK).to_numpy(
+        zero_copy_only=False)
 
-        def back(k: np.ndarray) -> pa.Array:
-            return uniq.take(pa.array(k))
+    def back(k: np.ndarray) -> pa.Array:
+        return uniq.take(pa.array(k))
     return keys, back
+
+
+def _identity_keys(col: pa.Array) -> bool:
+    """Integer, timestamp and boolean columns without nulls or a NO_RANK value."""
+    t = col.type
+    if not ((pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t)
+            or pa.types.is_boolean(t)):
+        return False
+    if col.null_count:
+        return False
+    return not (t.bit_width == 64 and len(col) and
+                pc.max(col.cast(pa.int64())).as_py() == NO_RANK)
+
+
+def _filled(col: pa.Array) -> pa.Array:
+    """The column with nulls as zero (their weight: nothing to add)."""
+    if not col.null_count:
+        return col
+    zero = pa.scalar(False) if pa.types.is_boolean(col.type) else pa.scalar(0, col.type)
+    return col.fill_null(zero)
 
 
 def _float_keys(x: np.ndarray) -> np.ndarray:
@@ -122,10 +170,39 @@ def _float_keys(x: np.ndarray) -> np.ndarray:
     return i ^ ((i >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
 
 
-def _decimal_limbs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Unscaled decimal128 values as (low uint64, high int64) limbs."""
-    if arr.type.bit_width != 128:
-        arr = arr.cast(pa.decimal128(38, arr.type.scale))
+def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
+    """Unscaled decimal values as 64-bit limbs, least significant first: uint64 limbs and a
+    signed int64 top limb (two's complement, 2 limbs for decimal128, 4 for decimal256); nulls
+    are zero."""
+    arr = _filled(arr)
+    n = arr.type.bit_width // 64
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
-    raw = raw[2 * arr.offset: 2 * (arr.offset + len(arr))]
-    return raw[0::2].copy(), raw[1::2].view(np.int64).copy()
+    raw = raw[n * arr.offset: n * (arr.offset + len(arr))]
+    limbs = [raw[i::n].copy() for i in range(n)]
+    limbs[-1] = limbs[-1].view(np.int64)
+    return limbs
+
+
+def _limbs_mod(limbs: list[np.ndarray], p: int) -> np.ndarray:
+    """The limbs' value modulo p (in [0, p)), exactly: every product stays below 2^62."""
+    r = np.mod(limbs[-1], p)
+    base = 2**64 % p
+    for limb in reversed(limbs[:-1]):
+        r = (r * base + (limb % np.uint64(p)).astype(np.int64)) % p
+    return r
+
+
+def _limbs_to_float(limbs: list[np.ndarray]) -> np.ndarray:
+    """The limbs' value as float64, to rounding: negative values are negated in two's complement
+    first, so no limb's rounding cancels against another's (2^64 - 5 would round to 2^64)."""
+    neg = limbs[-1] < 0
+    mag = [limb.view(np.uint64).copy() for limb in limbs]
+    carry = neg.astype(np.uint64)  # two's complement: invert, add one, on the negative rows
+    for i, limb in enumerate(mag):
+        inv = np.where(neg, ~limb, limb)
+        mag[i] = inv + carry
+        carry = carry & (mag[i] == 0) & neg
+    v = np.zeros(neg.shape[0])
+    for limb in reversed(mag):
+        v = v * 2.0**64 + limb.astype(np.float64)
+    return np.where(neg, -v, v)

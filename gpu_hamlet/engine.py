@@ -35,7 +35,7 @@ from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import COST_MODELS
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.partitions import Partitioner
-from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, plan_query
+from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
 from gpu_hamlet.pruning import may_complete
 from gpu_hamlet.window_copies import window_copies
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
@@ -61,7 +61,7 @@ def aggregate(
     time_col: str = "time",
     type_col: str = "type",
     stats: RunStats | None = None,
-    require_all_types: bool = True,
+    part: bool = False,
 ) -> dict[str, pa.Table]:
     """Answer every query of `workload` over `events`, in-process (no Spark).
 
@@ -69,12 +69,14 @@ def aggregate(
     aggregates, one row per (group, window) with at least one trend. `sharing` picks HAMLET's
     dynamic burst-level sharing, static sharing of every burst, or none; results are identical.
     Pass a `RunStats()` as `stats` to receive the sharing decisions and burst snapshots.
-    A pattern type that never occurs in non-empty events is an error unless `require_all_types`
-    is False (for slices of a larger dataset).
+    A pattern type that never occurs in non-empty events gives its query no trends and an
+    `AbsentTypeWarning`. `part=True` says the events are one part of a larger dataset (a Spark
+    task's share): no such warnings, and the plans follow the schema's nullability rather than
+    these rows' nulls, so every part computes the same channels (gpu_hamlet/events.py).
     """
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
     _check_option("sharing", sharing, SHARING_MODES)
-    ctx = Context.of(events, workload, backend, numeric, time_col, type_col, require_all_types)
+    ctx = Context.of(events, workload, backend, numeric, time_col, type_col, part)
     wl, be, ev, parts, attrs, plans, matcher = (ctx.workload, ctx.be, ctx.ev, ctx.parts,
                                                 ctx.attrs, ctx.plans, ctx.matcher)
     shared: dict[str, list[SharedBursts]] = {}
@@ -130,11 +132,11 @@ class Context:
 
     @classmethod
     def of(cls, events: Any, workload: Workload | str, backend: str, numeric: str,
-           time_col: str, type_col: str, require_all_types: bool) -> "Context":
+           time_col: str, type_col: str, part: bool) -> "Context":
         _check_option("numeric", numeric, NUMERIC_MODES)
         wl = parse_workload(workload) if isinstance(workload, str) else workload
         be = select_backend(backend)
-        ev = prepare_events(events, wl, time_col, type_col, require_all_types)
+        ev = prepare_events(events, wl, time_col, type_col, part)
         plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
         matcher = Matcher(ev)
         for q in wl:  # every filter is checked against its column before any kernel runs
@@ -210,7 +212,7 @@ class QueryRun:
                 self.pos[self.macro_src == s_i] = tpl.position[sb.sset.kleene_type]
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
-        self._check_nulls(matcher)
+        self._check_values(matcher)
         if fast is None:
             sel = np.flatnonzero(self.pos >= 0) if maps else \
                 may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
@@ -284,24 +286,38 @@ class QueryRun:
 
     # -- inputs --
 
-    def _check_nulls(self, matcher: Matcher) -> None:
-        """An aggregated attribute may not be null on any event the query matches, whether or
-        not the event is in a trend (so the check does not depend on pruning or sharing)."""
+    def _check_values(self, matcher: Matcher) -> None:
+        """Values SUM and AVG cannot add: NaN or infinite floats, and decimals beyond 38 digits
+        outside bigint mode. Checked on every event the query matches, whether or not it is in a
+        trend (so the check does not depend on pruning or sharing)."""
         q = self.plan.query
         pos = None
         for agg in q.aggregates:
-            if agg.attr is None:
+            if agg.func not in ("SUM", "AVG"):
                 continue
             col = self.ev.table.column(agg.attr)
-            if not col.null_count:
+            t = col.type
+            if pa.types.is_floating(t):
+                bad = pc.invert(pc.is_finite(col)).fill_null(False)
+                what = "NaN or infinite values"
+                advice = (f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
+                          f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308")
+            elif pa.types.is_decimal(t) and t.bit_width > 128 and self.numeric != "bigint":
+                bad = pc.greater_equal(pc.abs(col), pa.scalar(10**(38 - t.scale), t)) \
+                    .fill_null(False) if t.precision > 38 else None
+                what = "values of more than 38 digits"
+                advice = "use numeric='bigint' to add them exactly"
+            else:
+                continue
+            if bad is None or not pc.any(bad).as_py():
                 continue
             pos = matcher.positions(q, self.tpl) if pos is None else pos
             of_type = np.flatnonzero(pos == self.tpl.position[agg.type])
-            nulls = col.take(pa.array(of_type)).null_count
-            if nulls:
+            n = pc.sum(bad.take(pa.array(of_type))).as_py() or 0
+            if n:
                 raise EventDataError(
-                    f"query {q.name}: {agg} reads column '{agg.attr}', which is null for "
-                    f"{nulls} matched {agg.type} event(s)")
+                    f"query {q.name}: {agg} reads column '{agg.attr}', which holds {what} on "
+                    f"{n} matched {agg.type} event(s); {advice}")
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
@@ -450,8 +466,12 @@ class QueryRun:
             keys = vals[:, i, 1]
             if ch.kind == "max":
                 keys = ~keys
-            reach = vals[:, i, 0] > 0
-            col = self.attrs.order_keys(ch.attr)[1](np.where(reach, keys, 0))
+            reach = vals[:, i, 0] > 0  # some trend holds an event of the type with a value
+            typ = self.plan.attr_types[ch.attr]
+            if not reach.any():
+                out[ch] = pa.nulls(len(reach), typ)
+                continue
+            col = self.attrs.order_keys(ch.attr)[1](np.where(reach, keys, keys[reach][0]))
             out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type))
         return out
 
@@ -466,39 +486,44 @@ class QueryRun:
             ch = Channel("count_e", agg.type)
         else:
             ch = Channel("sum", agg.type, agg.attr)
+        # SUM and AVG over events whose values are all null are null (SQL).
+        d = divisor(agg, agg.attr in self.plan.nullable) if agg.attr else None
+        empty = lin[d][0] == 0 if d in lin else np.zeros(int(keep.sum()), bool)
         if agg.func == "AVG":
-            ce = Channel("count_e", agg.type)
-            if ch in exact and ce in exact:
-                s, c = exact[ch], exact[ce]
+            if ch in exact and d in exact:
+                s, c = exact[ch], exact[d]
                 ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
                 if ok.all():
-                    return pa.array([a / (b * 10**scale) for a, b in zip(s, c)], pa.float64())
-            vals = xfloat_ratio(*lin[ch], *lin[ce]) / 10.0**scale
-            return self._float_column(agg, vals, win, keep)
+                    return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)],
+                                    pa.float64())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                vals = xfloat_ratio(*lin[ch], *lin[d]) / 10.0**scale
+            return self._float_column(agg, vals, win, keep, empty)
         if ch in exact:
             ints = exact[ch]
             if self.numeric == "bigint":
-                return bigint_strings(ints, scale)
-            bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool)
+                return bigint_strings(np.where(empty, None, ints), scale)
+            bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool) & ~empty
             if bad.any():
                 if self.on_overflow == "error":
                     i = int(np.flatnonzero(bad)[0])
                     raise NumericOverflowError(self._overflow_message(
                         agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i))
-                ints = np.where(bad, None, ints)
-            return decimal_array(ints, scale)
+            return decimal_array(np.where(bad | empty, None, ints), scale)
         vals = xfloat_to_float(*lin[ch]) / 10.0**scale
-        return self._float_column(agg, vals, win, keep)
+        return self._float_column(agg, vals, win, keep, empty)
 
-    def _float_column(self, agg, vals: np.ndarray, win: Windows, keep) -> pa.Array:
-        bad = ~np.isfinite(vals)
-        if bad.any():
-            if self.on_overflow == "error":
-                i = int(np.flatnonzero(bad)[0])
-                raise NumericOverflowError(self._overflow_message(
-                    agg, "is beyond the float64 range", win, keep, i))
-            return pa.array(vals, pa.float64(), mask=bad)
-        return pa.array(vals, pa.float64())
+    def _float_column(self, agg, vals: np.ndarray, win: Windows, keep,
+                      null: np.ndarray) -> pa.Array:
+        """float64 results, null where `null` (no value to aggregate) or, with
+        on_overflow='null', beyond the float64 range."""
+        bad = ~np.isfinite(vals) & ~null
+        if bad.any() and self.on_overflow == "error":
+            i = int(np.flatnonzero(bad)[0])
+            raise NumericOverflowError(self._overflow_message(
+                agg, "is beyond the float64 range", win, keep, i))
+        mask = bad | null
+        return pa.array(np.where(mask, 0.0, vals), pa.float64(), mask=mask if mask.any() else None)
 
     def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
         q = self.plan.query

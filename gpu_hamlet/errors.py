@@ -39,3 +39,8 @@ class EventDataError(GpuHamletError, ValueError):
 
 class NumericOverflowError(GpuHamletError, ArithmeticError):
     """An exact result that does not fit decimal(38) (or a float result beyond float64)."""
+
+
+class AbsentTypeWarning(UserWarning):
+    """A pattern type that never occurs in the events: its query has no trends there. Not an
+    error, since the same workload runs over data of every day (README: Nulls and absent types)."""

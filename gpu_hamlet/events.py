@@ -6,15 +6,17 @@ with the column (and query) at fault.
 
 from __future__ import annotations
 
+import difflib
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_hamlet.errors import EventDataError, WorkloadError
+from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.workload import Query, Workload
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -136,11 +138,14 @@ def used_columns(workload: Workload) -> dict[str, Query]:
 
 
 def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str,
-                   require_all_types: bool = True) -> EventFrame:
+                   part: bool = False) -> EventFrame:
     """Validate the events against the workload and keep only what it needs.
 
-    `require_all_types`: a pattern type absent from non-empty events is an error (a typo, most
-    likely); off for slices of a larger dataset (Spark tasks), which the driver checks whole."""
+    A pattern type absent from non-empty events is no error: its query has no trends, and a
+    warning names the type (a typo, perhaps). `part`: the events are one part of a larger dataset
+    (a Spark task's), which is checked and warned about whole; the columns' nullability then
+    stays the schema's, so every part gets the same plan (gpu_hamlet/plan.py), where a whole
+    dataset's columns without nulls are marked so."""
     table = to_arrow_table(events)
     _require_column(table, time_col, "time")
     _require_column(table, type_col, "type")
@@ -174,19 +179,17 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     present = {n for n, c in zip(names, np.bincount(idx, minlength=len(names))) if c}
     used_types = {t for q in workload for t in q.types}
     keep = np.asarray([n in used_types for n in names], bool)[idx]
-    if table.num_rows and require_all_types:
-        for q in workload:
-            for t in q.types:
-                if t not in present:
-                    raise EventDataError(
-                        f"query {q.name}: event type '{t}' of its pattern does not occur in column "
-                        f"'{type_col}' (types present: {', '.join(sorted(present)[:20])})"
-                    )
+    if table.num_rows and not part:
+        warn_absent_types(workload, present, type_col, stacklevel=4)
     columns = [time_col, type_col] + list(attrs)
     sub = table.select(columns)
     if not keep.all():
         sub = sub.filter(pa.array(keep))
     sub = sub.combine_chunks()
+    if not part:
+        sub = pa.Table.from_arrays(sub.columns, schema=pa.schema([
+            f.with_nullable(sub.column(f.name).null_count > 0) if f.name in attrs else f
+            for f in sub.schema]))
     time = sub.column(time_col)
     if time.null_count:
         raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
@@ -198,6 +201,29 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
         tnp = time.cast(pa.int64()).to_numpy()
     codes = idx[keep].astype(np.int32)
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
+
+
+def warn_absent_types(workload: Workload, present: Iterable[str], type_col: str,
+                      stacklevel: int = 2) -> None:
+    """One warning per query whose pattern has types the data lacks (the query has no trends
+    there), naming them and, where a present type is close in case or spelling, that one.
+    `stacklevel` counts the calls between the user's and this one, as for warnings.warn."""
+    present = sorted(present)
+    for q in workload:
+        absent = [t for t in q.types if t not in present]
+        if not absent:
+            continue
+        hints = []
+        for t in absent:
+            close = [p for p in present if p.lower() == t.lower()] or \
+                difflib.get_close_matches(t, present, n=1, cutoff=0.6)
+            hints.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
+        shown = ", ".join(present[:20]) + (", ..." if len(present) > 20 else "")
+        warnings.warn(AbsentTypeWarning(
+            f"query {q.name}: event type{'s' if len(absent) > 1 else ''} {', '.join(hints)} "
+            f"of its pattern never occur{'' if len(absent) > 1 else 's'} in column "
+            f"'{type_col}', so the query has no trends there (types present: {shown})"
+        ), stacklevel=stacklevel + 1)
 
 
 def _encoded(col: pa.ChunkedArray) -> pa.DictionaryArray:

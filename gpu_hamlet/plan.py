@@ -63,8 +63,9 @@ class Template:
 @dataclass(frozen=True)
 class Channel:
     """A weighted trend count: `count` (weight 1 everywhere, channel 0), `count_e` (1 on events
-    of `type`), `sum` (attribute value), `abs` (|value|: a magnitude bound for exact sums),
-    `min` / `max` (attribute rank)."""
+    of `type`), `sum` (attribute value, 0 for null), `abs` (|value|: a magnitude bound for exact
+    sums), `count_valid` (1 on events of `type` whose `attr` is not null: AVG's divisor, and
+    whether a SUM has any value), `min` / `max` (attribute rank; nulls are skipped)."""
 
     kind: str
     type: str | None = None
@@ -122,9 +123,16 @@ class QueryPlan:
     exact: tuple[Channel, ...]  # residue runs (empty in float mode): channel 0 is COUNT
     minmax: tuple[Channel, ...]  # MINREACH run: channel 0 is reachability
     attr_types: dict[str, pa.DataType]
+    nullable: frozenset[str]  # aggregated columns that may hold nulls
 
 
-def _channels_for(agg: Aggregate, kinds: dict[str, str], exact_mode: bool):
+def divisor(agg: Aggregate, nullable: bool) -> Channel:
+    """The count an AVG divides by, and that tells whether a SUM has any value: the events of the
+    type with a value (COUNT(E) itself when the column holds no nulls)."""
+    return Channel("count_valid", agg.type, agg.attr) if nullable else Channel("count_e", agg.type)
+
+
+def _channels_for(agg: Aggregate, kinds: dict[str, str], nullable: set[str], exact_mode: bool):
     """(float-run channels, exact-run channels, minmax channels) one aggregate needs."""
     if agg.type is None:
         return [], [], []
@@ -134,18 +142,24 @@ def _channels_for(agg: Aggregate, kinds: dict[str, str], exact_mode: bool):
     if agg.func in ("MIN", "MAX"):
         return [], [], [Channel(agg.func.lower(), agg.type, agg.attr)]
     s = Channel("sum", agg.type, agg.attr)
+    d = divisor(agg, agg.attr in nullable)
     exact_attr = exact_mode and kinds[agg.attr] in ("int", "decimal")
     lin = [s] + ([Channel("abs", agg.type, agg.attr)] if exact_attr else [])
     if agg.func == "AVG":
-        lin.append(ce)
-        return lin, ([s, ce] if exact_attr else []), []
+        lin.append(d)
+        return lin, ([s, d] if exact_attr else []), []
+    if d.kind == "count_valid":  # SUM over nothing but nulls is null
+        lin.append(d)
     return lin, ([s] if exact_attr else []), []
 
 
 def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) -> QueryPlan:
-    """Compile one query for one input schema and numeric mode."""
+    """Compile one query for one input schema and numeric mode. The channels follow the schema,
+    nullability included (an aggregated column that may hold nulls needs its own divisor), so
+    every slice of one dataset gets the same plan."""
     attr_types = {a.attr: schema.field(a.attr).type for a in query.aggregates if a.attr}
     kinds = {name: attr_kind(t) for name, t in attr_types.items()}
+    nullable = {name for name in attr_types if schema.field(name).nullable}
     for agg in query.aggregates:
         if agg.func in ("SUM", "AVG") and kinds[agg.attr] == "other":
             raise WorkloadError(
@@ -157,7 +171,7 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
     exact: list[Channel] = [COUNT] if exact_mode else []
     minmax: list[Channel] = []
     for agg in query.aggregates:
-        lin, ex, mm = _channels_for(agg, kinds, exact_mode)
+        lin, ex, mm = _channels_for(agg, kinds, nullable, exact_mode)
         linear += [c for c in lin if c not in linear]
         exact += [c for c in ex if c not in exact]
         minmax += [c for c in mm if c not in minmax]
@@ -171,4 +185,5 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         tuple(exact),
         tuple(minmax),
         attr_types,
+        frozenset(nullable),
     )

@@ -75,9 +75,9 @@ def summarize(events: pa.Table, workload: Workload, cut: Cut, options: dict
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
     ctx = Context.of(events, workload, options["backend"], options["numeric"],
-                     options["time_col"], options["type_col"], False)
+                     options["time_col"], options["type_col"], True)
     inside = {}
-    for name, table in aggregate(events, workload, require_all_types=False, **options).items():
+    for name, table in aggregate(events, workload, part=True, **options).items():
         starts = _ticks(table.column("window_start"))
         crossing = cut.crossing(starts, ctx.plans[name].windowing.within)
         inside[name] = table.filter(pa.array(~crossing))
@@ -86,7 +86,7 @@ def summarize(events: pa.Table, workload: Workload, cut: Cut, options: dict
     out: dict[str, dict] = {}
     if near.any():
         ctx = Context.of(ctx.ev.table.filter(pa.array(near)), workload, options["backend"],
-                         options["numeric"], options["time_col"], options["type_col"], False)
+                         options["numeric"], options["time_col"], options["type_col"], True)
     for q in workload:
         out[q.name] = _query_summary(ctx, ctx.plans[q.name], options) if near.any() else None
     return inside, out

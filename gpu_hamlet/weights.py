@@ -37,19 +37,23 @@ class Kind(IntEnum):
 @dataclass(frozen=True)
 class Source:
     """One column of the event table in one number form: 'float' (float64 values), 'residue'
-    (values mod `p`) or 'key' (int64 order keys), over all event rows."""
+    (values mod `p`) or 'key' (int64 order keys, NO_RANK for null), over all event rows; with
+    `valid`, the column's validity (1, or 0 for null) in that form instead of its values."""
 
     attrs: "Attributes"
     form: str
     attr: str
     p: int = 0
+    valid: bool = False
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return self.form, self.attr, self.p
+    def key(self) -> tuple[str, str, int, bool]:
+        return self.form, self.attr, self.p, self.valid
 
     def host(self) -> np.ndarray:
         """The values over all event rows, converted once per column (Attributes caches)."""
+        if self.valid:
+            return self.attrs.validity(self.form, self.attr)
         if self.form == "float":
             return self.attrs.floats(self.attr)
         if self.form == "residue":
@@ -61,7 +65,7 @@ class Source:
 class EventWeights:
     """Weights [channels, events, lanes] in `ring`, as a description: channel c weighs the
     events whose label is `on[c]`, with `kinds[c]` of `sources[c]` at the event's row; every
-    other entry is the ring's zero weight (MIN/MAX: no rank)."""
+    other entry is the ring's zero weight (MIN/MAX: no rank; also for a null key, NO_RANK)."""
 
     ring: str
     kinds: tuple[Kind, ...]
@@ -92,8 +96,9 @@ class EventWeights:
             elif self.ring == "modp":
                 W[c, at, 0] = 1 if kind == Kind.ONE else v
             else:
-                W[c, at, 0] = 1
-                W[c, at, 1] = ~v if kind == Kind.INV_KEY else v
+                has = v != NO_RANK
+                W[c, at, 0] = has
+                W[c, at, 1] = np.where(has, ~v if kind == Kind.INV_KEY else v, NO_RANK)
         return W
 
 

@@ -293,7 +293,7 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
             continue
         want = [("cnt", a.type, None)]
         if a.func in ("SUM", "AVG"):
-            want += [("sum", a.type, a.attr), ("abs", a.type, a.attr)]
+            want += [("sum", a.type, a.attr), ("abs", a.type, a.attr), ("nn", a.type, a.attr)]
         for c in want:
             if c not in channels:
                 channels.append(c)
@@ -306,11 +306,12 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
                 out.append(0)
             elif kind_ == "cnt":
                 out.append(1)
+            elif ev[attr] is None:  # SQL: SUM and AVG skip nulls
+                out.append(0)
+            elif kind_ == "nn":
+                out.append(1)
             else:
-                v = ev[attr]
-                if v is None:
-                    raise ValueError(f"oracle: null {typ}.{attr} in a trend (unsupported)")
-                v = Fraction(v)
+                v = Fraction(ev[attr])
                 out.append(abs(v) if kind_ == "abs" else v)
         return tuple(out)
 
@@ -377,16 +378,19 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
             elif a.func in ("SUM", "AVG"):
                 tot = cell["chan"][chan_index[("sum", a.type, a.attr)]]
                 mag = cell["chan"][chan_index[("abs", a.type, a.attr)]]
+                nn = cell["chan"][chan_index[("nn", a.type, a.attr)]]  # non-null occurrences
                 if a.func == "SUM":
-                    if a.attr in float_attrs:
+                    if not nn:
+                        row[a.name] = None
+                    elif a.attr in float_attrs:
                         row[a.name] = float(tot)
                     else:
                         assert tot.denominator == 1
                         row[a.name] = int(tot)
                     mags[a.name] = mag
                 else:
-                    row[a.name] = Fraction(tot) / cnt if cnt else None
-                    mags[a.name] = Fraction(mag) / cnt if cnt else None
+                    row[a.name] = Fraction(tot) / nn if nn else None
+                    mags[a.name] = Fraction(mag) / nn if nn else None
             elif a.func in ("MIN", "MAX"):
                 vals = [e[a.attr] for e in cell["used"] if e[type_col] == a.type]
                 vals = [v for v in vals if v is not None]

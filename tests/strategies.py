@@ -14,7 +14,7 @@ values), ``x`` (int, small, may be negative), ``y`` (float, multiples of 0.25), 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from hypothesis import strategies as st
 
@@ -227,8 +227,9 @@ def workloads(min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 
 
 @st.composite
 def event_streams(draw, types: Sequence[str], *, max_events: int = 20, max_time: int = 10,
-                  noise_types: Sequence[str] = NOISE_TYPES) -> list[dict]:
-    """A small list of event dicts ``{time, type, g, k, x, y, s}``.
+                  noise_types: Sequence[str] = NOISE_TYPES, nulls: bool = False) -> list[dict]:
+    """A small list of event dicts ``{time, type, g, k, x, y, s}``; with ``nulls``, x, y and s
+    are sometimes None.
 
     Times are ints in ``[0, max_time]`` (so equal timestamps are frequent); every type of
     ``types`` occurs at least once unless the stream is empty. At most ``max_events`` events
@@ -243,6 +244,10 @@ def event_streams(draw, types: Sequence[str], *, max_events: int = 20, max_time:
     span = draw(st.sampled_from(sorted({max(1, max_time // 3), max(1, max_time // 2), max_time})))
     pool = types * 4 + list(noise_types)  # mostly pattern types, some noise
     kinds = types + [draw(st.sampled_from(pool)) for _ in range(n - len(types))]
+    def maybe_null(values: st.SearchStrategy) -> Any:
+        return draw(st.none() | values) if nulls and draw(st.integers(0, 3)) == 0 else \
+            draw(values)
+
     events = []
     for t in kinds:
         events.append({
@@ -250,8 +255,8 @@ def event_streams(draw, types: Sequence[str], *, max_events: int = 20, max_time:
             "type": t,
             "g": draw(st.sampled_from(G_VALUES)),
             "k": draw(st.sampled_from(K_VALUES)),
-            "x": draw(st.integers(-3, 5)),
-            "y": draw(st.integers(-8, 8)) / 4,
-            "s": draw(st.sampled_from(S_VALUES)),
+            "x": maybe_null(st.integers(-3, 5)),
+            "y": maybe_null(st.integers(-8, 8).map(lambda v: v / 4)),
+            "s": maybe_null(st.sampled_from(S_VALUES)),
         })
     return draw(st.permutations(events))

@@ -276,26 +276,32 @@ def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
 
 
 WEIGHT_CHANNELS = {  # per ring, the channel kinds it weighs with
-    "xfloat": ("count", "count_e", "sum", "abs"), "modp": ("count", "count_e", "sum"),
-    "minreach": ("count", "min", "max")}
+    "xfloat": ("count", "count_e", "sum", "abs", "count_valid"),
+    "modp": ("count", "count_e", "sum", "count_valid"), "minreach": ("count", "min", "max")}
 
 
 @settings(KERNEL_PROPERTY, max_examples=100)
 @given(data=st.data(), ring=st.sampled_from(sorted(WEIGHT_CHANNELS)))
 def test_device_weights_equal_the_host_weights(data, ring):
     """Weights built on the device from the columns there (several calls side by side, each a
-    slice of its events, with its own channels) equal EventWeights.host() bit for bit."""
+    slice of its events, with its own channels) equal EventWeights.host() bit for bit, nulls
+    (no weight, 0 for sums) and int64 extremes (ranked, not read in place) included."""
     n = data.draw(st.integers(1, 40))
     values = st.floats(-1e6, 1e6) | st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, -1.5])
+    int64s = st.integers(-2**62, 2**62) | st.sampled_from([2**63 - 1, -2**63])
+
+    def column(elements: st.SearchStrategy) -> list:
+        nulls = data.draw(st.booleans())
+        return data.draw(st.lists(elements | st.none() if nulls else elements, min_size=n,
+                                  max_size=n))
+
     table = pa.table({
         "type": pa.array(["A", "B"] * n)[:n], "time": pa.array(np.arange(n)),
-        "x": pa.array(data.draw(st.lists(values, min_size=n, max_size=n)), pa.float64()),
-        "y": pa.array(data.draw(st.lists(st.integers(-2**62, 2**62), min_size=n, max_size=n)),
-                      pa.int64()),
-        "z": pa.array(data.draw(st.lists(st.integers(-2**31, 2**31 - 1), min_size=n,
-                                         max_size=n)), pa.int32())})
+        "x": pa.array(column(values), pa.float64()),
+        "y": pa.array(column(int64s), pa.int64()),
+        "z": pa.array(column(st.integers(-2**31, 2**31 - 1)), pa.int32())})
     wl = parse_workload("q: RETURN SUM(B.x), SUM(B.y), SUM(B.z) PATTERN SEQ(A, B+) WITHIN 1 h")
-    attrs = Attributes(prepare_events(table, wl, "time", "type", False))
+    attrs = Attributes(prepare_events(table, wl, "time", "type", True))
     attr_names = ("x", "y", "z") if ring != "modp" else ("y", "z")  # residues of integers
     channel = st.builds(lambda kind, t, a: Channel(kind, t, a if kind != "count_e" else None),
                         st.sampled_from(WEIGHT_CHANNELS[ring]), st.sampled_from(["A", "B"]),

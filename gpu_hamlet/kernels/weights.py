@@ -35,10 +35,11 @@ def device_column(src: Source):
     cache = src.attrs.device
     if src.key not in cache:
         col = src.attrs.ev.table.column(src.attr)
-        direct = col.null_count == 0 and (
+        direct = col.null_count == 0 and not src.valid and (
             (src.form == "float" and pa.types.is_float64(col.type))
             or (src.form == "key" and (pa.types.is_int64(col.type)
-                                       or pa.types.is_timestamp(col.type))))
+                                       or pa.types.is_timestamp(col.type))
+                and src.attrs.keys_are_values(src.attr)))
         if direct and cudf_available():
             cache[src.key] = arrow_to_device(src.attrs.ev.table, [src.attr])[src.attr]
         else:
@@ -103,7 +104,7 @@ def weights_kernel(ring: str):
     else:
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
-            if kind == _NONE:
+            if kind == _NONE or v == _NO_RANK:  # no weight, or a null value
                 W[c, i, 0] = 0
                 W[c, i, 1] = _NO_RANK
             else:

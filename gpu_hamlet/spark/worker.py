@@ -139,10 +139,10 @@ class ShardJob:
         cut = np.isin(labels, np.fromiter(self.cuts, np.int64, len(self.cuts)))
         whole = np.flatnonzero(~cut)
         if whole.size == labels.shape[0]:
-            res = aggregate(events, wl, require_all_types=False, **options)
+            res = aggregate(events, wl, part=True, **options)
             yield from self._wide(res, self.wide_schema)
         elif whole.size:
-            res = aggregate(events.take(pa.array(whole)), wl, require_all_types=False, **options)
+            res = aggregate(events.take(pa.array(whole)), wl, part=True, **options)
             yield from self._wide(res, self.wide_schema)
         bounds = np.r_[np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]), labels.shape[0]]
         for a, b in zip(bounds[:-1], bounds[1:]):
