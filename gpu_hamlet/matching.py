@@ -77,14 +77,12 @@ class Matcher:
         """Rows some query matches, from one mask per distinct (type, filters on it)."""
         ev = self.ev
         out = np.zeros(ev.n, bool)
-        for q in queries:
-            for t in q.types:
-                key = (t, frozenset(q.filters_of(t)))
-                if key not in self._type_masks:
-                    m = ev.type_codes == ev.code_of(t)
-                    for f in key[1]:
-                        m &= ~self.dropped(q, f)
-                    self._type_masks[key] = m
-        for m in self._type_masks.values():
-            out |= m
+        keys = {(t, frozenset(q.filters_of(t))): q for q in queries for t in q.types}
+        for key, q in keys.items():  # only these queries' masks (the cache holds others too)
+            if key not in self._type_masks:
+                m = ev.type_codes == ev.code_of(key[0])
+                for f in key[1]:
+                    m &= ~self.dropped(q, f)
+                self._type_masks[key] = m
+            out |= self._type_masks[key]
         return out

@@ -6,6 +6,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -229,3 +230,23 @@ def test_set_stream_pruning_equals_the_dense_test(case, mode):
 def test_set_stream_pruning_runs_on_the_paper_example():
     events = load_hamlet_stream(PAPER_STREAM)
     assert _pruned_as_dense(events, PAPER_QUERIES, "static") == ["q1", "q2"]
+
+
+def test_sharable_set_stream_ignores_other_sets_queries():
+    """A sharable set's stream holds the events its own queries match: the C+ set's bursts are
+    the same whether or not queries over A and B (another set) run in the same call (they used
+    to split its C burst, through a mask cache shared by all sets)."""
+    events = pa.table({"time": [0, 1, 2, 3, 4, 5], "type": ["D", "C", "B", "C", "A", "C"]})
+    c_set = ("RETURN COUNT(*) PATTERN SEQ(D, C+) WITHIN 10 s;"
+             "RETURN COUNT(C) PATTERN SEQ(D, C+) WITHIN 10 s")
+    b_set = ("RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s;"
+             "RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN 10 s;")
+
+    def c_stats(text: str) -> dict:
+        stats = gpu_hamlet.RunStats()
+        gpu_hamlet.aggregate(events, text, backend="cpu", sharing="static", stats=stats)
+        return next(s.as_dict() for s in stats.sets if s.kleene_type == "C")
+
+    alone = c_stats(c_set)
+    assert alone["bursts"] == 1 and alone["burst_events"] == 3
+    assert c_stats(b_set + c_set) == {**alone, "queries": ("q3", "q4")}
