@@ -80,8 +80,12 @@ class TimeAxis:
         return None
 
     def _show(self, ticks: int) -> str:
-        """A time the column's type holds, as that type shows it."""
-        return str(self.to_arrow(np.asarray([ticks]))[0])
+        """A time the column's type holds, as that type shows it, or as ticks since the epoch
+        where Python's datetime cannot (after the year 9999)."""
+        try:
+            return str(self.to_arrow(np.asarray([ticks]))[0])
+        except (OverflowError, ValueError):
+            return f"{ticks} {self._unit} (since the epoch)"
 
     def to_arrow(self, values: np.ndarray) -> pa.Array:
         """Window bounds (in ticks) as an array of the time column's own type."""

@@ -67,7 +67,7 @@ class Cut:
         r = self.slice_of(ticks)
         lo = self.t0 + r * self.R
         to_lo = ticks - lo
-        to_hi = lo + self.R - ticks
+        to_hi = self.R - to_lo  # not lo + R - ticks: lo + R may lie beyond the last tick
         if ticks.dtype.kind == "f":
             reach = reach + 2e-9 * (np.abs(ticks) + reach)
         return ((r > 0) & (to_lo < reach)) | ((r < self.rmax) & (to_hi <= reach))
