@@ -56,7 +56,7 @@ def _exact_compare(col: pa.ChunkedArray, op: str, value: Fraction) -> pa.Chunked
             return _constant(col, True)
         if (op == "<=" and k < lo) or (op == ">=" and k > hi):
             return _constant(col, False)
-    literal = Decimal(f"{k}E{-scale}") if scale or pa.types.is_decimal(col.type) else k
+    literal = Decimal(f"{k}E{-scale}") if pa.types.is_decimal(col.type) else k
     return _OPS[op](col, pa.scalar(literal, col.type))
 
 
