@@ -34,7 +34,7 @@ from gpu_hamlet.numeric import (
 from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import COST_MODELS
 from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.partitions import Partitioner
+from gpu_hamlet.partitions import Partitioner, grouping_values
 from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
 from gpu_hamlet.pruning import may_complete
 from gpu_hamlet.window_copies import window_copies
@@ -142,7 +142,27 @@ class Context:
         for q in wl:  # every filter is checked against its column before any kernel runs
             for f in q.filters:
                 matcher.dropped(q, f)
+        _check_window_bounds(ev, wl, plans, matcher)
         return cls(wl, be, ev, Partitioner(ev), Attributes(ev), plans, matcher)
+
+
+def _check_window_bounds(ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan],
+                         matcher: Matcher) -> None:
+    """Every window holding an event a query matches has bounds the time column's type holds
+    (times near its ends would wrap window_end, and the window arithmetic, around). Checked on
+    all events first: only a query failing that looks at its own events."""
+    if not ev.n or ev.axis.is_float:
+        return
+    span = int(ev.time.min()), int(ev.time.max())
+    for q in wl:
+        plan = plans[q.name]
+        w = plan.windowing
+        if ev.axis.window_overflow(*span, w.within, w.slide) is None:
+            continue
+        t = ev.time[matcher.positions(q, plan.template) >= 0]
+        fault = ev.axis.window_overflow(t.min(), t.max(), w.within, w.slide) if t.size else None
+        if fault:
+            raise EventDataError(f"query {q.name}: {fault}")
 
 
 def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -528,7 +548,9 @@ class QueryRun:
     def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
         q = self.plan.query
         rep = int(win.rep[keep][i])
-        group = ", ".join(f"{g}={self.ev.table.column(g)[rep].as_py()!r}" for g in q.groupby)
+        group = ", ".join(
+            f"{g}={grouping_values(self.ev.table.column(g).slice(rep, 1))[0].as_py()!r}"
+            for g in q.groupby)
         k = int(win.k[keep][i])
         w = self.plan.windowing
         start, end = self.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
@@ -540,7 +562,8 @@ class QueryRun:
         q, ev, w = self.plan.query, self.ev, self.plan.windowing
         out: dict[str, pa.Array] = {}
         for g in q.groupby:
-            out[g] = ev.table.column(g).take(pa.array(rep, pa.int64())).combine_chunks()
+            out[g] = grouping_values(ev.table.column(g).take(pa.array(rep, pa.int64()))
+                                     ).combine_chunks()
         start = k * w.slide if not ev.axis.is_float else k.astype(np.float64) * w.slide
         out["window_start"] = ev.axis.to_arrow(np.asarray(start))
         out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))

@@ -20,6 +20,7 @@ from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.workload import Query, Workload
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,45 @@ class TimeAxis:
                 f"({self.arrow_type}); use a coarser duration or a finer time column",
                 query=query.name,
             )
+        if ticks > _INT64_MAX:  # times are int64 ticks: no window of this length has bounds
+            raise WorkloadError(
+                f"{clause} {ms} ms is longer than the time column ({self.arrow_type}) can "
+                f"hold: at most {_INT64_MAX} {self._unit}", query=query.name)
         return int(ticks)
+
+    @property
+    def _unit(self) -> str:
+        return self.arrow_type.unit if pa.types.is_timestamp(self.arrow_type) else "s"
+
+    def window_overflow(self, tmin: int, tmax: int, within: int, slide: int) -> str | None:
+        """What is wrong when a window holding a time in [tmin, tmax] (ticks) has a bound the
+        time column's type cannot hold (window_end after its largest value, or window_start
+        before its smallest), else None. Windows are [k*slide, k*slide + within)."""
+        if self.is_float:
+            return None
+        t = self.arrow_type
+        lo, hi = (-_INT64_MAX - 1, _INT64_MAX) if pa.types.is_timestamp(t) else \
+            (int(np.iinfo(t.to_pandas_dtype()).min), int(np.iinfo(t.to_pandas_dtype()).max))
+        tmin, tmax = int(tmin), int(tmax)
+        start = ((tmin - within) // slide + 1) * slide  # the first window holding tmin
+        if start < lo:
+            return (f"the window starting at {start} {self._unit} (since the epoch) holds the "
+                    f"event at {self._show(tmin)} but starts before the smallest value of the "
+                    f"time column's type {t}")
+        start = tmax // slide * slide  # the last window holding tmax
+        if start + within > hi:
+            return (f"the window starting at {self._show(start)} holds the event at "
+                    f"{self._show(tmax)} but its window_end, {start + within} {self._unit} "
+                    f"(since the epoch), is after the largest value of the time column's type {t}")
+        return None
+
+    def _show(self, ticks: int) -> str:
+        """A time the column's type holds, as that type shows it, or as ticks since the epoch
+        where Python's datetime cannot (after the year 9999)."""
+        try:
+            return str(self.to_arrow(np.asarray([ticks]))[0])
+        except (OverflowError, ValueError):
+            return f"{ticks} {self._unit} (since the epoch)"
 
     def to_arrow(self, values: np.ndarray) -> pa.Array:
         """Window bounds (in ticks) as an array of the time column's own type."""

@@ -7,6 +7,10 @@ events and then gathered wherever they are needed.
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+from fractions import Fraction
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,10 +18,68 @@ import pyarrow.compute as pc
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.plan import Template
-from gpu_hamlet.workload import Filter, Query
+from gpu_hamlet.workload import Filter, Literal, Query
 
 _OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
         ">": pc.greater, ">=": pc.greater_equal}
+
+
+def _integer_range(t: pa.DataType) -> tuple[int, int, int]:
+    """(smallest, largest, scale) of the integers m of a column whose values are m * 10^-scale:
+    an integer column, or a decimal one."""
+    if pa.types.is_decimal(t):
+        most = 10**t.precision - 1
+        return -most, most, t.scale
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max), 0
+
+
+def _exact_compare(col: pa.ChunkedArray, op: str, value: Fraction) -> pa.ChunkedArray:
+    """`col op value` for an integer or decimal column, exactly (Arrow would compare an int64
+    column with 2.5 in float64, or fail on 2^53 + 1, or on a literal beyond the column's type).
+
+    Over the integers m (values m * 10^-scale), `m op c` with c = value * 10^scale is the same
+    as one comparison with a whole number: m < c is m <= ceil(c) - 1, m > c is m >= floor(c) + 1,
+    and m = c is false when c is not whole. Beyond the column's range it is constant."""
+    lo, hi, scale = _integer_range(col.type)
+    c = value * 10**scale
+    whole = c.denominator == 1
+    if op in ("=", "!="):
+        inside = whole and lo <= c <= hi
+        if not inside:  # never equal
+            return _constant(col, op == "!=")
+        k = int(c)
+    else:
+        op, k = {"<": ("<=", math.ceil(c) - 1), "<=": ("<=", math.floor(c)),
+                 ">": (">=", math.floor(c) + 1), ">=": (">=", math.ceil(c))}[op]
+        if (op == "<=" and k >= hi) or (op == ">=" and k <= lo):
+            return _constant(col, True)
+        if (op == "<=" and k < lo) or (op == ">=" and k > hi):
+            return _constant(col, False)
+    literal = Decimal(f"{k}E{-scale}") if pa.types.is_decimal(col.type) else k
+    return _OPS[op](col, pa.scalar(literal, col.type))
+
+
+def _constant(col: pa.ChunkedArray, truth: bool) -> pa.ChunkedArray:
+    """`truth` for every non-null value (a null fails every comparison)."""
+    return pc.and_(pc.is_valid(col), pa.scalar(truth))
+
+
+def _exact_value(value: int | float | Decimal) -> Fraction:
+    """The number a literal stands for: a float stands for its shortest decimal form (what was
+    written: 0.1 is one tenth), not for its binary value."""
+    return Fraction(Decimal(repr(value))) if isinstance(value, float) else Fraction(value)
+
+
+def compare(col: pa.ChunkedArray, op: str, value: Literal) -> pa.ChunkedArray:
+    """`col op value` per row, null where the value is null. Integer and decimal columns are
+    compared exactly with any number; float columns with the literal as the nearest float64
+    (Spark's cast of a literal to double); strings as strings."""
+    if pa.types.is_integer(col.type) or pa.types.is_decimal(col.type):
+        return _exact_compare(col, op, _exact_value(value))
+    if pa.types.is_floating(col.type):
+        return _OPS[op](col, pa.scalar(float(Decimal(value))))  # 10^400: inf, no error
+    return _OPS[op](col, pa.scalar(value))
 
 
 class Matcher:
@@ -40,7 +102,7 @@ class Matcher:
                 raise WorkloadError(
                     f"filter {f} compares column '{f.attr}' of type {col.type} with "
                     f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
-            ok = _OPS[f.op](col, pa.scalar(f.value)).fill_null(False)
+            ok = compare(col, f.op, f.value).fill_null(False)
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok
         return self._dropped[f]

@@ -27,8 +27,18 @@ class SortedKeys:
     time: np.ndarray
 
 
+def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A GROUPBY or equivalence column with the values Spark's grouping normalises made one:
+    -0.0 is 0.0 (the value shown for the group) and every NaN is the same NaN. Arrow hashes
+    the bits, which would make them separate groups. A null stays a value of its own."""
+    if not pa.types.is_floating(col.type):
+        return col
+    col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 = 0.0; NaN payloads stay
+    return pc.if_else(pc.is_nan(col), pa.scalar(float("nan"), col.type), col)
+
+
 def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+    enc = pc.dictionary_encode(grouping_values(col), null_encoding="encode").combine_chunks()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
 
 

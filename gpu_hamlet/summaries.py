@@ -28,8 +28,11 @@ from gpu_hamlet.backend import select_backend
 from gpu_hamlet.engine import Context, QueryRun, aggregate
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.numeric import crt, primes, primes_for_bits, xfloat_log2
+from gpu_hamlet.partitions import grouping_values
 from gpu_hamlet.plan import QueryPlan
 from gpu_hamlet.workload import Workload
+
+_NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class Cut:
         r = self.slice_of(ticks)
         lo = self.t0 + r * self.R
         to_lo = ticks - lo
-        to_hi = lo + self.R - ticks
+        to_hi = self.R - to_lo  # not lo + R - ticks: lo + R may lie beyond the last tick
         if ticks.dtype.kind == "f":
             reach = reach + 2e-9 * (np.abs(ticks) + reach)
         return ((r > 0) & (to_lo < reach)) | ((r < self.rmax) & (to_hi <= reach))
@@ -110,7 +113,8 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
     xf, run_pid, run_seg = run.segment_maps("xfloat", plan.linear)
     # Partition values of each run (GROUPBY then equivalence attributes).
     rep = run.rows[np.searchsorted(run.pid, run_pid)]
-    keys = [ctx.ev.table.column(a).take(pa.array(rep)).to_pylist() for a in q.partition_attrs]
+    keys = [grouping_values(ctx.ev.table.column(a).take(pa.array(rep))).to_pylist()
+            for a in q.partition_attrs]
     summary: dict[str, Any] = {"key": list(zip(*keys)) if keys else [()] * len(run_pid),
                                "seg": run_seg, "xfloat": xf, "exact": None, "minreach": None}
     if plan.exact:
@@ -170,7 +174,8 @@ class SummaryRun(QueryRun):
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis,
                  options: dict) -> None:
         q = plan.query
-        keys = [k for p in parts for k in p["key"]]
+        # Python's NaN is equal only to itself: one NaN object makes NaN keys one key.
+        keys = [tuple(_NAN if v != v else v for v in k) for p in parts for k in p["key"]]
         codes: dict[tuple, int] = {}
         pid = np.asarray([codes.setdefault(tuple(k), len(codes)) for k in keys], np.int64)
         seg = np.concatenate([p["seg"] for p in parts]) if parts else np.zeros(0, np.int64)

@@ -7,9 +7,13 @@ explain command all agree on one plain description of a query.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Iterator, Union
 
-Literal = Union[int, float, str]
+#: A filter literal. A number with a fraction is a float when the float reads back as written
+#: (every literal of up to 15 significant digits), else a Decimal: either way it stands for the
+#: number written, which filters compare exactly with integer and decimal columns.
+Literal = Union[int, float, Decimal, str]
 
 #: Comparison operators allowed in filters, in the spelling of the query language.
 COMPARISON_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")
@@ -39,7 +43,8 @@ class Filter:
     value: Literal
 
     def __str__(self) -> str:
-        return f"{self.type}.{self.attr} {self.op} {self.value!r}"
+        value = str(self.value) if isinstance(self.value, Decimal) else repr(self.value)
+        return f"{self.type}.{self.attr} {self.op} {value}"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import operator
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Sequence
 
@@ -266,9 +267,20 @@ def _passes(event: dict, filters: Sequence[Any]) -> bool:
         v = event.get(f.attr)
         if v is None:
             return False  # SQL: a comparison with null is not true
-        if not _OPS[f.op](v, f.value):
+        if not _OPS[f.op](v, _literal(v, f.value)):
             return False
     return True
+
+
+def _literal(v: Any, lit: Any) -> Any:
+    """The literal as compared with value ``v``: a float value against the nearest float of the
+    number written (Spark's cast to double); any other number against the number written, so a
+    float literal stands for its shortest decimal form (0.1 is one tenth)."""
+    if isinstance(lit, str) or isinstance(v, str):
+        return lit
+    if isinstance(v, float):
+        return float(Decimal(lit))
+    return Decimal(repr(lit)) if isinstance(lit, float) else lit
 
 
 def _null_last(v: Any) -> tuple:

@@ -242,7 +242,9 @@ def assign_tasks(groups: list, keys: list[str], total: int, tasks: int,
             continue
         span = row["__hi"] - row["__lo"]
         m = 1
-        if tasks > 1 and row["__n"] > fair and span > 0:
+        # Slices are found from t - t0 (here and in Cut.slice_of): a group spanning more than
+        # int64 ticks (times at both ends of the type) would overflow it, so it stays whole.
+        if tasks > 1 and row["__n"] > fair and 0 < span <= (2**63 - 1 if integral else math.inf):
             m = min(math.ceil(row["__n"] / fair), tasks)
             if integral:
                 m = min(m, int(span) + 1)

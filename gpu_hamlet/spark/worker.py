@@ -25,6 +25,7 @@ import pyarrow as pa
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.engine import aggregate
 from gpu_hamlet.events import time_axis
+from gpu_hamlet.partitions import grouping_values
 from gpu_hamlet.plan import plan_query
 from gpu_hamlet.summaries import Cut, compose, summarize
 from gpu_hamlet.workload import Workload
@@ -153,7 +154,8 @@ class ShardJob:
             shard = events.slice(int(a), int(b - a))
             inside, summaries = summarize(shard, wl, slices, options)
             yield from self._wide(inside, self.wide_schema)
-            group = pickle.dumps(tuple(shard.column(k)[0].as_py() for k in self.keys))
+            group = pickle.dumps(tuple(grouping_values(shard.column(k).slice(0, 1))[0].as_py()
+                                       for k in self.keys))
             rows = [(self.names.index(name), pickle.dumps(
                 {"part": r, "cut": slices, "schema": shard.schema, "summary": s}))
                     for name, s in summaries.items() if s is not None]
