@@ -39,3 +39,11 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses the Spark session is marked `spark`, so `-m "not spark"` leaves
+    them out whether or not the test says so itself."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
