@@ -72,7 +72,7 @@ def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     wl, _ = _inputs(tmp_path)
     assert main(["explain", "--workload", str(wl)]) == 0
     out = capsys.readouterr().out
-    assert "workload pane: 5000 ms" in out
+    assert "workload pane: 5 s" in out
     assert "sharable set T2+: q1, q2" in out
     assert "T2 -> T2" in out and "q1, q2" in out
 
