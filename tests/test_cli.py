@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -182,8 +183,7 @@ def test_headerless_csv_with_formatted_times_and_csv_output(spark, tmp_path, cap
     got = pa.concat_tables(pacsv.read_csv(f) for f in (out / "ticks").glob("*.csv")
                            if f.stat().st_size).sort_by("window_start")
     assert got.column_names == ["window_start", "window_end", "count", "max_GOOG_volume"]
-    t0 = pa.scalar(0, pa.timestamp("us", tz="UTC")).as_py().replace(year=2008, month=2, hour=9)
-    from datetime import timedelta
+    t0 = datetime(2008, 2, 1, 9, tzinfo=timezone.utc)  # the tests' Spark session is in UTC
     events = pa.table({"type": [r[0] for r in rows],
                        "time": pa.array([t0 + timedelta(minutes=r[1]) for r in rows],
                                         pa.timestamp("us", tz="UTC")),
