@@ -134,7 +134,7 @@ def select_backend(name: str | Backend) -> Backend:
     if name not in ("auto", "cpu", "gpu"):
         raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {name!r}")
     if name == "gpu" and simulator_enabled():
-        log.info("gpu_hamlet: backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+        log.info("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         return _gpu()
     visible = name != "cpu" and not simulator_enabled() and cuda_visible()
     if name == "gpu" and not visible:
@@ -144,13 +144,13 @@ def select_backend(name: str | Backend) -> Backend:
             "driver, use backend='cpu' (or 'auto', which falls back to the CPU), or set "
             "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow).")
     if visible:
-        log.info("gpu_hamlet: backend=%s uses the GPU backend", name)
+        log.info("backend=%s uses the GPU backend", name)
         return _gpu()
     from cpu_fallback import CpuBackend
 
     if name == "auto":
         why = "numba.cuda is the simulator" if simulator_enabled() else "no CUDA device is visible"
-        log.info("gpu_hamlet: backend=auto uses the CPU backend (%s)", why)
+        log.info("backend=auto uses the CPU backend (%s)", why)
     return CpuBackend()
 
 

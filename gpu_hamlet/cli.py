@@ -1,18 +1,33 @@
-"""The `gpu-hamlet` command line: demo, run and explain."""
+"""The `gpu-hamlet` command line: run, explain and demo.
+
+Errors are one line on stderr naming the file, query, line or column at fault, without Java or
+Python tracebacks unless --verbose. Exit status: 0 done; 2 bad input or usage, which the user
+must change (options, files, a workload error, events that do not fit, an exact result that
+overflows); 1 a failure while running (anything else).
+"""
 
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
-import shutil
+import logging
+import os
+import re
 import sys
 import tempfile
 import time
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from gpu_hamlet.errors import GpuHamletError
+from gpu_hamlet import __version__
+from gpu_hamlet.cli_io import RAISED, UsageError, check_output, input_format, read_events, \
+    write_results
+from gpu_hamlet.errors import GpuHamletError, WorkloadError
+from gpu_hamlet.workload import Workload, format_ms
+
+log = logging.getLogger("gpu_hamlet")
 
 DEMO_WORKLOAD = """
 -- Per district and 30-minute window: rides with their travel legs, and the average speed.
@@ -26,6 +41,17 @@ premium: RETURN COUNT(*) AS trends, SUM(Travel.price) AS revenue
 """
 
 
+@dataclass
+class _Console:
+    """What one invocation shows besides its results: Spark's progress bar, Spark's own log."""
+
+    progress: bool = True
+    verbose: bool = False
+
+
+_console = _Console()
+
+
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     p.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
@@ -34,74 +60,98 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def _spark(master: str | None, app: str):
-    """A SparkSession: the one spark-submit configured, or a new one on `master` (local[*])."""
-    import os
+    """A SparkSession: the one spark-submit configured, or a new one on `master` (local[*]).
 
+    Spark's own log is off unless --verbose: a failed task would print its Java and Python
+    traces there, and main() prints the one line that matters instead."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
+    if not _console.progress:
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel("WARN" if _console.verbose else "OFF")
     return spark
 
 
-def _read_events(spark, path: str):
-    if path.endswith((".csv", ".txt")):
-        return spark.read.option("header", True).option("inferSchema", True).csv(path)
-    return spark.read.parquet(path)
-
-
-def _write_results(results: dict, out: Path, fmt: str) -> dict[str, int]:
-    """Write every query's dataset into a hidden folder beside `out`, then move it into place:
-    a failed run leaves no partial results behind."""
-    out = out.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    def write(item) -> tuple[str, int]:
-        name, df = item
-        getattr(df.write.mode("overwrite"), fmt)(str(tmp / name))
-        return name, df.count()
+def _read_workload(path: str) -> Workload:
+    """The parsed workload file; errors name the file."""
+    from gpu_hamlet import parse_workload
 
     try:
-        # Each query's dataset is its own (small) Spark job over the checkpointed engine pass:
-        # submitted from threads, they run side by side.
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            rows = dict(pool.map(write, results.items()))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return rows
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"workload file '{path}': {exc.strerror}") from None
+    try:
+        return parse_workload(text)
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: {exc}") from None
+
+
+def _submitted() -> bool:
+    """Whether spark-submit started this process (its JVM hands PySpark its gateway's port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _check_gpu(backend: str, master: str | None) -> None:
+    """`--backend gpu` on a local master needs a GPU here: say so before Spark starts. (On a
+    cluster the executors' GPUs count, and a task without one fails with its own message.)"""
+    from gpu_hamlet.devices import cuda_visible
+
+    local = master.startswith("local") if master else not _submitted()
+    if backend == "gpu" and local and not cuda_visible():
+        raise UsageError("--backend gpu, but no CUDA device is visible on this machine: "
+                         "use --backend auto or cpu")
+
+
+def _events(spark, args: argparse.Namespace, fmt: str):
+    """The events of --events as a Spark DataFrame, read as the input options say."""
+    log.info("reading %s events from %s", fmt, args.events)
+    return read_events(spark, args.events, fmt, columns=args.columns, delimiter=args.delimiter,
+                       time_col=args.time_col, time_format=args.time_format,
+                       time_unit=args.time_unit)
 
 
 def cmd_run(args: argparse.Namespace, spark=None) -> int:
-    from gpu_hamlet import parse_workload
+    from gpu_hamlet import RunStats
     from gpu_hamlet.spark import trend_aggregate
 
     t0 = time.perf_counter()
-    workload = parse_workload(Path(args.workload).read_text())  # before Spark starts
+    # Everything that can be checked without Spark is, before it starts.
+    workload = _read_workload(args.workload)
+    fmt = input_format(args.events, args.in_format)
+    out = Path(args.out).absolute()
+    check_output(out, args.mode)
+    _check_gpu(args.backend, args.master)
     spark = spark or _spark(args.master, "gpu-hamlet run")
-    events = _read_events(spark, args.events)
+    events = _events(spark, args, fmt)
+    stats = RunStats() if args.stats else None
     results = trend_aggregate(events, workload, backend=args.backend, sharing=args.sharing,
                               numeric=args.numeric, on_overflow=args.on_overflow,
-                              time_col=args.time_col, type_col=args.type_col)
-    rows = _write_results(results, Path(args.out), args.format)
+                              time_col=args.time_col, type_col=args.type_col, stats=stats)
+    log.info("writing %d queries' results to %s", len(results), out)
+    rows = write_results(results, out, args.out_format, args.mode, __version__)
     dt = time.perf_counter() - t0
     print(f"read {events.count():,} events; wrote " +
           ", ".join(f"{n}: {r:,} rows" for n, r in rows.items()) + f" to {args.out} in {dt:.1f} s")
+    if stats is not None:
+        print(stats.describe())
     return 0
 
 
+def _window(ms: int, slide_ms: int) -> str:
+    """A query's window as the query language writes it."""
+    return f"WITHIN {format_ms(ms)}" + (f" SLIDE {format_ms(slide_ms)}" if slide_ms != ms else "")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpu_hamlet import parse_workload
     from gpu_hamlet.sharing import analyze
 
-    workload = parse_workload(Path(args.workload).read_text())
+    workload = _read_workload(args.workload)
+    fmt = input_format(args.events, args.in_format) if args.events else None
     for q in workload:
         print(f"{q.name}: PATTERN SEQ({', '.join(map(str, q.pattern))})")
         print(f"  aggregates : {', '.join(f'{a} AS {a.name}' for a in q.aggregates)}")
@@ -109,18 +159,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
               f"  (GROUPBY {', '.join(q.groupby) or '-'})")
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
-        print(f"  window     : {q.within_ms} ms, slide {q.slide_ms} ms")
+        print(f"  window     : {_window(q.within_ms, q.slide_ms)}")
     print()
     print(analyze(workload).describe())
-    if args.events:
-        import pyarrow.csv as pacsv
-        import pyarrow.parquet as pq
-
+    if fmt:
         from gpu_hamlet import RunStats, aggregate
 
-        path = Path(args.events)
-        events = pacsv.read_csv(path) if path.suffix in (".csv", ".txt") else \
-            pq.read_table(path)
+        events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow()
         stats = RunStats()
         aggregate(events, workload, backend=args.backend, sharing=args.sharing,
                   numeric="float", on_overflow="null", time_col=args.time_col,
@@ -167,31 +212,68 @@ def _format(table: pa.Table) -> str:
         return str(table)
 
 
+def _input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in-format", choices=["csv", "json", "parquet"], default=None,
+                   help="format of --events (default: from the file names: .csv .txt .dat "
+                        ".tsv, .json .jsonl .ndjson, .parquet .pq)")
+    p.add_argument("--columns", type=lambda s: [c.strip() for c in s.split(",")], default=None,
+                   metavar="NAME,...", help="names of every column of a CSV file without a "
+                                            "header line (default: the file's header)")
+    p.add_argument("--delimiter", default=",", help="CSV field delimiter (default ,)")
+    p.add_argument("--time-col", default="time", help="time column (default time)")
+    p.add_argument("--type-col", default="type", help="event type column (default type)")
+    p.add_argument("--time-format", default=None, metavar="PATTERN",
+                   help="times are text in this Spark datetime pattern, e.g. yyyyMMddHHmm or "
+                        "'MM/dd/yyyy HH:mm:ss' (read in the Spark session's time zone)")
+    p.add_argument("--time-unit", choices=["s", "ms", "us", "ns"], default=None,
+                   help="times are numbers since the epoch in this unit: read as timestamps "
+                        "(default: numbers of seconds, as they are)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-hamlet", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gpu-hamlet", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"gpu-hamlet {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", type=str.upper, default=None,
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="gpu-hamlet's messages on stderr (default INFO: progress; "
+                             "WARNING with --quiet)")
+    common.add_argument("--quiet", action="store_true",
+                        help="no progress: neither gpu-hamlet's nor Spark's progress bar")
+    common.add_argument("--verbose", action="store_true",
+                        help="tracebacks of errors, and Spark's own log at WARN")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="answer a workload over events on Spark, one dataset per query")
+    run = sub.add_parser("run", parents=[common],
+                         help="answer a workload over events on Spark, one dataset per query")
     run.add_argument("--workload", required=True, help="workload file (query language)")
-    run.add_argument("--events", required=True, help="Parquet file or folder, or CSV with header")
+    run.add_argument("--events", required=True,
+                     help="events: CSV, JSON lines or Parquet, a file or a folder")
     run.add_argument("--master", default=None,
                      help="Spark master (default: spark-submit's, else local[*])")
     run.add_argument("--out", required=True, help="output folder: OUT/<query name>/")
-    run.add_argument("--format", default="parquet", choices=["parquet", "csv"])
-    run.add_argument("--time-col", default="time")
-    run.add_argument("--type-col", default="type")
+    run.add_argument("--out-format", default="parquet", choices=["parquet", "csv", "json"],
+                     help="format of each query's dataset (CSV with a header line)")
+    run.add_argument("--mode", default="error", choices=["error", "overwrite"],
+                     help="if OUT exists and is not empty: fail (default), or replace it when "
+                          "it is a previous gpu-hamlet result")
+    run.add_argument("--stats", action="store_true",
+                     help="print the sharing decisions of the engine tasks after the run")
+    _input_options(run)
     _options(run)
     run.set_defaults(func=cmd_run)
-    explain = sub.add_parser("explain", help="show how a workload is compiled and shared")
+    explain = sub.add_parser("explain", parents=[common],
+                             help="show how a workload is compiled and shared")
     explain.add_argument("--workload", required=True)
     explain.add_argument("--events", default=None,
-                         help="also run it in-process over this Parquet or CSV file and print "
-                              "the optimizer's sharing decisions (bursts, snapshots, splits)")
-    explain.add_argument("--time-col", default="time")
-    explain.add_argument("--type-col", default="type")
+                         help="also run it in-process over these events (read with local "
+                              "Spark) and print the optimizer's sharing decisions (bursts, "
+                              "snapshots, splits)")
+    _input_options(explain)
     explain.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     explain.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
     explain.set_defaults(func=cmd_explain)
-    demo = sub.add_parser("demo", help="generate a ridesharing stream and answer a sample workload")
+    demo = sub.add_parser("demo", parents=[common],
+                          help="generate a ridesharing stream and answer a sample workload")
     demo.add_argument("--events", type=int, default=200_000, help="number of events to generate")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--rows", type=int, default=8, help="result rows to print per query")
@@ -201,13 +283,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_KEYWORD_ADVICE = re.compile(r"\b([a-z][a-z_]*)=(['\"])([^'\"]*)\2")
+
+
+def cli_advice(message: str) -> str:
+    """Engine messages advise Python keywords (`numeric='bigint'`); on the command line the same
+    advice is a flag (`--numeric bigint`)."""
+    return _KEYWORD_ADVICE.sub(lambda m: f"--{m[1].replace('_', '-')} {m[3]}", message)
+
+
+def error_message(exc: Exception) -> tuple[str, int]:
+    """The one line to print for `exc`, and the exit status: 2 for bad input or usage, 1 for a
+    failure while running. Errors from Spark tasks arrive wrapped in Java and Python traces:
+    the gpu-hamlet error inside, or the input error raised by a job (cli_io), is what counts."""
+    from gpu_hamlet.spark.job import _task_error
+
+    exc = _task_error(exc)
+    if isinstance(exc, GpuHamletError):
+        return str(exc), 2
+    text = str(exc)
+    raised = re.search(re.escape(RAISED) + r"(.*?)(?: SQLSTATE: \w+)?$", text, re.MULTILINE)
+    if raised:
+        return raised[1], 2
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    from pyspark.errors import AnalysisException
+
+    if isinstance(exc, AnalysisException):  # e.g. a file Spark cannot read as its format
+        return first, 2
+    return f"{type(exc).__name__}: {first}", 1
+
+
+def _log_to_stderr(level: str) -> None:
+    """gpu-hamlet's messages on stderr, one prefix per line: a handler of its own logger that
+    does not pass records on to the root logger's (which would print each line again)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gpu-hamlet: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (2), --help and --version (0)
+        return int(exc.code or 0)
+    saved = (log.handlers[:], log.level, log.propagate)
+    _console.progress, _console.verbose = not args.quiet, args.verbose
+    _log_to_stderr(args.log_level or ("WARNING" if args.quiet else "INFO"))
     try:
         return args.func(args)
-    except GpuHamletError as exc:
-        print(f"gpu-hamlet: error: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:
+        message, status = error_message(exc)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"gpu-hamlet: error: {cli_advice(message)}", file=sys.stderr)
+        return status
+    finally:  # main() may run inside a larger program (or the tests): leave its logging be
+        log.handlers[:], log.propagate = saved[0], saved[2]
+        log.setLevel(saved[1])
 
 
 if __name__ == "__main__":

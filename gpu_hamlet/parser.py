@@ -26,6 +26,7 @@ from gpu_hamlet.workload import (
     PatternElement,
     Query,
     Workload,
+    format_ms,
 )
 
 __all__ = ["parse_workload"]
@@ -218,13 +219,6 @@ def _join_alternatives(labels: list[str]) -> str:
     if len(unique) <= 1:
         return "".join(unique)
     return ", ".join(unique[:-1]) + " or " + unique[-1]
-
-
-def _format_ms(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
-        if ms % size == 0 and ms != 0:
-            return f"{ms // size} {unit}"
-    return f"{ms} ms"
 
 
 class _Parser:
@@ -596,8 +590,8 @@ class _Parser:
             )
         if query.slide_ms > query.within_ms:
             raise self._error(
-                f"SLIDE {_format_ms(query.slide_ms)} is longer than WITHIN "
-                f"{_format_ms(query.within_ms)}: as in Spark's window(), the slide duration must "
+                f"SLIDE {format_ms(query.slide_ms)} is longer than WITHIN "
+                f"{format_ms(query.within_ms)}: as in Spark's window(), the slide duration must "
                 "be less than or equal to the window duration",
                 slide_tok,
             )

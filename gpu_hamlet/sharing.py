@@ -30,7 +30,7 @@ from gpu_hamlet.matching import Matcher
 from gpu_hamlet.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.plan import QueryPlan, Template
 from gpu_hamlet.pruning import bound, ranges, reach, spans
-from gpu_hamlet.workload import Query, Workload
+from gpu_hamlet.workload import Query, Workload, format_ms
 
 
 # --- workload analysis ---------------------------------------------------------------------------
@@ -77,14 +77,14 @@ class WorkloadAnalysis:
     pane_ms: int
 
     def describe(self) -> str:
-        lines = [f"workload pane: {self.pane_ms} ms (gcd of all windows and slides)"]
+        lines = [f"workload pane: {format_ms(self.pane_ms)} (gcd of all windows and slides)"]
         if not self.sets:
             lines.append("no shareable Kleene sub-pattern: every query runs alone")
         for s in self.sets:
             q0 = s.queries[0]
             lines.append(f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
                          f"(partition {', '.join(q0.partition_attrs) or '-'}, "
-                         f"pane {s.pane_ms} ms)")
+                         f"pane {format_ms(s.pane_ms)})")
             for (a, b), names in sorted(s.merged_template().items()):
                 lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
         return "\n".join(lines)
@@ -418,6 +418,21 @@ class RunStats:
 
     sets: list[SharingStats] = field(default_factory=list)
     snapshots: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, other: RunStats) -> None:
+        """Add the decisions of another run over other events (another Spark task or slice):
+        counts summed per sharable set, snapshots appended."""
+        mine = {(s.kleene_type, s.queries): s for s in self.sets}
+        for s in other.sets:
+            key = (s.kleene_type, s.queries)
+            if key not in mine:
+                mine[key] = SharingStats(*key)
+                self.sets.append(mine[key])
+            for name, value in s.as_dict().items():
+                if isinstance(value, int):
+                    setattr(mine[key], name, getattr(mine[key], name) + value)
+        for name, snaps in other.snapshots.items():
+            self.snapshots.setdefault(name, []).extend(snaps)
 
     def describe(self) -> str:
         if not self.sets:

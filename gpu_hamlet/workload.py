@@ -22,6 +22,15 @@ COMPARISON_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")
 AGGREGATE_FUNCS: tuple[str, ...] = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 
 
+def format_ms(ms: int) -> str:
+    """A duration in the largest unit of the query language that holds it whole (`30 min`),
+    as a query would spell it."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0 and ms != 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
 @dataclass(frozen=True)
 class PatternElement:
     """One element of a SEQ pattern: an event type, optionally under Kleene plus."""

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+import pytest
 
 import gpu_hamlet
-from gpu_hamlet.cli import main
+from gpu_hamlet import cli
+from gpu_hamlet.cli import cli_advice, error_message, main
+from gpu_hamlet.cli_io import MARKER, input_format, read_events
 from gpu_hamlet.datagen import load_hamlet_stream
 
 PAPER = Path(__file__).parent / "data" / "Paper_TestStream.txt"
@@ -24,7 +33,8 @@ def _inputs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_run_round_trip(spark, tmp_path, capsys):
-    """Parquet in, Spark job, Parquet out per query, read back equal to the in-process engine."""
+    """Parquet in, Spark job, Parquet out per query, read back equal to the in-process engine;
+    a second run may replace that result with --mode overwrite (and print its --stats)."""
     wl, events = _inputs(tmp_path)
     out = tmp_path / "out"
     assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out),
@@ -36,9 +46,20 @@ def test_run_round_trip(spark, tmp_path, capsys):
         got = pq.read_table(out / name).sort_by("window_start")
         assert got.to_pylist() == expected[name].to_pylist()
     assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "q1", "q2"]
+
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out),
+                 "--sharing", "static", "--mode", "overwrite", "--out-format", "json",
+                 "--stats", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in printed
+    rows = [json.loads(line) for f in (out / "q1").glob("*.json")
+            for line in f.read_text().splitlines()]
+    assert [r["count"] for r in rows] == [132]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
 
-def test_explain_with_events_prints_sharing_decisions(tmp_path, capsys):
+def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
     wl, events = _inputs(tmp_path)
     assert main(["explain", "--workload", str(wl), "--events", str(events),
                  "--sharing", "static"]) == 0
@@ -60,19 +81,21 @@ def test_failed_run_leaves_no_output(spark, tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
 
-def test_syntax_error_names_line_and_column(tmp_path, capsys):
+def test_syntax_error_names_file_line_and_column(tmp_path, capsys):
     wl, events = _inputs(tmp_path)
     wl.write_text("RETURN COUNT(*)\nPATERN SEQ(T1, T2+) WITHIN 100 s")
     assert main(["explain", "--workload", str(wl)]) == 2
     err = capsys.readouterr().err
-    assert "line 2, column 1" in err and "PATERN" in err
+    assert f"{wl}: query q1, line 2, column 1" in err and "PATERN" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     wl, _ = _inputs(tmp_path)
     assert main(["explain", "--workload", str(wl)]) == 0
     out = capsys.readouterr().out
-    assert "workload pane: 5000 ms" in out
+    assert "window     : WITHIN 100 s\n" in out and "window     : WITHIN 10 s SLIDE 5 s" in out
+    assert "workload pane: 5 s" in out and "pane 5 s)" in out
     assert "sharable set T2+: q1, q2" in out
     assert "T2 -> T2" in out and "q1, q2" in out
 
@@ -108,3 +131,203 @@ def test_spark_submit_entry_script(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "q1: 1 rows" in done.stdout
     assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
+
+
+# --- output folders (Spark's save modes, never deleting what gpu-hamlet did not write) --------
+
+
+def test_existing_folder_is_refused_and_left_as_it_was(tmp_path, capsys, monkeypatch):
+    """Without --mode overwrite a non-empty folder is refused; with it, one without gpu-hamlet's
+    marker, or holding anything else, is refused too. All before Spark starts."""
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    wl, events = _inputs(tmp_path)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+    assert main(run) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert main(run + ["--mode", "overwrite"]) == 2
+    assert f"is not a gpu-hamlet result (no {MARKER} file)" in capsys.readouterr().err
+    (out / MARKER).write_text(json.dumps({"queries": ["q1", "q2"]}))
+    assert main(run + ["--mode", "overwrite"]) == 2
+    assert "holds 'thesis.tex', which gpu-hamlet did not write" in capsys.readouterr().err
+    assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def _no_spark(*args, **kwargs):
+    raise AssertionError("Spark must not start")
+
+
+# --- input files as they come ----------------------------------------------------------------
+
+
+def test_headerless_csv_with_formatted_times_and_csv_output(spark, tmp_path, capsys):
+    """NASDAQ ticks as in ../shared/data: no header, the ticker is the type, times yyyyMMddHHmm;
+    results equal the in-process engine on the same events, written as CSV with a header."""
+    lines, rows = [], []
+    for minute in range(12):
+        for ticker, volume in (("AAPL", 100 + minute), ("GOOG", 500 + minute)):
+            stamp = f"2008020109{minute:02d}"
+            lines.append(f"{ticker},{stamp},1.5,1.5,1.5,1.5,{volume}")
+            rows.append((ticker, minute, volume))
+    ticks = tmp_path / "NASDAQ_TEST.txt"
+    ticks.write_text("\n".join(lines) + "\n")
+    workload = "ticks: RETURN COUNT(*), MAX(GOOG.volume) PATTERN SEQ(AAPL, GOOG+) WITHIN 5 min"
+    wl = tmp_path / "nasdaq.hamlet"
+    wl.write_text(workload)
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(ticks), "--out", str(out),
+                 "--columns", "type,time,open,peak,low,close,volume",
+                 "--time-format", "yyyyMMddHHmm", "--out-format", "csv", "--quiet"]) == 0
+    got = pa.concat_tables(pacsv.read_csv(f) for f in (out / "ticks").glob("*.csv")
+                           if f.stat().st_size).sort_by("window_start")
+    assert got.column_names == ["window_start", "window_end", "count", "max_GOOG_volume"]
+    t0 = datetime(2008, 2, 1, 9, tzinfo=timezone.utc)  # the tests' Spark session is in UTC
+    events = pa.table({"type": [r[0] for r in rows],
+                       "time": pa.array([t0 + timedelta(minutes=r[1]) for r in rows],
+                                        pa.timestamp("us", tz="UTC")),
+                       "volume": [r[2] for r in rows]})
+    expected = gpu_hamlet.aggregate(events, workload, backend="cpu")["ticks"]
+    assert [int(c) for c in got.column("count").to_pylist()] == \
+        [int(c) for c in expected.column("count").to_pylist()]
+    assert got.column("max_GOOG_volume").to_pylist() == \
+        expected.column("max_GOOG_volume").to_pylist()
+    assert str(got.column("window_start")[0].as_py()).startswith("2008-02-01 09:00:00")
+
+
+def test_ragged_rows_any_delimiter_and_date_times(spark, tmp_path):
+    """Sensor readings as in ../shared/data: 5 or 6 fields a row (the first row has 5),
+    MM/dd/yyyy times; here with ';' between fields."""
+    path = tmp_path / "Sensors_test.dat"
+    path.write_text("PressTemp;06/18/2021 17:31:31;0.002;25.945;956.865\n"
+                    "Magnetometer;06/18/2021 17:31:32;0.003;-41.85;83.127;5.25\n")
+    df = read_events(spark, str(path), input_format(str(path), None), delimiter=";",
+                     columns=["type", "time", "amplitude", "x", "y", "z"],
+                     time_format="MM/dd/yyyy HH:mm:ss")
+    assert dict(df.dtypes) == {"type": "string", "time": "timestamp", "amplitude": "double",
+                               "x": "double", "y": "double", "z": "double"}
+    rows = [r.asDict() for r in df.collect()]
+    assert rows[0]["z"] is None and rows[1]["z"] == 5.25
+    assert str(rows[1]["time"]) == "2021-06-18 17:31:32"
+
+
+def test_json_lines_with_a_time_unit(spark, tmp_path):
+    """Numbers in a stated unit become timestamps, exactly (nanoseconds through integers)."""
+    ns = 1_612_137_600_123_456_000
+    path = tmp_path / "events.jsonl"
+    path.write_text(f'{{"type": "A", "t": {ns}}}\n')
+    df = read_events(spark, str(path), input_format(str(path), None), time_col="t",
+                     time_unit="ns")
+    assert str(df.first()["t"]) == "2021-02-01 00:00:00.123456"
+    df = read_events(spark, str(path), "json", time_col="t", time_unit="ms")
+    assert dict(df.dtypes)["t"] == "timestamp"
+
+
+def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
+    """Numeric times with no unit stay seconds (DESIGN.md), but epoch milliseconds stop the run
+    with a message that names the value and suggests --time-unit ms."""
+    path = tmp_path / "events.csv"
+    path.write_text("type,time\nT1,1612137600000\nT2,1612137601000\n")
+    wl, _ = _inputs(tmp_path)
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: column 'time': value '1612137600000' is after the year 5000 read as " \
+           f"seconds: state its unit (--time-unit ms" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_input_format_from_names(tmp_path):
+    folder = tmp_path / "events"
+    folder.mkdir()
+    (folder / "_SUCCESS").write_text("")
+    (folder / "part-0.snappy.parquet").write_text("")
+    assert input_format(str(folder), None) == "parquet"
+    assert input_format(str(folder), "json") == "json"
+    odd = tmp_path / "events.bin"
+    odd.write_text("")
+    with pytest.raises(cli.UsageError, match="give --in-format"):
+        input_format(str(odd), None)
+
+
+# --- errors a user can act on ------------------------------------------------------------------
+
+
+def test_missing_files_are_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    wl, events = _inputs(tmp_path)
+    assert main(["run", "--workload", str(tmp_path / "nope.txt"), "--events", str(events),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert f"workload file '{tmp_path / 'nope.txt'}': No such file or directory" in \
+        capsys.readouterr().err
+    assert main(["run", "--workload", str(wl), "--events", str(tmp_path / "none.parquet"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert f"events path '{tmp_path / 'none.parquet'}' does not exist" in capsys.readouterr().err
+
+
+def test_gpu_backend_without_gpu_fails_before_spark(tmp_path, capsys, monkeypatch):
+    import gpu_hamlet.devices
+
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    monkeypatch.setattr(gpu_hamlet.devices, "cuda_visible", lambda: False)
+    wl, events = _inputs(tmp_path)
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
+                 str(tmp_path / "out"), "--backend", "gpu"]) == 2
+    assert "--backend gpu, but no CUDA device is visible" in capsys.readouterr().err
+
+
+def test_overflow_in_a_task_is_one_line_with_cli_advice(spark, tmp_path, capsys):
+    """2^130 trends overflow decimal(38) inside a Spark task: one line, exit 2, CLI flags."""
+    wl = tmp_path / "w.hamlet"
+    wl.write_text("big: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s")
+    events = tmp_path / "events.parquet"
+    pq.write_table(pa.table({"type": ["A"] + ["B"] * 130, "time": list(range(131))}), events)
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
+                 str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-hamlet: error: query big") and len(err.strip().splitlines()) == 1
+    assert "--numeric bigint" in err and "--on-overflow null" in err and "numeric=" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_advice_names_flags():
+    assert cli_advice("use numeric='bigint' or on_overflow='null'; time_col=\"ts\"") == \
+        "use --numeric bigint or --on-overflow null; --time-col ts"
+    assert cli_advice("Pickup.request_type = 'premium'") == "Pickup.request_type = 'premium'"
+
+
+def test_error_message_from_wrapped_task_errors():
+    wrapped = RuntimeError("py4j.protocol.Py4JJavaError: ...\nTraceback (most recent call last):"
+                           "\n  File \"x.py\"\ngpu_hamlet.errors.EventDataError: column 'x' is bad"
+                           "\n\tat org.apache.spark.Executor")
+    assert error_message(wrapped) == ("column 'x' is bad", 2)
+    assert error_message(RuntimeError("[USER_RAISED_EXCEPTION] gpu-hamlet input error: f.csv: "
+                                      "value 'x' does not match SQLSTATE: P0001")) == \
+        ("f.csv: value 'x' does not match", 2)
+    assert error_message(MemoryError("out of memory")) == ("MemoryError: out of memory", 1)
+
+
+# --- version, logging, progress ---------------------------------------------------------------
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"gpu-hamlet {gpu_hamlet.__version__}"
+
+
+def test_progress_lines_have_one_prefix_and_quiet_hides_them(spark, tmp_path, capsys):
+    """Progress on stderr, each line prefixed once even when the application (or Spark) has a
+    root handler; nothing with --quiet."""
+    wl, events = _inputs(tmp_path)
+    root = logging.StreamHandler()
+    logging.getLogger().addHandler(root)
+    try:
+        assert main(["explain", "--workload", str(wl), "--events", str(events)]) == 0
+    finally:
+        logging.getLogger().removeHandler(root)
+    err = capsys.readouterr().err.splitlines()
+    assert f"gpu-hamlet: reading parquet events from {events}" in err
+    assert all(re.fullmatch(r"gpu-hamlet: (?!.*gpu.hamlet: ).*", line) for line in err), err
+    assert len(err) == len(set(err))
+    assert main(["explain", "--workload", str(wl), "--events", str(events), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -35,8 +35,9 @@ from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns, warn_absent_types
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.spark.placement import shard_labels
+from gpu_hamlet.sharing import RunStats
 from gpu_hamlet.spark.worker import (
-    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, compose_group,
+    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, StatsParam, compose_group,
 )
 
 SHARDS_COL = "__shards"
@@ -47,11 +48,14 @@ from gpu_hamlet.workload import Workload
 def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
                     sharing: str = "dynamic", numeric: str = "exact", on_overflow: str = "error",
                     time_col: str = "time", type_col: str = "type",
-                    num_tasks: int | None = None) -> dict[str, Any]:
+                    num_tasks: int | None = None, stats: RunStats | None = None
+                    ) -> dict[str, Any]:
     """Answer every query of `workload` over the Spark DataFrame `df`; one DataFrame per query.
 
-    Options are those of `gpu_hamlet.aggregate`; `num_tasks` is the number of engine tasks
-    (default: the context's default parallelism). The engine pass runs once, here."""
+    Options are those of `gpu_hamlet.aggregate`. `num_tasks` is the number of engine tasks, and
+    so of Spark partitions of the engine pass (default: the context's default parallelism).
+    `stats`, a `RunStats()`, receives the sharing decisions of all engine tasks, summed per
+    sharable set (brought back by a Spark accumulator). The engine pass runs once, here."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import (
@@ -127,7 +131,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         present = [r[0] for r in events.select(type_col).distinct().limit(1000).collect()]
         warn_absent_types(wl, present, type_col)
     plan = assign_tasks(groups, keys, total, tasks, integral)
-    log.info("gpu_hamlet: statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
+    log.info("statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
              "group(s)", total, len(groups), time.perf_counter() - started, tasks,
              sum(1 for p in plan if p[-1] is not None))
     started = time.perf_counter()
@@ -165,8 +169,9 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     typed = typed.select(*columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int"))
                          .alias(SHARD_COL))
     names = tuple(q.name for q in wl)
+    acc = None if stats is None else spark.sparkContext.accumulator(RunStats(), StatsParam())
     job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts,
-                   type_names)
+                   type_names, acc)
     # Time order within each shard is all the engine's sort needs (gpu_hamlet/partitions.py):
     # sorting by the other partition attributes as well costs Spark more than it saves there.
     wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(SHARD_COL, time_col)
@@ -175,7 +180,9 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         wide = wide.localCheckpoint(eager=True)
     except Exception as exc:  # a task's error arrives wrapped in Spark's PythonException
         raise _task_error(exc) from None
-    log.info("gpu_hamlet: engine pass (shuffle, sort, %d queries): %.1f s", len(wl),
+    if stats is not None:
+        stats.add(acc.value)
+    log.info("engine pass (shuffle, sort, %d queries): %.1f s", len(wl),
              time.perf_counter() - started)
 
     if any(p[-1] is not None for p in plan):
@@ -190,7 +197,7 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
             wide = wide.localCheckpoint(eager=True)
         except Exception as exc:
             raise _task_error(exc) from None
-        log.info("gpu_hamlet: windows across cuts from pane summaries: %.1f s",
+        log.info("windows across cuts from pane summaries: %.1f s",
                  time.perf_counter() - started)
 
     # SQL strings: two py4j calls per query, where Column objects take a few per column.

@@ -2,9 +2,10 @@
 
     spark-submit --properties-file spark-conf/local.conf \\
         $(python -c 'import gpu_hamlet.spark.submit as s; print(s.__file__)') \\
-        --workload workload.txt --events events.parquet --out results/
+        --workload workload.hamlet --events events.parquet --out results/
 
-It takes the options of `gpu-hamlet run` (without --master: spark-submit sets it).
+It takes the options of `gpu-hamlet run` (without --master: spark-submit sets it) and exits as
+it does: 0 done, 2 bad input or usage, 1 a failure while running.
 """
 
 from __future__ import annotations

@@ -21,12 +21,14 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.engine import aggregate
 from gpu_hamlet.events import time_axis
 from gpu_hamlet.partitions import grouping_values
 from gpu_hamlet.plan import plan_query
+from gpu_hamlet.sharing import RunStats
 from gpu_hamlet.summaries import Cut, compose, summarize
 from gpu_hamlet.workload import Workload
 
@@ -75,6 +77,7 @@ class ShardJob:
     options: dict
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
     type_names: tuple[str, ...]  # the type column arrives as codes into these
+    stats: Accumulator | None = None  # of RunStats: each task adds its sharing decisions
 
     @functools.cached_property
     def layout(self) -> tuple[tuple[pa.DataType, ...], tuple[tuple[int, ...], ...]]:
@@ -112,6 +115,7 @@ class ShardJob:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         wl = self.workload
         options = self.task_options()
+        stats = None if self.stats is None else RunStats()
         carry: pa.Table | None = None
         names = pa.array(self.type_names, pa.string())
         at = None
@@ -125,25 +129,41 @@ class ShardJob:
             cut = self._last_shard_start(table)
             carry = table.slice(cut)
             if cut:
-                yield from self._process(table.slice(0, cut), wl, options)
+                yield from self._process(table.slice(0, cut), wl, options, stats)
         if carry is not None and carry.num_rows:
-            yield from self._process(carry, wl, options)
+            yield from self._process(carry, wl, options, stats)
+        if self.stats is not None:
+            self.stats.add(stats)
 
     def _last_shard_start(self, table: pa.Table) -> int:
         labels = table.column(SHARD_COL).to_numpy()
         differ = np.flatnonzero(labels != labels[-1])
         return int(differ[-1]) + 1 if differ.size else 0
 
-    def _process(self, table: pa.Table, wl, options: dict) -> Iterator[pa.RecordBatch]:
+    def _process(self, table: pa.Table, wl, options: dict, stats: RunStats | None
+                 ) -> Iterator[pa.RecordBatch]:
+        """The shards of `table`: whole groups in one engine call, each slice of a cut group in
+        its own; each call's sharing decisions are added to `stats` (one RunStats per call:
+        aggregate() keeps one list of snapshots per query)."""
+        def recorded(call, *args):
+            one = None if stats is None else RunStats()
+            out = call(*args, {**options, "stats": one})
+            if one is not None:
+                stats.add(one)
+            return out
+
+        def engine(events: pa.Table, opts: dict) -> dict[str, pa.Table]:
+            return aggregate(events, wl, part=True, **opts)
+
         labels = table.column(SHARD_COL).to_numpy()
         events = table.drop_columns([SHARD_COL])
         cut = np.isin(labels, np.fromiter(self.cuts, np.int64, len(self.cuts)))
         whole = np.flatnonzero(~cut)
         if whole.size == labels.shape[0]:
-            res = aggregate(events, wl, part=True, **options)
+            res = recorded(engine, events)
             yield from self._wide(res, self.wide_schema)
         elif whole.size:
-            res = aggregate(events.take(pa.array(whole)), wl, part=True, **options)
+            res = recorded(engine, events.take(pa.array(whole)))
             yield from self._wide(res, self.wide_schema)
         bounds = np.r_[np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]), labels.shape[0]]
         for a, b in zip(bounds[:-1], bounds[1:]):
@@ -152,7 +172,7 @@ class ShardJob:
             r, t0, R, rmax = self.cuts[int(labels[a])]
             slices = Cut(t0, R, rmax)
             shard = events.slice(int(a), int(b - a))
-            inside, summaries = summarize(shard, wl, slices, options)
+            inside, summaries = recorded(summarize, shard, wl, slices)
             yield from self._wide(inside, self.wide_schema)
             group = pickle.dumps(tuple(grouping_values(shard.column(k).slice(0, 1))[0].as_py()
                                        for k in self.keys))
@@ -175,6 +195,17 @@ class ShardJob:
                 cols[1 + slot] = t.column(j).combine_chunks().cast(schema.field(1 + slot).type)
             cols = [c if c is not None else pa.nulls(n, f.type) for c, f in zip(cols, schema)]
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+
+
+class StatsParam(AccumulatorParam):
+    """Adds up the RunStats of engine tasks (`RunStats.add`)."""
+
+    def zero(self, value: RunStats) -> RunStats:
+        return RunStats()
+
+    def addInPlace(self, total: RunStats, more: RunStats) -> RunStats:
+        total.add(more)
+        return total
 
 
 def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through functools.partial

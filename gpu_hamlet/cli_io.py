@@ -1,0 +1,212 @@
+"""Files of the command line: events read into Spark as they come, results written beside them.
+
+Reading: CSV (with or without a header, any delimiter), JSON lines or Parquet; the time column
+becomes what the engine accepts (a timestamp, or numbers of seconds) inside Spark, and a value
+that does not convert stops the run with a message naming it, raised by the same job that reads
+it (`raise_error`), never a silent null or a misread unit.
+
+Writing follows Spark's save modes without ever deleting what gpu-hamlet did not write: results go
+to a hidden folder beside the output and are moved into place at the end, with a marker file
+that later runs recognise; `overwrite` replaces only a folder holding that marker and nothing
+else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gpu_hamlet.errors import GpuHamletError
+from gpu_hamlet.spark.job import _quote
+
+MARKER = "_GPU_HAMLET"  # written last into every result folder; lists what the run wrote
+FORMATS = {".csv": "csv", ".txt": "csv", ".dat": "csv", ".tsv": "csv", ".json": "json",
+           ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet", ".pq": "parquet"}
+#: Times read as seconds beyond this (the year 5138) are surely in a finer unit.
+MAX_SECONDS = 1e11
+#: A marker for messages raised inside Spark jobs (`raise_error`), found again in the exception.
+RAISED = "gpu-hamlet input error: "
+UNIT_FUNCTIONS = {"s": "timestamp_seconds", "ms": "timestamp_millis", "us": "timestamp_micros"}
+
+
+class UsageError(GpuHamletError):
+    """Options or files the command line cannot use: a missing file, an output folder it must
+    not touch, contradicting flags."""
+
+
+def input_format(path: str, given: str | None) -> str:
+    """The events' format: `given`, else from the name of the file (or of the first data file
+    of a folder). Checks that a local path exists, before Spark starts."""
+    local = "://" not in path
+    p = Path(path)
+    if local and not p.exists():
+        raise UsageError(f"events path '{path}' does not exist")
+    if local and not os.access(p, os.R_OK):
+        raise UsageError(f"events path '{path}' is not readable")
+    if given:
+        return given
+    if local and p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file()
+                       and not f.name.startswith(("_", ".")))
+        p = files[0] if files else p
+    fmt = FORMATS.get(p.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"cannot tell the format of '{path}' from its name: "
+                         f"give --in-format csv, json or parquet")
+    return fmt
+
+
+def read_events(spark: Any, path: str, fmt: str, *, columns: list[str] | None = None,
+                delimiter: str = ",", time_col: str = "time", time_format: str | None = None,
+                time_unit: str | None = None) -> Any:
+    """The events as a Spark DataFrame whose time column the engine accepts.
+
+    CSV is read as text (named by `columns` when the file has no header line) and each column
+    becomes bigint, double or timestamp when all its values are, decided by one job: unlike
+    Spark's inferSchema this counts the fields of every row, not the first one's."""
+    if fmt == "csv":
+        reader = spark.read.option("sep", delimiter).option("header", columns is None)
+        if columns is not None:
+            from pyspark.sql.types import StringType, StructField, StructType
+
+            reader = reader.schema(StructType([StructField(c, StringType()) for c in columns]))
+        df = _typed(reader.csv(path))
+    else:
+        df = getattr(spark.read, fmt)(path)
+    if time_col not in df.columns:
+        return df  # trend_aggregate names the missing column and lists those present
+    return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
+
+
+def _typed(df: Any) -> Any:
+    """`df` (all strings) with each column cast to the first of bigint, double and timestamp
+    that holds every one of its values."""
+    from pyspark.sql import functions as F
+
+    kinds = ("bigint", "double", "timestamp")
+    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in df.columns
+              for k in kinds]
+    row = df.agg(*[F.count(F.col(_quote(c))) for c in df.columns], *counts).first()
+    n = len(df.columns)
+    casts = []
+    for i, c in enumerate(df.columns):
+        fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
+        kind = fits[0] if fits and row[i] else "string"
+        casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string"
+                     else F.col(_quote(c)))
+    return df.select(*casts)
+
+
+def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str | None) -> Any:
+    """The time column converted in Spark: parsed with `time_format`, or numbers in `time_unit`
+    made timestamps, or numbers of seconds checked to be plausible as seconds."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType, StringType
+
+    dtype = df.schema[col].dataType
+    raw = F.col(_quote(col))
+    where = f"{path}: column '{col}'"
+
+    def fail(reason: str) -> Any:
+        return F.raise_error(F.concat(F.lit(f"{RAISED}{where}: value '"), raw.cast("string"),
+                                      F.lit(f"' {reason}")))
+
+    if time_format and time_unit:
+        raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
+    if time_format:
+        if not isinstance(dtype, (StringType, NumericType)):
+            raise UsageError(f"{where} is already {dtype.simpleString()}: drop --time-format")
+        parsed = F.try_to_timestamp(raw.cast("string"), F.lit(time_format))
+        return F.when(raw.isNotNull() & parsed.isNull(),
+                      fail(f"does not match --time-format '{time_format}'")).otherwise(parsed)
+    if not isinstance(dtype, NumericType):
+        if time_unit:
+            raise UsageError(f"{where} is {dtype.simpleString()}, not numbers: --time-unit "
+                             f"is for numeric times (use --time-format for text)")
+        return raw  # a timestamp, or a type trend_aggregate names as unsupported
+    if time_unit == "ns":  # exact: `div` on integers, never through a double
+        micros = F.timestamp_micros(F.expr(f"CAST({_quote(col)} AS BIGINT) div 1000"))
+        return F.when(raw % 1000 != 0, fail("has nanoseconds, finer than a Spark timestamp "
+                                            "holds")).otherwise(micros)
+    if time_unit:
+        return getattr(F, UNIT_FUNCTIONS[time_unit])(raw)
+    return F.when(F.abs(raw) > MAX_SECONDS, fail(
+        "is after the year 5000 read as seconds: state its unit (--time-unit ms, us or ns) or "
+        "its format (--time-format, e.g. yyyyMMddHHmm)")).otherwise(raw)
+
+
+def check_output(out: Path, mode: str) -> None:
+    """Refuse an output folder the run must not write into: by default anything but an absent
+    or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise UsageError(f"--out '{out}' is a file, not a folder")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    if mode != "overwrite":
+        raise UsageError(f"--out '{out}' exists and is not empty: choose another folder, or "
+                         f"--mode overwrite to replace a previous gpu-hamlet result there")
+    marker = out / MARKER
+    if not marker.is_file():
+        raise UsageError(f"--out '{out}' is not a gpu-hamlet result (no {MARKER} file): "
+                         f"--mode overwrite replaces only those; choose another folder")
+    ours = set(json.loads(marker.read_text()).get("queries", [])) | {MARKER}
+    foreign = [e for e in entries if e not in ours]
+    if foreign:
+        raise UsageError(f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
+                         f"remove it or choose another folder")
+
+
+def write_results(results: dict[str, Any], out: Path, fmt: str, mode: str,
+                  version: str) -> dict[str, int]:
+    """Write every query's dataset into a hidden folder beside `out`, add the marker, then move
+    it into place (over a previous result only as `check_output` allows): a failed run leaves
+    `out` as it was. Returns the rows written per query."""
+    out = out.absolute()
+    check_output(out, mode)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+
+    def write(item: tuple[str, Any]) -> tuple[str, int]:
+        name, df = item
+        writer = df.write.mode("overwrite")
+        if fmt == "csv":
+            writer = writer.option("header", True)
+        getattr(writer, fmt)(str(tmp / name))
+        return name, df.count()
+
+    try:
+        # Each query's dataset is its own (small) Spark job over the checkpointed engine pass:
+        # submitted from threads, they run side by side.
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            rows = dict(pool.map(write, results.items()))
+        (tmp / MARKER).write_text(json.dumps(
+            {"written_by": f"gpu-hamlet {version}", "format": fmt, "queries": list(results)}))
+        check_output(out, mode)  # again: another process may have written there meanwhile
+        _move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return rows
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Rename `tmp` to `out`; a previous result there is set aside first and deleted last."""
+    if not out.exists() or not any(out.iterdir()):
+        os.replace(tmp, out)  # onto an empty folder too
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old)
