@@ -25,7 +25,7 @@ from gpu_hamlet import __version__
 from gpu_hamlet.cli_io import RAISED, UsageError, check_output, input_format, read_events, \
     write_results
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
-from gpu_hamlet.workload import Workload, format_ms
+from gpu_hamlet.workload import Workload
 
 log = logging.getLogger("gpu_hamlet")
 
@@ -142,11 +142,6 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     return 0
 
 
-def _window(ms: int, slide_ms: int) -> str:
-    """A query's window as the query language writes it."""
-    return f"WITHIN {format_ms(ms)}" + (f" SLIDE {format_ms(slide_ms)}" if slide_ms != ms else "")
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.sharing import analyze
 
@@ -159,7 +154,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
               f"  (GROUPBY {', '.join(q.groupby) or '-'})")
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
-        print(f"  window     : {_window(q.within_ms, q.slide_ms)}")
+        print(f"  window     : {q.window}")
     print()
     print(analyze(workload).describe())
     if fmt:

@@ -358,7 +358,7 @@ class _Parser:
             groupby.append(self._name("an attribute name"))
             while self._accept_symbol(","):
                 groupby.append(self._name("an attribute name"))
-        self._expect_keyword("WITHIN")
+        window_tok = self._expect_keyword("WITHIN")
         within_tok, within = self.duration("WITHIN")
         slide_tok, slide = within_tok, within
         if self._accept_keyword("SLIDE"):
@@ -376,6 +376,7 @@ class _Parser:
             within_ms=within,
             slide_ms=slide,
             text=self.text[start.start : end].strip(),
+            window_text=" ".join(self.text[window_tok.start : end].split()),
         )
         self._check(query, return_tok, items, pattern, filters, groupby, slide_tok)
         return query, explicit

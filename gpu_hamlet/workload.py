@@ -106,6 +106,16 @@ class Query:
     within_ms: int = 0
     slide_ms: int = 0
     text: str = field(default="", compare=False)
+    #: The window clause as written (`WITHIN 30 min SLIDE 10 min`), for messages and explain.
+    window_text: str = field(default="", compare=False)
+
+    @property
+    def window(self) -> str:
+        """The window clause in the query's own units (or the largest whole ones)."""
+        if self.window_text:
+            return self.window_text
+        slide = f" SLIDE {format_ms(self.slide_ms)}" if self.slide_ms != self.within_ms else ""
+        return f"WITHIN {format_ms(self.within_ms)}{slide}"
 
     @property
     def types(self) -> tuple[str, ...]:

@@ -100,6 +100,16 @@ def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     assert "T2 -> T2" in out and "q1, q2" in out
 
 
+def test_explain_keeps_the_query_units(tmp_path, capsys):
+    """Durations as the query wrote them, not raw milliseconds (nor converted: 60 min stays)."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 60 min SLIDE 90 s")
+    assert main(["explain", "--workload", str(wl)]) == 0
+    out = capsys.readouterr().out
+    assert "window     : WITHIN 60 min SLIDE 90 s\n" in out and "90000" not in out
+    assert "workload pane: 90 s" in out
+
+
 def test_demo_runs_the_spark_job(spark, capsys):
     assert main(["demo", "--events", "20000", "--rows", "2"]) == 0
     out = capsys.readouterr().out
