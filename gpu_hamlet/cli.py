@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,6 +319,11 @@ def _log_to_stderr(level: str) -> None:
     log.propagate = False
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (a pattern type absent from the data, say) as one line, like errors."""
+    print(f"gpu-hamlet: warning: {cli_advice(str(message))}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -327,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     _console.progress, _console.verbose = not args.quiet, args.verbose
     _log_to_stderr(args.log_level or ("WARNING" if args.quiet else "INFO"))
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args)
     except Exception as exc:
         message, status = error_message(exc)
         if args.verbose:

@@ -70,15 +70,30 @@ def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
 
 
 def test_failed_run_leaves_no_output(spark, tmp_path, capsys):
+    """A task's error (NaN in a summed column) ends the run with one line and no output."""
     wl, events = _inputs(tmp_path)
-    wl.write_text("RETURN COUNT(*) PATTERN SEQ(T1, T9+) WITHIN 100 s")
+    table = pq.read_table(events)
+    nan = pa.array([float("nan")] * table.num_rows)
+    pq.write_table(table.append_column("v", nan), events)
+    wl.write_text("RETURN SUM(T2.v) PATTERN SEQ(T1, T2+) WITHIN 100 s")
     out = tmp_path / "out"
     assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
                  str(out)]) == 2
     err = capsys.readouterr().err
-    assert "query q1" in err and "'T9'" in err
+    assert "query q1" in err and "'v'" in err and "NaN" in err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_absent_type_warns_and_writes_an_empty_result(spark, tmp_path, capsys):
+    wl, events = _inputs(tmp_path)
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(T1, t2+) WITHIN 100 s")
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
+                 str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "gpu-hamlet: warning: query q1: event type 't2' (did you mean 'T2'?)" in err
+    assert pq.read_table(out / "q1").num_rows == 0
 
 
 def test_syntax_error_names_file_line_and_column(tmp_path, capsys):
