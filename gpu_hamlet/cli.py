@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         pq.write_table(events, path)
         print(f"{describe_data(events)}; in {path}")
         print(WHY_HUGE + "\n")
-        print("CPU kernels: loading (the first run compiles them: a minute or more on 2 cores; "
+        print("CPU kernels: loading (the first run compiles them, about 30 s on 2 cores, and "
               "numba caches them on disk) ...", flush=True)
         # The kernels warm up while the JVM starts: both take seconds, on different cores.
         warm = pool.submit(warm_up_kernels, events, workload,

@@ -2,7 +2,7 @@
 
 Every numba kernel of the CPU backend is declared `@njit(cache=True)` at module level, so numba
 compiles each signature once and later processes (the next run, every Spark Python worker) load
-the machine code instead of compiling it again (about 25 s of CPU per process otherwise). The
+the machine code instead of compiling it again (about 30 s of CPU per process otherwise). The
 rings' scalar operations (cpu_fallback/rings.py) are built by a factory shared with the GPU
 backend and are not cached themselves: they are compiled into each kernel that calls them, and
 cached with it.
