@@ -44,16 +44,20 @@ def demo_session(master: str, app: str = "gpu-hamlet demo") -> Any:
 
 def describe_data(events: pa.Table) -> str:
     """One line on the generated stream: size, types, districts, drivers and time span."""
-    counts = sorted(pc.value_counts(events["type"]).to_pylist(), key=lambda c: -c["counts"])
     n = events.num_rows
+    head = f"generated {n:,} ridesharing events"
+    if not n:
+        return head
+    counts = sorted(pc.value_counts(events["type"]).to_pylist(), key=lambda c: -c["counts"])
     top = ", ".join(f"{c['values']} {100 * c['counts'] / n:.0f}%" for c in counts[:3])
     span = pc.min_max(events["time"]).as_py()
-    hours = (span["max"] - span["min"]).total_seconds() / 3600 if n else 0.0
-    return (f"generated {n:,} ridesharing events (gpu_hamlet/datagen.py, the HAMLET paper's "
-            f"ridesharing stream): {len(counts)} event types ({top}, ...), "
+    minutes = (span["max"] - span["min"]).total_seconds() / 60
+    length = f"{minutes / 60:.1f} h" if minutes >= 60 else f"{minutes:.0f} min"
+    return (f"{head} (gpu_hamlet/datagen.py, the HAMLET paper's ridesharing stream): "
+            f"{len(counts)} event types ({top}, ...), "
             f"{pc.count_distinct(events['district']).as_py()} districts, "
-            f"{pc.count_distinct(events['driver']).as_py():,} drivers, {hours:.1f} h from "
-            f"{span['min']:%Y-%m-%d %H:%M}" if n else f"generated {n:,} ridesharing events")
+            f"{pc.count_distinct(events['driver']).as_py():,} drivers, {length} from "
+            f"{span['min']:%Y-%m-%d %H:%M}")
 
 
 def warm_up_kernels(events: pa.Table, workload: Any, options: dict,
@@ -63,13 +67,15 @@ def warm_up_kernels(events: pa.Table, workload: Any, options: dict,
     job needs are compiled once here, or loaded, and the workers find them in the cache.
 
     Which kernel signatures run depends on the data (windows of many panes, sliding windows), so
-    the sample is every k-th event over the whole time span, at most `max_events` of them."""
+    the sample is every k-th event over the whole time span, at most `max_events` of them
+    (`events` in time order, as gpu_hamlet/datagen.py makes them)."""
     from gpu_hamlet.engine import aggregate
     from gpu_hamlet.events import time_axis
     from gpu_hamlet.plan import plan_query
     from gpu_hamlet.summaries import Cut, compose, summarize
 
-    sample = events.take(np.arange(0, events.num_rows, -(-events.num_rows // max_events)))
+    step = max(1, -(-events.num_rows // max_events))
+    sample = events.take(np.arange(0, events.num_rows, step))
     time_col = options["time_col"]
 
     def run() -> None:

@@ -32,7 +32,7 @@ def test_data_line_names_types_districts_and_time_span():
     line = describe_data(ridesharing(5000, seed=1))
     assert line.startswith("generated 5,000 ridesharing events (gpu_hamlet/datagen.py")
     assert "20 event types (Travel" in line and "10 districts" in line
-    assert " h from 2026-01-01 00:00" in line
+    assert " drivers, 5 min from 2026-01-01 00:00" in line
 
 
 def test_every_kernel_is_cached_on_disk_but_the_inlined_ring_ops():
