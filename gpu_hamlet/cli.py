@@ -173,30 +173,46 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Generate a ridesharing stream, answer DEMO_WORKLOAD over it on Spark, and say what each
+    step is (the workload, the data, why the counts are huge, a first run's compile time)."""
     import pyarrow.parquet as pq
 
     from gpu_hamlet import parse_workload
     from gpu_hamlet.datagen import ridesharing
+    from gpu_hamlet.demo import WHY_HUGE, demo_session, describe_data, warm_up_kernels
     from gpu_hamlet.spark import trend_aggregate
 
-    with tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp:
+    workload = parse_workload(DEMO_WORKLOAD)
+    print(f"The workload ({len(workload)} queries):\n{DEMO_WORKLOAD.strip()}\n")
+    options = {"backend": args.backend, "sharing": args.sharing, "numeric": args.numeric,
+               "on_overflow": args.on_overflow}
+    with tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp, \
+            ThreadPoolExecutor(max_workers=1) as pool:
         path = Path(tmp) / "rides.parquet"
-        pq.write_table(ridesharing(args.events, seed=args.seed), path)
-        print(f"generated {args.events:,} ridesharing events in {path}")
-        workload = parse_workload(DEMO_WORKLOAD)
-        spark = _spark(args.master, "gpu-hamlet demo")
+        events = ridesharing(args.events, seed=args.seed)
+        pq.write_table(events, path)
+        print(f"{describe_data(events)}; in {path}")
+        print(WHY_HUGE + "\n")
+        print("CPU kernels: loading (the first run compiles them, about 30 s on 2 cores, and "
+              "numba caches them on disk) ...", flush=True)
+        # The kernels warm up while the JVM starts: both take seconds, on different cores.
+        warm = pool.submit(warm_up_kernels, events, workload,
+                           {**options, "time_col": "time", "type_col": "type"})
+        spark = demo_session(args.master)
+        print(f"CPU kernels: {warm.result().describe()}", flush=True)
         t0 = time.perf_counter()
-        results = trend_aggregate(spark.read.parquet(str(path)), workload, backend=args.backend,
-                                  sharing=args.sharing, numeric=args.numeric,
-                                  on_overflow=args.on_overflow)
+        results = trend_aggregate(spark.read.parquet(str(path)), workload, **options)
+        # One small job per query: the results are a few rows per window and group.
+        tables = {name: df.toArrow() for name, df in results.items()}
         dt = time.perf_counter() - t0
-        print(f"answered {len(workload)} queries on Spark {spark.version} "
-              f"({spark.sparkContext.master}) in {dt:.1f} s\n")
-        for name, df in results.items():
-            first = df.orderBy(*df.columns[: df.columns.index("window_end")]).limit(args.rows)
-            print(f"== {name}: {df.count()} rows; first {args.rows}:")
-            print(_format(pa.Table.from_pandas(first.toPandas(), preserve_index=False)))
-            print()
+    print(f"answered {len(workload)} queries on Spark {spark.version} "
+          f"({spark.sparkContext.master}) in {dt:.1f} s\n")
+    for name, table in tables.items():
+        keys = table.column_names[: table.column_names.index("window_end")]
+        first = table.sort_by([(k, "ascending") for k in keys]).slice(0, args.rows)
+        print(f"== {name}: {table.num_rows} rows; first {args.rows}:")
+        print(_format(first))
+        print()
     return 0
 
 

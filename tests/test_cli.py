@@ -125,13 +125,6 @@ def test_explain_keeps_the_query_units(tmp_path, capsys):
     assert "workload pane: 90 s" in out
 
 
-def test_demo_runs_the_spark_job(spark, capsys):
-    assert main(["demo", "--events", "20000", "--rows", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "generated 20,000 ridesharing events" in out and "on Spark 4.1.1" in out
-    assert "== rides:" in out and "== premium:" in out
-
-
 def test_spark_submit_entry_script(tmp_path):
     """The README's spark-submit line, with the local profile, writes every query's dataset."""
     import os

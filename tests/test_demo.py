@@ -1,0 +1,79 @@
+"""`gpu-hamlet demo` explains itself, and the CPU kernels it warms up are cached on disk."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from gpu_hamlet.cli import DEMO_WORKLOAD, main
+from gpu_hamlet.datagen import ridesharing
+from gpu_hamlet.demo import describe_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_prints_workload_data_and_why_counts_are_huge(spark, capsys):
+    assert main(["demo", "--events", "2000", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert DEMO_WORKLOAD.strip() in out
+    assert "generated 2,000 ridesharing events (gpu_hamlet/datagen.py" in out
+    assert "10 districts" in out and "Travel" in out
+    assert "a burst of n matching events holds 2^n - 1 trends" in out
+    assert "CPU kernels: " in out and " signatures" in out
+    assert "on Spark 4.1.1" in out
+    assert "== rides:" in out and "== premium:" in out
+
+
+def test_data_line_names_types_districts_and_time_span():
+    line = describe_data(ridesharing(5000, seed=1))
+    assert line.startswith("generated 5,000 ridesharing events (gpu_hamlet/datagen.py")
+    assert "20 event types (Travel" in line and "10 districts" in line
+    assert " drivers, 5 min from 2026-01-01 00:00" in line
+
+
+def test_every_kernel_is_cached_on_disk_but_the_inlined_ring_ops():
+    """Only the rings' scalar operations (made by a factory shared with the GPU backend) are not
+    cached themselves: numba compiles them into the cached kernels that call them."""
+    for module in ("cpu_fallback.bursts", "cpu_fallback.kernels", "gpu_hamlet.numeric",
+                   "gpu_hamlet.partitions", "gpu_hamlet.pruning", "gpu_hamlet.window_copies"):
+        importlib.import_module(module)
+    from gpu_hamlet.kernel_cache import dispatchers
+
+    found = dispatchers()
+    uncached = {d.__module__ for d in found if d.stats.cache_path is None}
+    assert len(found) > 15
+    assert uncached == {"cpu_fallback.rings"}
+
+
+WARM_UP = textwrap.dedent("""
+    import numpy as np
+    from cpu_fallback.kernels import reduce_sorted
+    from cpu_fallback.rings import make_tag
+    from gpu_hamlet.kernel_cache import warm_up
+
+    vals = np.ones((4, 1, 2))
+    w = warm_up(lambda: reduce_sorted(make_tag("xfloat"), vals, np.array([0, 2])))
+    print(w.compiled, w.loaded, w.cache_dirs)
+""")
+
+
+def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path):
+    """A kernel over a ring (its arithmetic made by the rings' factory) is compiled by the first
+    process and loaded from NUMBA_CACHE_DIR by the next: what every Spark worker relies on."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True,
+                              env=env, timeout=300, cwd=ROOT, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split(maxsplit=2)
+
+    compiled, loaded, where = run()
+    assert int(compiled) >= 1 and int(loaded) == 0 and str(tmp_path) in where
+    assert list(tmp_path.rglob("kernels.reduce_sorted-*.nbi"))
+    compiled, loaded, _ = run()
+    assert int(compiled) == 0 and int(loaded) >= 1
