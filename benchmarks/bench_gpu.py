@@ -30,16 +30,17 @@ import subprocess
 import sys
 
 import numpy as np
-
 from bench_engine import TYPES, kleene_queries
 from harness import best_time
 
 import gpu_hamlet
 from gpu_hamlet.devices import cuda_visible, simulator_enabled
 
-NO_DEVICE = ("bench_gpu: no CUDA device is visible, so there is nothing to measure: GPU figures "
-             "need a machine with an NVIDIA GPU and its driver. (NUMBA_ENABLE_CUDASIM=1 runs this "
-             "script in numba's simulator, as a smoke test only.)")
+NO_DEVICE = (
+    "bench_gpu: no CUDA device is visible, so there is nothing to measure: GPU figures "
+    "need a machine with an NVIDIA GPU and its driver. (NUMBA_ENABLE_CUDASIM=1 runs this "
+    "script in numba's simulator, as a smoke test only.)"
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,12 +66,16 @@ def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:
     from gpu_hamlet.weights import as_array
 
     rec = RecordingBackend(CpuBackend())
-    gpu_hamlet.aggregate(events, text, backend=rec, sharing="none", numeric=numeric,
-                         on_overflow="null")
+    gpu_hamlet.aggregate(
+        events, text, backend=rec, sharing="none", numeric=numeric, on_overflow="null"
+    )
     # Weights built on the host: the GPU timing covers the segment kernel with its inputs on the
     # device, and the CPU pieces slice them (_split).
-    return [args[:5] + (as_array(args[5]),) + args[6:]
-            for step, args in rec.calls if step == "segment_maps"]
+    return [
+        args[:5] + (as_array(args[5]),) + args[6:]
+        for step, args in rec.calls
+        if step == "segment_maps"
+    ]
 
 
 def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:
@@ -87,7 +92,7 @@ def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:
         for r0, r1 in chunks(runs.cost, budget):
             launch = runs.upload(r0, r1)
             cuda.synchronize()
-            total += best_time(lambda: (launch.run(), cuda.synchronize()), repeat)
+            total += best_time(lambda run=launch.run: (run(), cuda.synchronize()), repeat)
             del launch
     return total
 
@@ -116,23 +121,41 @@ def _split(args: tuple, parts: int) -> list[tuple]:
     pid, seg = args[1], args[2]
     n = pid.shape[0]
     ends = np.flatnonzero((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) + 1
-    cuts = np.unique(ends[np.minimum(np.searchsorted(ends, np.arange(1, parts) * n / parts),
-                                     max(ends.shape[0] - 1, 0))]) if ends.size else ends
+    cuts = (
+        np.unique(
+            ends[
+                np.minimum(
+                    np.searchsorted(ends, np.arange(1, parts) * n / parts),
+                    max(ends.shape[0] - 1, 0),
+                )
+            ]
+        )
+        if ends.size
+        else ends
+    )
     bounds = np.r_[0, cuts, n].astype(np.int64)
     out = []
     for e0, e1 in zip(bounds[:-1], bounds[1:]):
         per_event = tuple(np.ascontiguousarray(a[e0:e1]) for a in args[1:5])
         weights = np.ascontiguousarray(args[5][:, e0:e1])
-        out.append(args[:1] + per_event + (weights,) + args[6:8]
-                   + (np.ascontiguousarray(args[8][e0:e1]),) + args[9:11]
-                   + (np.ascontiguousarray(args[11][e0:e1]),) + args[12:])
+        out.append(
+            args[:1]
+            + per_event
+            + (weights,)
+            + args[6:8]
+            + (np.ascontiguousarray(args[8][e0:e1]),)
+            + args[9:11]
+            + (np.ascontiguousarray(args[11][e0:e1]),)
+            + args[12:]
+        )
     return out
 
 
 def cpu_all_cores_seconds(calls: list[tuple], repeat: int, workers: int) -> float:
     """Best wall time of the same calls on the CPU backend spread over `workers` processes, as
     Spark's partitions and time slices would spread them: each call is cut between its runs into
-    one piece per worker, and one pool runs the pieces of all calls. The pieces are in the workers' memory
+    one piece per worker, and one pool runs the pieces of all calls. The pieces are in the workers'
+    memory
     (forked after they are cut) before the clock starts, like the GPU's inputs on the device;
     the workers only ever run the CPU backend."""
     global _PIECES
@@ -155,41 +178,69 @@ def main(argv: list[str] | None = None) -> int:
     if simulator_enabled():
         print("NUMBA_ENABLE_CUDASIM=1: numba's CUDA simulator, timings are meaningless")
     cores = os.cpu_count() or 1
-    events = kleene_stream(args.events, seed=7, types=TYPES, mean_burst=20.0, n_groups=8,
-                           duplicate_time_fraction=0.1)
+    events = kleene_stream(
+        args.events, seed=7, types=TYPES, mean_burst=20.0, n_groups=8, duplicate_time_fraction=0.1
+    )
     columns = ["time", "x", "y"]
     up = best_time(lambda: arrow_to_device(events, columns), args.repeat)
     nbytes = sum(events.column(c).nbytes for c in columns)
-    print(f"machine: {platform.processor() or platform.machine()}, {cores} cores; "
-          f"{args.events:,} events; Arrow -> device ({', '.join(columns)}): {nbytes / up / 1e9:.2f} GB/s")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {cores} cores; "
+        f"{args.events:,} events; Arrow -> device ({', '.join(columns)}): "
+        f"{nbytes / up / 1e9:.2f} GB/s"
+    )
     warm = events.slice(0, min(20_000, args.events))
     rows = []
     for n in args.queries:
         text = kleene_queries(n)
         for numeric in args.numeric:
             for backend in ("cpu", "gpu"):  # compile (or load) every kernel first
-                gpu_hamlet.aggregate(warm, text, backend=backend, sharing="none",
-                                     numeric=numeric, on_overflow="null")
+                gpu_hamlet.aggregate(
+                    warm, text, backend=backend, sharing="none", numeric=numeric, on_overflow="null"
+                )
             calls = record_segment_calls(events, text, numeric)
             g = gpu_kernel_seconds(calls, args.repeat, DEFAULT_DEVICE_BYTES)
             c = cpu_kernel_seconds(calls, args.repeat)
             c_all = cpu_all_cores_seconds(calls, args.repeat, cores)
-            e2e = {be: best_time(lambda: gpu_hamlet.aggregate(events, text, backend=be,
-                                                              sharing="none", numeric=numeric,
-                                                              on_overflow="null"), 1)
-                   for be in ("gpu", "cpu")}
-            row = {"queries": n, "numeric": numeric, "calls": len(calls), "gpu_kernel_s": g,
-                   "cpu_kernel_s": c, "gpu_events_per_s": args.events / g,
-                   "cpu_events_per_s": args.events / c, "speedup": c / g,
-                   "cpu_all_cores_s": c_all, "cpu_all_cores_events_per_s": args.events / c_all,
-                   "speedup_vs_all_cores": c_all / g, "gpu_aggregate_s": e2e["gpu"],
-                   "cpu_aggregate_s": e2e["cpu"]}
+            e2e = {
+                be: best_time(
+                    lambda: gpu_hamlet.aggregate(
+                        events,
+                        text,
+                        backend=be,
+                        sharing="none",
+                        numeric=numeric,
+                        on_overflow="null",
+                    ),
+                    1,
+                )
+                for be in ("gpu", "cpu")
+            }
+            row = {
+                "queries": n,
+                "numeric": numeric,
+                "calls": len(calls),
+                "gpu_kernel_s": g,
+                "cpu_kernel_s": c,
+                "gpu_events_per_s": args.events / g,
+                "cpu_events_per_s": args.events / c,
+                "speedup": c / g,
+                "cpu_all_cores_s": c_all,
+                "cpu_all_cores_events_per_s": args.events / c_all,
+                "speedup_vs_all_cores": c_all / g,
+                "gpu_aggregate_s": e2e["gpu"],
+                "cpu_aggregate_s": e2e["cpu"],
+            }
             rows.append(row)
-            print(f"{n:>4} queries {numeric:>5}: GPU {row['gpu_events_per_s'] / 1e6:10.1f} M ev/s"
-                  f"  CPU 1 core {row['cpu_events_per_s'] / 1e6:8.2f} M ev/s,"
-                  f" {cores} cores {row['cpu_all_cores_events_per_s'] / 1e6:8.2f} M ev/s"
-                  f"  speedup {row['speedup']:7.1f}x (vs all cores {row['speedup_vs_all_cores']:6.1f}x)"
-                  f"  aggregate(): GPU {e2e['gpu']:.2f} s, CPU {e2e['cpu']:.2f} s", flush=True)
+            print(
+                f"{n:>4} queries {numeric:>5}: GPU {row['gpu_events_per_s'] / 1e6:10.1f} M ev/s"
+                f"  CPU 1 core {row['cpu_events_per_s'] / 1e6:8.2f} M ev/s,"
+                f" {cores} cores {row['cpu_all_cores_events_per_s'] / 1e6:8.2f} M ev/s"
+                f"  speedup {row['speedup']:7.1f}x"
+                f" (vs all cores {row['speedup_vs_all_cores']:6.1f}x)"
+                f"  aggregate(): GPU {e2e['gpu']:.2f} s, CPU {e2e['cpu']:.2f} s",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

@@ -18,10 +18,11 @@ import json
 import os
 import platform
 
+from harness import best_time
+
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
 from gpu_hamlet.sharing import RunStats
-from harness import best_time
 
 TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
 OTHERS = [t for t in TYPES if t != "B"]
@@ -29,9 +30,13 @@ OTHERS = [t for t in TYPES if t != "B"]
 
 def kleene_sharing(n: int, filters: bool = False) -> str:
     """n queries with distinct patterns around B+ (HAMLET 6.1's Kleene-sharing workload)."""
-    return kleene_sharing_workload(n, "B", OTHERS, returns="COUNT(*), SUM(B.x)",
-                                   per_query_where=[f"B.x < {1 + j}" for j in range(9)] if filters
-                                   else ())
+    return kleene_sharing_workload(
+        n,
+        "B",
+        OTHERS,
+        returns="COUNT(*), SUM(B.x)",
+        per_query_where=[f"B.x < {1 + j}" for j in range(9)] if filters else (),
+    )
 
 
 def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunStats]:
@@ -40,8 +45,15 @@ def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunSta
 
     def once() -> None:
         stats.append(RunStats())
-        gpu_hamlet.aggregate(events, workload, backend="cpu", sharing=sharing, numeric="float",
-                             on_overflow="null", stats=stats[-1])
+        gpu_hamlet.aggregate(
+            events,
+            workload,
+            backend="cpu",
+            sharing=sharing,
+            numeric="float",
+            on_overflow="null",
+            stats=stats[-1],
+        )
 
     return best_time(once, repeat), stats[-1]
 
@@ -54,13 +66,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events; "
-          f"float mode, CPU backend, best of {args.repeat}")
-    streams = [(f"kleene-sharing, mean burst {b:g}", kleene_stream(
-        args.events, seed=3, types=TYPES, mean_burst=b, mean_other_run=3.0), False)
-        for b in args.bursts]
-    streams.append(("short bursts + per-query filters", kleene_stream(
-        args.events, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0), True))
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events; "
+        f"float mode, CPU backend, best of {args.repeat}"
+    )
+    streams = [
+        (
+            f"kleene-sharing, mean burst {b:g}",
+            kleene_stream(args.events, seed=3, types=TYPES, mean_burst=b, mean_other_run=3.0),
+            False,
+        )
+        for b in args.bursts
+    ]
+    streams.append(
+        (
+            "short bursts + per-query filters",
+            kleene_stream(args.events, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0),
+            True,
+        )
+    )
     warm = kleene_sharing(3)
     for mode in ("none", "static", "dynamic"):
         run(streams[0][1].slice(0, 5000), warm, mode, 1)
@@ -73,17 +97,26 @@ def main() -> None:
                 dt, st = run(events, wl, mode, args.repeat)
                 s = st.sets[0] if st.sets else None
                 res[mode] = dt
-                rows.append({"stream": label, "queries": n, "sharing": mode, "seconds": dt,
-                             "events_per_s": args.events / dt,
-                             "stats": s.as_dict() if s else None})
+                rows.append(
+                    {
+                        "stream": label,
+                        "queries": n,
+                        "sharing": mode,
+                        "seconds": dt,
+                        "events_per_s": args.events / dt,
+                        "stats": s.as_dict() if s else None,
+                    }
+                )
             best_other = min(res["static"], res["none"])
             s = rows[-1]["stats"] or {}
-            print(f"{label:>34} | {n:3d} q | none {res['none']:7.3f} s  static "
-                  f"{res['static']:7.3f} s  dynamic {res['dynamic']:7.3f} s | none/dynamic "
-                  f"{res['none'] / res['dynamic']:5.2f}x  dynamic/best "
-                  f"{res['dynamic'] / best_other:4.2f} | dynamic shared {s.get('shared', 0)}"
-                  f"/{s.get('bursts', 0)} bursts, {s.get('event_snapshots', 0)} event snapshots",
-                  flush=True)
+            print(
+                f"{label:>34} | {n:3d} q | none {res['none']:7.3f} s  static "
+                f"{res['static']:7.3f} s  dynamic {res['dynamic']:7.3f} s | none/dynamic "
+                f"{res['none'] / res['dynamic']:5.2f}x  dynamic/best "
+                f"{res['dynamic'] / best_other:4.2f} | dynamic shared {s.get('shared', 0)}"
+                f"/{s.get('bursts', 0)} bursts, {s.get('event_snapshots', 0)} event snapshots",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

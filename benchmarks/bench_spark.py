@@ -26,15 +26,15 @@ Reports the wall times and the ratios, cold and per warm round, and the median w
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
-from unittest import mock
 import json
-import statistics
 import os
+import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 import pyarrow.parquet as pq
 
@@ -48,8 +48,12 @@ from gpu_hamlet.spark.worker import ShardJob
 KLEENE = ["Travel", "LocationUpdate"]
 FIRST = ["Request", "Pickup", "Accept", "Arrive"]
 LAST = ["Dropoff", "Payment", "Rating", "Cancel"]
-AGGS = ["COUNT(*)", "COUNT(*), AVG({k}.speed)", "COUNT({k}), SUM({k}.price)",
-        "COUNT(*), MAX({k}.speed)"]
+AGGS = [
+    "COUNT(*)",
+    "COUNT(*), AVG({k}.speed)",
+    "COUNT({k}), SUM({k}.price)",
+    "COUNT(*), MAX({k}.speed)",
+]
 
 
 def workload(n: int) -> str:
@@ -61,14 +65,17 @@ def workload(n: int) -> str:
         first, last = FIRST[(i // 2) % 4], LAST[(i // 8) % 4]
         pattern = f"SEQ({first}, {k}+, {last})" if i % 3 else f"SEQ({first}, {k}+)"
         window = ["10 min", "30 min", "30 min SLIDE 10 min", "1 h SLIDE 30 min"][i % 4]
-        out.append(f"r{i}: RETURN district, {AGGS[i % 4].format(k=k)} PATTERN {pattern} "
-                   f"WHERE [driver] GROUPBY district WITHIN {window}")
+        out.append(
+            f"r{i}: RETURN district, {AGGS[i % 4].format(k=k)} PATTERN {pattern} "
+            f"WHERE [driver] GROUPBY district WITHIN {window}"
+        )
     return ";\n".join(out)
 
 
 def _drain(batches):
     """The Arrow floor's task: read every batch, emit one row count."""
     import pyarrow as pa
+
     rows = sum(b.num_rows for b in batches)
     yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
 
@@ -102,10 +109,14 @@ def main() -> None:
         t0 = time.perf_counter()
         pq.write_table(ridesharing(args.events, seed=1), path, row_group_size=1_000_000)
         gen = time.perf_counter() - t0
-        spark = (SparkSession.builder.master(args.master).appName("gpu-hamlet bench")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
-                 .config("spark.driver.memory", "8g").getOrCreate())
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("gpu-hamlet bench")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+            .config("spark.driver.memory", "8g")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         tasks = spark.sparkContext.defaultParallelism
         df = spark.read.parquet(path)
@@ -120,9 +131,14 @@ def main() -> None:
 
         def floor_run(events) -> float:
             t0 = time.perf_counter()
-            (events.select(*needed).repartition(tasks, "district")
-             .sortWithinPartitions("district", "time").write.format("noop").mode("overwrite")
-             .save())
+            (
+                events.select(*needed)
+                .repartition(tasks, "district")
+                .sortWithinPartitions("district", "time")
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            )
             return time.perf_counter() - t0
 
         floor_rows = df.count()
@@ -130,16 +146,23 @@ def main() -> None:
         def arrow_floor_run(events) -> float:
             t0 = time.perf_counter()
             coded = events.select(*needed).withColumn(
-                "type", type_codes(events["type"], tuple(used_types)))
-            (coded.repartition(tasks, "district")
-             .sortWithinPartitions("district", "time").mapInArrow(_drain, "rows long")
-             .write.format("noop").mode("overwrite").save())
+                "type", type_codes(events["type"], tuple(used_types))
+            )
+            (
+                coded.repartition(tasks, "district")
+                .sortWithinPartitions("district", "time")
+                .mapInArrow(_drain, "rows long")
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            )
             return time.perf_counter() - t0
 
         def engine_run() -> tuple[float, dict]:
             t0 = time.perf_counter()
-            results = trend_aggregate(df, wl, numeric=args.numeric, on_overflow="null",
-                                      num_tasks=tasks)
+            results = trend_aggregate(
+                df, wl, numeric=args.numeric, on_overflow="null", num_tasks=tasks
+            )
             return time.perf_counter() - t0, results
 
         def no_op_run() -> float:
@@ -158,43 +181,68 @@ def main() -> None:
             fl_arrow = arrow_floor_run(df.filter(df["type"].isin(used_types)))
             no_op = no_op_run()
             warm, results = engine_run()
-            rounds.append({"floor_s": fl, "floor_used_types_s": fl_used,
-                           "arrow_floor_s": fl_arrow, "no_op_s": no_op,
-                           "ratio_no_op": no_op / fl, "ratio_arrow_floor": fl_arrow / fl,
-                           "warm_s": warm, "ratio": warm / fl,
-                           "ratio_used_types": warm / fl_used, "ratio_arrow": warm / fl_arrow})
+            rounds.append(
+                {
+                    "floor_s": fl,
+                    "floor_used_types_s": fl_used,
+                    "arrow_floor_s": fl_arrow,
+                    "no_op_s": no_op,
+                    "ratio_no_op": no_op / fl,
+                    "ratio_arrow_floor": fl_arrow / fl,
+                    "warm_s": warm,
+                    "ratio": warm / fl,
+                    "ratio_used_types": warm / fl_used,
+                    "ratio_arrow": warm / fl_arrow,
+                }
+            )
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=8) as pool:
             rows = dict(pool.map(lambda kv: (kv[0], kv[1].count()), results.items()))
         outputs = time.perf_counter() - t0
         spark.stop()
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    line = (f"{args.events:,} events, {args.queries} queries, {args.numeric}, {args.master} "
-            f"({tasks} tasks):\n"
-            f"  cold: floor {first_floor:.1f} s (read, repartition, sort, materialise "
-            f"{floor_rows:,} events), trend_aggregate {cold:.1f} s: ratio "
-            f"{cold / first_floor:.2f}x\n")
+    line = (
+        f"{args.events:,} events, {args.queries} queries, {args.numeric}, {args.master} "
+        f"({tasks} tasks):\n"
+        f"  cold: floor {first_floor:.1f} s (read, repartition, sort, materialise "
+        f"{floor_rows:,} events), trend_aggregate {cold:.1f} s: ratio "
+        f"{cold / first_floor:.2f}x\n"
+    )
     for i, r in enumerate(rounds):
-        line += (f"  warm round {i + 1}: floor {r['floor_s']:.1f} s ({r['floor_used_types_s']:.1f} s "
-                 f"for the events of used types, {r['arrow_floor_s']:.1f} s through Arrow: "
-                 f"{r['ratio_arrow_floor']:.2f}x), "
-                 f"no-op pass {r['no_op_s']:.1f} s ({r['ratio_no_op']:.2f}x), trend_aggregate {r['warm_s']:.1f} s: ratio {r['ratio']:.2f}x "
-                 f"({r['ratio_used_types']:.2f}x the used-types floor, {r['ratio_arrow']:.2f}x "
-                 f"the Arrow floor)\n")
-    line += (f"  warm median: ratio {med['ratio']:.2f}x (Arrow floor "
-             f"{med['ratio_arrow_floor']:.2f}x, no-op pass {med['ratio_no_op']:.2f}x; "
-             f"{med['ratio_used_types']:.2f}x the "
-             f"used-types floor, {med['ratio_arrow']:.2f}x the Arrow floor)\n"
-             f"  then counting the {len(rows)} result DataFrames {outputs:.1f} s "
-             f"({sum(rows.values()):,} rows); generating the data took {gen:.1f} s")
+        line += (
+            f"  warm round {i + 1}: floor {r['floor_s']:.1f} s ({r['floor_used_types_s']:.1f} s "
+            f"for the events of used types, {r['arrow_floor_s']:.1f} s through Arrow: "
+            f"{r['ratio_arrow_floor']:.2f}x), "
+            f"no-op pass {r['no_op_s']:.1f} s ({r['ratio_no_op']:.2f}x), "
+            f"trend_aggregate {r['warm_s']:.1f} s: ratio {r['ratio']:.2f}x "
+            f"({r['ratio_used_types']:.2f}x the used-types floor, {r['ratio_arrow']:.2f}x "
+            f"the Arrow floor)\n"
+        )
+    line += (
+        f"  warm median: ratio {med['ratio']:.2f}x (Arrow floor "
+        f"{med['ratio_arrow_floor']:.2f}x, no-op pass {med['ratio_no_op']:.2f}x; "
+        f"{med['ratio_used_types']:.2f}x the "
+        f"used-types floor, {med['ratio_arrow']:.2f}x the Arrow floor)\n"
+        f"  then counting the {len(rows)} result DataFrames {outputs:.1f} s "
+        f"({sum(rows.values()):,} rows); generating the data took {gen:.1f} s"
+    )
     print(line)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"events": args.events, "queries": args.queries, "tasks": tasks,
-                       "cold": {"floor_s": first_floor, "engine_s": cold,
-                                "ratio": cold / first_floor},
-                       "rounds": rounds, "median": med, "outputs_s": outputs,
-                       "rows": rows}, fh, indent=2)
+            json.dump(
+                {
+                    "events": args.events,
+                    "queries": args.queries,
+                    "tasks": tasks,
+                    "cold": {"floor_s": first_floor, "engine_s": cold, "ratio": cold / first_floor},
+                    "rounds": rounds,
+                    "median": med,
+                    "outputs_s": outputs,
+                    "rows": rows,
+                },
+                fh,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -24,14 +24,13 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from bench_spark import workload
+
 from gpu_hamlet import aggregate
 from gpu_hamlet.datagen import ridesharing
 from gpu_hamlet.parser import parse_workload
 
-OPTIONS = dict(backend="cpu", sharing="dynamic", numeric="float", on_overflow="null",
-               part=True)
+OPTIONS = dict(backend="cpu", sharing="dynamic", numeric="float", on_overflow="null", part=True)
 
 
 def task_share(n_events: int, n_queries: int, tasks: int) -> list[pa.Table]:
@@ -45,7 +44,7 @@ def task_share(n_events: int, n_queries: int, tasks: int) -> list[pa.Table]:
     district = events.column("district").to_numpy()
     bounds = np.r_[np.flatnonzero(np.r_[True, district[1:] != district[:-1]]), len(district)]
     shards = [events.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
-    return shards[:max(1, len(shards) // tasks)]
+    return shards[: max(1, len(shards) // tasks)]
 
 
 def main() -> None:
@@ -70,8 +69,10 @@ def main() -> None:
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    print(f"{n:,} events in {len(shards)} districts, {args.queries} queries: best {min(times):.2f} s "
-          f"of {', '.join(f'{t:.2f}' for t in times)} ({n / min(times) / 1e6:.2f} M events/s)")
+    print(
+        f"{n:,} events in {len(shards)} districts, {args.queries} queries: best {min(times):.2f} s "
+        f"of {', '.join(f'{t:.2f}' for t in times)} ({n / min(times) / 1e6:.2f} M events/s)"
+    )
     if args.profile:
         prof = cProfile.Profile()
         prof.runcall(run)

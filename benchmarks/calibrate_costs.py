@@ -19,13 +19,13 @@ import argparse
 import platform
 
 import numpy as np
+from harness import best_time
 
 import gpu_hamlet
 from gpu_hamlet.backend import select_backend
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.plan import Template
 from gpu_hamlet.sharing import RunStats
-from harness import best_time
 
 
 def main() -> None:
@@ -36,8 +36,9 @@ def main() -> None:
     be = select_backend(args.backend)
     n = args.events
     rng = np.random.default_rng(0)
-    tpl = Template.of(gpu_hamlet.parse_workload(
-        "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 s").queries[0])
+    tpl = Template.of(
+        gpu_hamlet.parse_workload("RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 s").queries[0]
+    )
     pid = np.zeros(n, np.int64)
     seg = np.arange(n, dtype=np.int64) // 1000
     t = np.arange(n, dtype=np.int64)
@@ -50,8 +51,14 @@ def main() -> None:
         MU, K = np.zeros((0, 1, 2)), np.zeros((0, nch, 2))
         snap = np.zeros((n, 1, 2))
         be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, mseg, tpl, False, snap)
-        per_channel.append(best_time(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU,
-                                                             K, mseg, tpl, False, snap), 5))
+        per_channel.append(
+            best_time(
+                lambda: be.segment_maps(
+                    "xfloat", pid, seg, t, pos, W, MU, K, mseg, tpl, False, snap
+                ),
+                5,
+            )
+        )
     # The same events as macro rows (each its own coefficients): their cost relative to events.
     W = np.zeros((2, n, 2))
     W[:, :, 0] = 0.5
@@ -59,8 +66,13 @@ def main() -> None:
     snap = np.zeros((n, 1, 2))
     every = np.arange(n, dtype=np.int64)
     be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl, False, snap)
-    macro = best_time(lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl,
-                                              False, snap), 5) / per_channel[1]
+    macro = (
+        best_time(
+            lambda: be.segment_maps("xfloat", pid, seg, t, pos, W, MU, K, every, tpl, False, snap),
+            5,
+        )
+        / per_channel[1]
+    )
     slope, intercept = np.polyfit([1, 2, 3, 4], per_channel, 1)
     event_s, base_s = float(slope) / n, float(intercept) / n
     burst = np.repeat(np.arange(n // 20), 20)[:n].astype(np.int64)
@@ -70,29 +82,43 @@ def main() -> None:
         W[:, :, 0] = 0.5
         nseg = int(burst[-1]) + 1
         be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W, nseg)
-        coef.append(best_time(lambda: be.burst_coefficients("xfloat", burst, t[: burst.shape[0]],
-                                                            W, nseg), 5))
+        coef.append(
+            best_time(
+                lambda: be.burst_coefficients("xfloat", burst, t[: burst.shape[0]], W, nseg), 5
+            )
+        )
     coef_s = (coef[1] - coef[0]) / 2 / burst.shape[0]
     # Bookkeeping per shared class: bursts of one B event (nothing to gain), ten queries in five
     # filter groups, so that bursts split into several classes as with per-query predicates.
     ev = kleene_stream(n, seed=1, types=("A", "B"), mean_burst=1.0, mean_other_run=1.0)
-    wl = ";".join(f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < {2 + i % 5} WITHIN 1 min"
-                  for i in range(10))
+    wl = ";".join(
+        f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < {2 + i % 5} WITHIN 1 min"
+        for i in range(10)
+    )
     stats = RunStats()
-    gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float", backend=args.backend,
-                         stats=stats)
-    shared = best_time(lambda: gpu_hamlet.aggregate(ev, wl, sharing="static", numeric="float",
-                                                    backend=args.backend), 3)
-    alone = best_time(lambda: gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float",
-                                                   backend=args.backend), 3)
+    gpu_hamlet.aggregate(
+        ev, wl, sharing="static", numeric="float", backend=args.backend, stats=stats
+    )
+    shared = best_time(
+        lambda: gpu_hamlet.aggregate(
+            ev, wl, sharing="static", numeric="float", backend=args.backend
+        ),
+        3,
+    )
+    alone = best_time(
+        lambda: gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float", backend=args.backend),
+        3,
+    )
     classes = sum(s.graphlet_snapshots + s.event_snapshots for s in stats.sets)
     # With one-event bursts the per-event work is the same both ways; what remains is the
     # coefficient pass (count channel) and the bookkeeping.
     class_s = max((shared - alone) / max(classes, 1) - coef_s, 0.0)
     print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
     print(f"segment kernel s per event by channels 1..4: {[f'{x / n:.2e}' for x in per_channel]}")
-    print(f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
-          f"class_s={class_s:.2e}, macro={macro:.2f})")
+    print(
+        f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
+        f"class_s={class_s:.2e}, macro={macro:.2f})"
+    )
 
 
 if __name__ == "__main__":

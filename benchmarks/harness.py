@@ -18,9 +18,10 @@ import ctypes
 import ctypes.util
 import gc
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,8 +30,16 @@ from gpu_hamlet.sharing import RunStats
 
 MODES = ("dynamic", "static", "none")
 #: Fields of gpu_hamlet.sharing.SharingStats added up over a run's sharable sets.
-SHARING_FIELDS = ("bursts", "burst_events", "shared", "unshared", "splits", "merges",
-                  "graphlet_snapshots", "event_snapshots")
+SHARING_FIELDS = (
+    "bursts",
+    "burst_events",
+    "shared",
+    "unshared",
+    "splits",
+    "merges",
+    "graphlet_snapshots",
+    "event_snapshots",
+)
 
 
 def best_time(fn: Callable[[], Any], repeat: int) -> float:
@@ -96,20 +105,34 @@ class Engine:
     backend: str = "cpu"
     numeric: str = "float"
 
-    def run(self, events: pa.Table, workload: str, sharing: str, stats: RunStats | None = None,
-            part: bool = False) -> dict[str, pa.Table]:
+    def run(
+        self,
+        events: pa.Table,
+        workload: str,
+        sharing: str,
+        stats: RunStats | None = None,
+        part: bool = False,
+    ) -> dict[str, pa.Table]:
         # Overflowing floats become nulls: benchmarks time the computation, not the error path.
-        return gpu_hamlet.aggregate(events, workload, backend=self.backend, sharing=sharing,
-                                    numeric=self.numeric, on_overflow="null", stats=stats,
-                                    part=part)
+        return gpu_hamlet.aggregate(
+            events,
+            workload,
+            backend=self.backend,
+            sharing=sharing,
+            numeric=self.numeric,
+            on_overflow="null",
+            stats=stats,
+            part=part,
+        )
 
     def warm_up(self, events: pa.Table, workload: str, modes: Sequence[str] = MODES) -> None:
         """Load (or compile) the kernels this workload needs before anything is timed."""
         for mode in modes:
             self.run(events.slice(0, 2000), workload, mode, part=True)
 
-    def compare(self, events: pa.Table, workload: str, repeat: int,
-                modes: Sequence[str] = MODES) -> dict[str, dict[str, Any]]:
+    def compare(
+        self, events: pa.Table, workload: str, repeat: int, modes: Sequence[str] = MODES
+    ) -> dict[str, dict[str, Any]]:
         """Per mode: best seconds, events per second, least peak MiB over the repeats, and the
         sharing decisions. Modes interleave within each repeat (rotated order)."""
         modes = tuple(modes)
@@ -118,7 +141,7 @@ class Engine:
         peaks: dict[str, list[float]] = {m: [] for m in modes}
         decisions: dict[str, dict | None] = {}
         for r in range(repeat):
-            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+            for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
                 stats = RunStats()
                 seconds, peak = measured_call(lambda: self.run(events, workload, mode, stats))
                 times[mode].append(seconds)
@@ -128,9 +151,12 @@ class Engine:
         out = {}
         for mode in modes:
             best = min(times[mode])
-            out[mode] = {"seconds": best, "events_per_s": events.num_rows / best,
-                         "peak_mib": min(peaks[mode]) if peaks[mode] else None,
-                         "sharing": decisions[mode]}
+            out[mode] = {
+                "seconds": best,
+                "events_per_s": events.num_rows / best,
+                "peak_mib": min(peaks[mode]) if peaks[mode] else None,
+                "sharing": decisions[mode],
+            }
         return out
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -12,8 +13,12 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 #: One colour and marker per compared method, the same in every plot.
-STYLE = {"dynamic": ("tab:blue", "o"), "static": ("tab:orange", "s"), "none": ("tab:green", "^"),
-         "two-step": ("tab:red", "x")}
+STYLE = {
+    "dynamic": ("tab:blue", "o"),
+    "static": ("tab:orange", "s"),
+    "none": ("tab:green", "^"),
+    "two-step": ("tab:red", "x"),
+}
 
 
 @dataclass
@@ -33,14 +38,15 @@ def line_panels(path: Path, title: str, panels: Sequence[Panel]) -> None:
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
-    for ax in axes.ravel()[len(panels):]:
+    for ax in axes.ravel()[len(panels) :]:
         ax.set_visible(False)
     for ax, panel in zip(axes.ravel(), panels):
         for label, (xs, ys) in panel.series.items():
             pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
             colour, marker = STYLE.get(label, (None, "."))
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=colour,
-                    label=label)
+            ax.plot(
+                [p[0] for p in pts], [p[1] for p in pts], marker=marker, color=colour, label=label
+            )
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.ylabel)
@@ -58,8 +64,9 @@ def line_panels(path: Path, title: str, panels: Sequence[Panel]) -> None:
     plt.close(fig)
 
 
-def mode_series(points: Sequence[dict], x: str, metric: str,
-                modes: Sequence[str]) -> dict[str, tuple[list, list]]:
+def mode_series(
+    points: Sequence[dict], x: str, metric: str, modes: Sequence[str]
+) -> dict[str, tuple[list, list]]:
     """Per mode, (x values, point["modes"][mode][metric]) over the points."""
     return {m: ([p[x] for p in points], [p["modes"][m][metric] for p in points]) for m in modes}
 
@@ -91,14 +98,23 @@ def ratio(a: float, b: float) -> float:
 def mode_ratios(modes: dict[str, dict]) -> dict[str, float]:
     """Time of none and of static over time of dynamic (above 1: dynamic is faster)."""
     dyn = modes["dynamic"]["seconds"]
-    return {"none/dynamic": ratio(modes["none"]["seconds"], dyn),
-            "static/dynamic": ratio(modes["static"]["seconds"], dyn)}
+    return {
+        "none/dynamic": ratio(modes["none"]["seconds"], dyn),
+        "static/dynamic": ratio(modes["static"]["seconds"], dyn),
+    }
 
 
 #: Columns `mode_cells` fills: throughput per mode, time ratios, sharing decisions, peak memory.
-MODE_HEADERS = ["dynamic", "static", "none", "none/dynamic", "static/dynamic",
-                "bursts shared (dynamic)", "snapshots dynamic / static",
-                "peak MiB dyn / static / none"]
+MODE_HEADERS = [
+    "dynamic",
+    "static",
+    "none",
+    "none/dynamic",
+    "static/dynamic",
+    "bursts shared (dynamic)",
+    "snapshots dynamic / static",
+    "peak MiB dyn / static / none",
+]
 
 
 def _snapshots(sharing: dict | None) -> int:
@@ -109,9 +125,14 @@ def mode_cells(point: dict) -> list[str]:
     """The MODE_HEADERS cells of one point measured by harness.Engine.compare."""
     m = point["modes"]
     dyn, sta = m["dynamic"]["sharing"], m["static"]["sharing"]
-    peaks = " / ".join("-" if m[x]["peak_mib"] is None else f"{m[x]['peak_mib']:.0f}"
-                       for x in ("dynamic", "static", "none"))
-    return ([rate(m[x]["events_per_s"]) for x in ("dynamic", "static", "none")]
-            + [f"{point['none/dynamic']:.2f}x", f"{point['static/dynamic']:.2f}x",
-               "-" if dyn is None else f"{dyn['share_rate']:.0%} of {dyn['bursts']:,}",
-               f"{_snapshots(dyn):,} / {_snapshots(sta):,}", peaks])
+    peaks = " / ".join(
+        "-" if m[x]["peak_mib"] is None else f"{m[x]['peak_mib']:.0f}"
+        for x in ("dynamic", "static", "none")
+    )
+    return [rate(m[x]["events_per_s"]) for x in ("dynamic", "static", "none")] + [
+        f"{point['none/dynamic']:.2f}x",
+        f"{point['static/dynamic']:.2f}x",
+        "-" if dyn is None else f"{dyn['share_rate']:.0%} of {dyn['bursts']:,}",
+        f"{_snapshots(dyn):,} / {_snapshots(sta):,}",
+        peaks,
+    ]

@@ -26,19 +26,23 @@ from importlib.metadata import version
 from pathlib import Path
 
 from experiments import EXPERIMENTS
+from harness import Engine, Settings
+
 from gpu_hamlet.backend import select_backend
 from gpu_hamlet.errors import GpuHamletError
-from harness import Engine, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def machine() -> dict:
     """What the numbers were measured on (load average: other work on the same cores)."""
-    return {"machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-            "python": platform.python_version(),
-            **{pkg: version(pkg) for pkg in ("numpy", "numba", "pyarrow")}}
+    return {
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        **{pkg: version(pkg) for pkg in ("numpy", "numba", "pyarrow")},
+    }
 
 
 def write_tables(out: Path) -> None:
@@ -57,25 +61,43 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
     ap.add_argument("--only", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS))
-    ap.add_argument("--repeat", type=int, default=None,
-                    help="runs per mode and point, best counts (default 3, quick 1)")
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
-                    help="folder holding hamlet-synthetic/ (default ../shared/data)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="runs per mode and point, best counts (default 3, quick 1)",
+    )
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data",
+        help="folder holding hamlet-synthetic/ (default ../shared/data)",
+    )
     args = ap.parse_args(argv)
     try:
         backend = select_backend(args.backend).name
     except GpuHamletError as exc:  # e.g. --backend gpu without a visible device
         ap.error(str(exc))
     out = args.out or ROOT / "benchmarks" / "results" / (
-        f"paper-{backend}" + ("-quick" if args.quick else ""))
+        f"paper-{backend}" + ("-quick" if args.quick else "")
+    )
     out.mkdir(parents=True, exist_ok=True)
-    settings = Settings(quick=args.quick, engine=Engine(backend), data_dir=args.data,
-                        repeat=args.repeat or (1 if args.quick else 3))
+    settings = Settings(
+        quick=args.quick,
+        engine=Engine(backend),
+        data_dir=args.data,
+        repeat=args.repeat or (1 if args.quick else 3),
+    )
     done = out / "summary.json"
     previous = json.loads(done.read_text())["experiments"] if done.exists() else {}
-    summary = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "backend": backend,
-               "quick": args.quick, "repeat": settings.repeat, **machine(),
-               "experiments": previous}
+    summary = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "backend": backend,
+        "quick": args.quick,
+        "repeat": settings.repeat,
+        **machine(),
+        "experiments": previous,
+    }
     for name in args.only:
         exp = EXPERIMENTS[name]
         print(f"== {name} ({exp.PAPER})", flush=True)
@@ -87,8 +109,10 @@ def main(argv: list[str] | None = None) -> None:
             exp.plot(result, out / f"{name}.png")
         else:  # skipped: no plot, and none left from an earlier run
             (out / f"{name}.png").unlink(missing_ok=True)
-        summary["experiments"][name] = {"seconds": round(seconds, 1),
-                                        "headline": exp.headline(result)}
+        summary["experiments"][name] = {
+            "seconds": round(seconds, 1),
+            "headline": exp.headline(result),
+        }
         print(exp.table(result), f"\n({seconds:.1f} s)", flush=True)
         done.write_text(json.dumps(summary, indent=1) + "\n")
     write_tables(out)

@@ -17,16 +17,33 @@ class CpuBackend:
 
     name = "cpu"
 
-    def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
-                     param=0):
+    def segment_maps(
+        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0
+    ):
         return kernels.segment_maps(
-            make_tag(ring, param), pid, seg, time, pos, as_array(weights), mu, k, mseg,
-            template.pred_ptr, template.pred_idx, template.is_start, template.is_end, template.k,
-            full, template.carry, snap)
+            make_tag(ring, param),
+            pid,
+            seg,
+            time,
+            pos,
+            as_array(weights),
+            mu,
+            k,
+            mseg,
+            template.pred_ptr,
+            template.pred_idx,
+            template.is_start,
+            template.is_end,
+            template.k,
+            full,
+            template.carry,
+            snap,
+        )
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
-        return kernels.compose_windows(make_tag(ring, param), maps, run_pid, run_seg, np.int64(a),
-                                       np.int64(n), finals)
+        return kernels.compose_windows(
+            make_tag(ring, param), maps, run_pid, run_seg, np.int64(a), np.int64(n), finals
+        )
 
     def reduce_sorted(self, ring, values, starts, param=0):
         return kernels.reduce_sorted(make_tag(ring, param), values, starts)
@@ -38,8 +55,14 @@ class CpuBackend:
         return burst_ids(pid, pane, time, is_e)
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
-        return kernels.burst_coefficients(make_tag(ring, param), seg_id, time, as_array(weights),
-                                          np.int64(nseg), np.int64(kernels.PIECE_GROUPS))
+        return kernels.burst_coefficients(
+            make_tag(ring, param),
+            seg_id,
+            time,
+            as_array(weights),
+            np.int64(nseg),
+            np.int64(kernels.PIECE_GROUPS),
+        )
 
 
 __all__ = ["CpuBackend"]

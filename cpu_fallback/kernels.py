@@ -26,8 +26,9 @@ from cpu_fallback.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, 
 
 
 @njit(cache=True)
-def _apply_event(tag, X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k,
-                 ncols, snap):
+def _apply_event(
+    tag, X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols, snap
+):
     # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its own
     # predecessors before writing, and channel 0, which the others read through c, is written last).
     # A macro event (a shared burst, gpu_hamlet/sharing.py; mseg[i] >= 0 names its coefficients)
@@ -108,8 +109,25 @@ def _full_map(tag, X, carry, nch, k, M):
 
 
 @njit(cache=True)
-def segment_maps(tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k,
-                 full, carry, snap):
+def segment_maps(
+    tag,
+    pid,
+    seg,
+    t,
+    pos,
+    W,
+    MU,
+    K,
+    mseg,
+    pred_ptr,
+    pred_idx,
+    is_start,
+    is_end,
+    k,
+    full,
+    carry,
+    snap,
+):
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
     Row i is a macro event (a shared burst) when mseg[i] >= 0, with coefficients MU[mseg[i]] and
@@ -147,15 +165,49 @@ def segment_maps(tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_s
         while j < n and pid[j] == pid[i] and seg[j] == seg[i] and t[j] == t[i]:
             j += 1
         if j == i + 1:
-            _apply_event(tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
-                         is_end, nch, k, ncols, snap)
+            _apply_event(
+                tag,
+                X,
+                X,
+                i,
+                pos[i],
+                W,
+                MU,
+                K,
+                mseg,
+                pred_ptr,
+                pred_idx,
+                is_start,
+                is_end,
+                nch,
+                k,
+                ncols,
+                snap,
+            )
         else:
             for a in range(D):
                 for b in range(ncols):
                     r_store(tag, Dl, a, b, r_zero(tag))
             for e in range(i, j):
-                _apply_event(tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
-                             is_end, nch, k, ncols, snap)
+                _apply_event(
+                    tag,
+                    X,
+                    Dl,
+                    e,
+                    pos[e],
+                    W,
+                    MU,
+                    K,
+                    mseg,
+                    pred_ptr,
+                    pred_idx,
+                    is_start,
+                    is_end,
+                    nch,
+                    k,
+                    ncols,
+                    snap,
+                )
             for a in range(D - 1):
                 for b in range(ncols):
                     d = r_load(tag, Dl, a, b)
@@ -350,8 +402,17 @@ def burst_coefficients(tag, seg_id, t, W, nseg, piece_groups):
             j, g2, mu2 = _piece(tag, seg_id, t, W, j, piece_groups, Kp, 0, A)
             mu = r_add(tag, mu, r_mul(tag, g, mu2))
             for ch in range(nch):
-                r_store(tag, K, b, ch, r_add(tag, r_mul(tag, g2, r_load(tag, K, b, ch)),
-                                             r_mul(tag, g, r_load(tag, Kp, 0, ch))))
+                r_store(
+                    tag,
+                    K,
+                    b,
+                    ch,
+                    r_add(
+                        tag,
+                        r_mul(tag, g2, r_load(tag, K, b, ch)),
+                        r_mul(tag, g, r_load(tag, Kp, 0, ch)),
+                    ),
+                )
             g = r_mul(tag, g, g2)
         r_store(tag, MU, b, 0, mu)
         i = j

@@ -18,7 +18,8 @@ tag carries the ring's run-time parameter (the modulus), so one compiled kernel 
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -254,11 +255,14 @@ def _ov_load(tag, X, i, j):
 @overload(r_store)
 def _ov_store(tag, X, i, j, v):
     if _ring_of(tag) is ModP:
+
         def store1(tag, X, i, j, v):
             X[i, j, 0] = v
+
         return store1
 
     def store2(tag, X, i, j, v):
         X[i, j, 0] = v[0]
         X[i, j, 1] = v[1]
+
     return store2

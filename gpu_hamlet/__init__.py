@@ -6,7 +6,11 @@ workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
 
 from gpu_hamlet.engine import aggregate
 from gpu_hamlet.errors import (
-    AbsentTypeWarning, EventDataError, GpuHamletError, NumericOverflowError, WorkloadError,
+    AbsentTypeWarning,
+    EventDataError,
+    GpuHamletError,
+    NumericOverflowError,
+    WorkloadError,
 )
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.sharing import RunStats

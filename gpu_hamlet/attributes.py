@@ -6,7 +6,7 @@ same event: the conversions are done over all event rows and then indexed by eac
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -39,8 +39,9 @@ class Attributes:
         skip nulls, COUNT(*) and COUNT(E) count their events (README: Nulls and absent types)."""
         if attr not in self._valid:
             col = self.column(attr)
-            self._valid[attr] = None if not col.null_count else \
-                col.is_valid().to_numpy(zero_copy_only=False)
+            self._valid[attr] = (
+                None if not col.null_count else col.is_valid().to_numpy(zero_copy_only=False)
+            )
         return self._valid[attr]
 
     def floats(self, attr: str) -> np.ndarray:
@@ -86,8 +87,15 @@ class Attributes:
         column itself)."""
         return _identity_keys(self.column(attr))
 
-    def weights(self, ring: str, channels: tuple[Channel, ...], rows: np.ndarray,
-                labels: np.ndarray, label_of: dict[str, int], p: int = 0) -> EventWeights:
+    def weights(
+        self,
+        ring: str,
+        channels: tuple[Channel, ...],
+        rows: np.ndarray,
+        labels: np.ndarray,
+        label_of: dict[str, int],
+        p: int = 0,
+    ) -> EventWeights:
         """Per-channel event weights [channels, rows, lanes] in `ring`, described for a backend
         to build (gpu_hamlet/weights.py): zero except on the events of the channel's type
         (`labels` of the rows equal to `label_of[type]`).
@@ -100,15 +108,36 @@ class Attributes:
         for ch in channels:
             kinds.append(_KINDS[ch.kind])
             on.append(label_of[ch.type] if ch.kind != "count" else -1)
-            sources.append(Source(self, form, ch.attr, p if form == "residue" else 0,
-                                  valid=ch.kind == "count_valid")
-                           if ch.attr is not None and ch.kind != "count_e" else None)
-        return EventWeights(ring, tuple(kinds), tuple(on), tuple(sources),
-                            np.asarray(rows, np.int64), np.asarray(labels, np.int64))
+            sources.append(
+                Source(
+                    self,
+                    form,
+                    ch.attr,
+                    p if form == "residue" else 0,
+                    valid=ch.kind == "count_valid",
+                )
+                if ch.attr is not None and ch.kind != "count_e"
+                else None
+            )
+        return EventWeights(
+            ring,
+            tuple(kinds),
+            tuple(on),
+            tuple(sources),
+            np.asarray(rows, np.int64),
+            np.asarray(labels, np.int64),
+        )
 
 
-_KINDS = {"count": Kind.NONE, "count_e": Kind.ONE, "sum": Kind.VALUE, "abs": Kind.ABS,
-          "count_valid": Kind.VALUE, "min": Kind.KEY, "max": Kind.INV_KEY}
+_KINDS = {
+    "count": Kind.NONE,
+    "count_e": Kind.ONE,
+    "sum": Kind.VALUE,
+    "abs": Kind.ABS,
+    "count_valid": Kind.VALUE,
+    "min": Kind.KEY,
+    "max": Kind.INV_KEY,
+}
 
 
 def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
@@ -124,6 +153,7 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
 
         def back(k: np.ndarray) -> pa.Array:
             return pa.array(k, pa.int64()).cast(t)
+
         return keys, back
     if pa.types.is_floating(t):
         v = _filled(col).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -133,27 +163,35 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
 
         def back(k: np.ndarray) -> pa.Array:
             return pa.array(_float_keys(k).view(np.float64)).cast(t)
+
         return keys, back
     uniq = pc.unique(col.drop_null())
     uniq = uniq.take(pc.array_sort_indices(uniq))
-    keys = pc.index_in(col, value_set=uniq).cast(pa.int64()).fill_null(NO_RANK).to_numpy(
-        zero_copy_only=False)
+    keys = (
+        pc.index_in(col, value_set=uniq)
+        .cast(pa.int64())
+        .fill_null(NO_RANK)
+        .to_numpy(zero_copy_only=False)
+    )
 
     def back(k: np.ndarray) -> pa.Array:
         return uniq.take(pa.array(k))
+
     return keys, back
 
 
 def _identity_keys(col: pa.Array) -> bool:
     """Integer, timestamp and boolean columns without nulls or a NO_RANK value."""
     t = col.type
-    if not ((pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_timestamp(t)
-            or pa.types.is_boolean(t)):
+    if not (
+        (pa.types.is_integer(t) and not pa.types.is_uint64(t))
+        or pa.types.is_timestamp(t)
+        or pa.types.is_boolean(t)
+    ):
         return False
     if col.null_count:
         return False
-    return not (t.bit_width == 64 and len(col) and
-                pc.max(col.cast(pa.int64())).as_py() == NO_RANK)
+    return not (t.bit_width == 64 and len(col) and pc.max(col.cast(pa.int64())).as_py() == NO_RANK)
 
 
 def _filled(col: pa.Array) -> pa.Array:
@@ -177,7 +215,7 @@ def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
     arr = _filled(arr)
     n = arr.type.bit_width // 64
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
-    raw = raw[n * arr.offset: n * (arr.offset + len(arr))]
+    raw = raw[n * arr.offset : n * (arr.offset + len(arr))]
     limbs = [raw[i::n].copy() for i in range(n)]
     limbs[-1] = limbs[-1].view(np.int64)
     return limbs

@@ -14,7 +14,8 @@ backend runs queries one after another, so only one query's arrays are alive at 
 from __future__ import annotations
 
 import logging
-from typing import Any, Generator, Protocol
+from collections.abc import Generator
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,10 +34,20 @@ class Backend(Protocol):
     name: str
 
     def segment_maps(
-        self, ring: str, pid: np.ndarray, seg: np.ndarray, time: np.ndarray, pos: np.ndarray,
-        weights: np.ndarray | EventWeights, mu: np.ndarray, k: np.ndarray, mseg: np.ndarray,
+        self,
+        ring: str,
+        pid: np.ndarray,
+        seg: np.ndarray,
+        time: np.ndarray,
+        pos: np.ndarray,
+        weights: np.ndarray | EventWeights,
+        mu: np.ndarray,
+        k: np.ndarray,
+        mseg: np.ndarray,
         template,
-        full: bool, snap: np.ndarray, param: int = 0,
+        full: bool,
+        snap: np.ndarray,
+        param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
 
@@ -45,31 +56,45 @@ class Backend(Protocol):
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 
-    def segments(self, pid: np.ndarray, time: np.ndarray, width: int | float
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def segments(
+        self, pid: np.ndarray, time: np.ndarray, width: int | float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Segmenting events sorted by partition and time: the segment (pane) of every event,
         floor(time / width) in the time column's arithmetic, and the index of the first event of
         every run of equal (pid, segment)."""
         ...
 
-    def burst_ids(self, pid: np.ndarray, pane: np.ndarray, time: np.ndarray,
-                  is_e: np.ndarray) -> np.ndarray:
+    def burst_ids(
+        self, pid: np.ndarray, pane: np.ndarray, time: np.ndarray, is_e: np.ndarray
+    ) -> np.ndarray:
         """Burst id of every event of a sharable set's stream (sorted by ascending pid, then
         time), -1 outside bursts: maximal runs of timestamp groups made only of Kleene-type
         events (`is_e`) within one partition and pane, numbered in order from 0."""
         ...
 
     def burst_coefficients(
-        self, ring: str, seg_id: np.ndarray, time: np.ndarray,
-        weights: np.ndarray | EventWeights, nseg: int, param: int = 0,
+        self,
+        ring: str,
+        seg_id: np.ndarray,
+        time: np.ndarray,
+        weights: np.ndarray | EventWeights,
+        nseg: int,
+        param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Graphlet coefficients (MU [segments, 1, lanes], K [segments, channels, lanes]) of
         bursts given as events sorted by segment id."""
         ...
 
     def compose_windows(
-        self, ring: str, maps: np.ndarray, run_pid: np.ndarray, run_seg: np.ndarray, a: int,
-        n: int, finals: np.ndarray, param: int = 0,
+        self,
+        ring: str,
+        maps: np.ndarray,
+        run_pid: np.ndarray,
+        run_seg: np.ndarray,
+        a: int,
+        n: int,
+        finals: np.ndarray,
+        param: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Window results [windows, finals, lanes], window pid and index, from segment maps."""
         ...
@@ -115,8 +140,11 @@ def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
         pending.clear()
         for step, names in by_step.items():
             many = getattr(be, step + "_many", None)
-            outs = many([calls[n] for n in names]) if many is not None else \
-                [getattr(be, step)(*calls[n]) for n in names]
+            outs = (
+                many([calls[n] for n in names])
+                if many is not None
+                else [getattr(be, step)(*calls[n]) for n in names]
+            )
             for name, out in zip(names, outs):
                 advance(name, out)
     return results
@@ -142,7 +170,8 @@ def select_backend(name: str | Backend) -> Backend:
             "backend='gpu' needs a CUDA device, and none is visible to this process (no driver, "
             "or CUDA_VISIBLE_DEVICES hides them). Run on a machine with an NVIDIA GPU and its "
             "driver, use backend='cpu' (or 'auto', which falls back to the CPU), or set "
-            "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow).")
+            "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow)."
+        )
     if visible:
         log.info("backend=%s uses the GPU backend", name)
         return _gpu()
@@ -176,8 +205,9 @@ class RecordingBackend:
         run = getattr(self.inner, step)
 
         def record(*args):
-            self.calls.append((step, tuple(a.copy() if isinstance(a, np.ndarray) else a
-                                           for a in args)))
+            self.calls.append(
+                (step, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+            )
             return run(*args)
-        return record
 
+        return record

@@ -17,14 +17,21 @@ import tempfile
 import time
 import traceback
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from gpu_hamlet import __version__
-from gpu_hamlet.cli_io import RAISED, UsageError, check_output, input_format, read_events, \
-    write_results
+from gpu_hamlet.cli_io import (
+    RAISED,
+    UsageError,
+    check_output,
+    input_format,
+    read_events,
+    write_results,
+)
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
 from gpu_hamlet.workload import Workload
 
@@ -104,16 +111,25 @@ def _check_gpu(backend: str, master: str | None) -> None:
 
     local = master.startswith("local") if master else not _submitted()
     if backend == "gpu" and local and not cuda_visible():
-        raise UsageError("--backend gpu, but no CUDA device is visible on this machine: "
-                         "use --backend auto or cpu")
+        raise UsageError(
+            "--backend gpu, but no CUDA device is visible on this machine: "
+            "use --backend auto or cpu"
+        )
 
 
 def _events(spark, args: argparse.Namespace, fmt: str):
     """The events of --events as a Spark DataFrame, read as the input options say."""
     log.info("reading %s events from %s", fmt, args.events)
-    return read_events(spark, args.events, fmt, columns=args.columns, delimiter=args.delimiter,
-                       time_col=args.time_col, time_format=args.time_format,
-                       time_unit=args.time_unit)
+    return read_events(
+        spark,
+        args.events,
+        fmt,
+        columns=args.columns,
+        delimiter=args.delimiter,
+        time_col=args.time_col,
+        time_format=args.time_format,
+        time_unit=args.time_unit,
+    )
 
 
 def cmd_run(args: argparse.Namespace, spark=None) -> int:
@@ -130,14 +146,25 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     spark = spark or _spark(args.master, "gpu-hamlet run")
     events = _events(spark, args, fmt)
     stats = RunStats() if args.stats else None
-    results = trend_aggregate(events, workload, backend=args.backend, sharing=args.sharing,
-                              numeric=args.numeric, on_overflow=args.on_overflow,
-                              time_col=args.time_col, type_col=args.type_col, stats=stats)
+    results = trend_aggregate(
+        events,
+        workload,
+        backend=args.backend,
+        sharing=args.sharing,
+        numeric=args.numeric,
+        on_overflow=args.on_overflow,
+        time_col=args.time_col,
+        type_col=args.type_col,
+        stats=stats,
+    )
     log.info("writing %d queries' results to %s", len(results), out)
     rows = write_results(results, out, args.out_format, args.mode, __version__)
     dt = time.perf_counter() - t0
-    print(f"read {events.count():,} events; wrote " +
-          ", ".join(f"{n}: {r:,} rows" for n, r in rows.items()) + f" to {args.out} in {dt:.1f} s")
+    print(
+        f"read {events.count():,} events; wrote "
+        + ", ".join(f"{n}: {r:,} rows" for n, r in rows.items())
+        + f" to {args.out} in {dt:.1f} s"
+    )
     if stats is not None:
         print(stats.describe())
     return 0
@@ -151,8 +178,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for q in workload:
         print(f"{q.name}: PATTERN SEQ({', '.join(map(str, q.pattern))})")
         print(f"  aggregates : {', '.join(f'{a} AS {a.name}' for a in q.aggregates)}")
-        print(f"  partitions : {', '.join(q.partition_attrs) or '(one)'}"
-              f"  (GROUPBY {', '.join(q.groupby) or '-'})")
+        print(
+            f"  partitions : {', '.join(q.partition_attrs) or '(one)'}"
+            f"  (GROUPBY {', '.join(q.groupby) or '-'})"
+        )
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
         print(f"  window     : {q.window}")
@@ -163,11 +192,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow()
         stats = RunStats()
-        aggregate(events, workload, backend=args.backend, sharing=args.sharing,
-                  numeric="float", on_overflow="null", time_col=args.time_col,
-                  type_col=args.type_col, stats=stats)
-        print(f"\nsharing decisions over {events.num_rows:,} events (in-process, "
-              f"sharing={args.sharing}):")
+        aggregate(
+            events,
+            workload,
+            backend=args.backend,
+            sharing=args.sharing,
+            numeric="float",
+            on_overflow="null",
+            time_col=args.time_col,
+            type_col=args.type_col,
+            stats=stats,
+        )
+        print(
+            f"\nsharing decisions over {events.num_rows:,} events (in-process, "
+            f"sharing={args.sharing}):"
+        )
         print(stats.describe())
     return 0
 
@@ -184,20 +223,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     workload = parse_workload(DEMO_WORKLOAD)
     print(f"The workload ({len(workload)} queries):\n{DEMO_WORKLOAD.strip()}\n")
-    options = {"backend": args.backend, "sharing": args.sharing, "numeric": args.numeric,
-               "on_overflow": args.on_overflow}
-    with tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp, \
-            ThreadPoolExecutor(max_workers=1) as pool:
+    options = {
+        "backend": args.backend,
+        "sharing": args.sharing,
+        "numeric": args.numeric,
+        "on_overflow": args.on_overflow,
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp,
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
         path = Path(tmp) / "rides.parquet"
         events = ridesharing(args.events, seed=args.seed)
         pq.write_table(events, path)
         print(f"{describe_data(events)}; in {path}")
         print(WHY_HUGE + "\n")
-        print("CPU kernels: loading (the first run compiles them, about 30 s on 2 cores, and "
-              "numba caches them on disk) ...", flush=True)
+        print(
+            "CPU kernels: loading (the first run compiles them, about 30 s on 2 cores, and "
+            "numba caches them on disk) ...",
+            flush=True,
+        )
         # The kernels warm up while the JVM starts: both take seconds, on different cores.
-        warm = pool.submit(warm_up_kernels, events, workload,
-                           {**options, "time_col": "time", "type_col": "type"})
+        warm = pool.submit(
+            warm_up_kernels, events, workload, {**options, "time_col": "time", "type_col": "type"}
+        )
         spark = demo_session(args.master)
         print(f"CPU kernels: {warm.result().describe()}", flush=True)
         t0 = time.perf_counter()
@@ -205,8 +254,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # One small job per query: the results are a few rows per window and group.
         tables = {name: df.toArrow() for name, df in results.items()}
         dt = time.perf_counter() - t0
-    print(f"answered {len(workload)} queries on Spark {spark.version} "
-          f"({spark.sparkContext.master}) in {dt:.1f} s\n")
+    print(
+        f"answered {len(workload)} queries on Spark {spark.version} "
+        f"({spark.sparkContext.master}) in {dt:.1f} s\n"
+    )
     for name, table in tables.items():
         keys = table.column_names[: table.column_names.index("window_end")]
         first = table.sort_by([(k, "ascending") for k in keys]).slice(0, args.rows)
@@ -225,67 +276,112 @@ def _format(table: pa.Table) -> str:
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--in-format", choices=["csv", "json", "parquet"], default=None,
-                   help="format of --events (default: from the file names: .csv .txt .dat "
-                        ".tsv, .json .jsonl .ndjson, .parquet .pq)")
-    p.add_argument("--columns", type=lambda s: [c.strip() for c in s.split(",")], default=None,
-                   metavar="NAME,...", help="names of every column of a CSV file without a "
-                                            "header line (default: the file's header)")
+    p.add_argument(
+        "--in-format",
+        choices=["csv", "json", "parquet"],
+        default=None,
+        help="format of --events (default: from the file names: .csv .txt .dat "
+        ".tsv, .json .jsonl .ndjson, .parquet .pq)",
+    )
+    p.add_argument(
+        "--columns",
+        type=lambda s: [c.strip() for c in s.split(",")],
+        default=None,
+        metavar="NAME,...",
+        help="names of every column of a CSV file without a "
+        "header line (default: the file's header)",
+    )
     p.add_argument("--delimiter", default=",", help="CSV field delimiter (default ,)")
     p.add_argument("--time-col", default="time", help="time column (default time)")
     p.add_argument("--type-col", default="type", help="event type column (default type)")
-    p.add_argument("--time-format", default=None, metavar="PATTERN",
-                   help="times are text in this Spark datetime pattern, e.g. yyyyMMddHHmm or "
-                        "'MM/dd/yyyy HH:mm:ss' (read in the Spark session's time zone)")
-    p.add_argument("--time-unit", choices=["s", "ms", "us", "ns"], default=None,
-                   help="times are numbers since the epoch in this unit: read as timestamps "
-                        "(default: numbers of seconds, as they are)")
+    p.add_argument(
+        "--time-format",
+        default=None,
+        metavar="PATTERN",
+        help="times are text in this Spark datetime pattern, e.g. yyyyMMddHHmm or "
+        "'MM/dd/yyyy HH:mm:ss' (read in the Spark session's time zone)",
+    )
+    p.add_argument(
+        "--time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="times are numbers since the epoch in this unit: read as timestamps "
+        "(default: numbers of seconds, as they are)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-hamlet", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"gpu-hamlet {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", type=str.upper, default=None,
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="gpu-hamlet's messages on stderr (default INFO: progress; "
-                             "WARNING with --quiet)")
-    common.add_argument("--quiet", action="store_true",
-                        help="no progress: neither gpu-hamlet's nor Spark's progress bar")
-    common.add_argument("--verbose", action="store_true",
-                        help="tracebacks of errors, and Spark's own log at WARN")
+    common.add_argument(
+        "--log-level",
+        type=str.upper,
+        default=None,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="gpu-hamlet's messages on stderr (default INFO: progress; WARNING with --quiet)",
+    )
+    common.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress: neither gpu-hamlet's nor Spark's progress bar",
+    )
+    common.add_argument(
+        "--verbose", action="store_true", help="tracebacks of errors, and Spark's own log at WARN"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", parents=[common],
-                         help="answer a workload over events on Spark, one dataset per query")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="answer a workload over events on Spark, one dataset per query",
+    )
     run.add_argument("--workload", required=True, help="workload file (query language)")
-    run.add_argument("--events", required=True,
-                     help="events: CSV, JSON lines or Parquet, a file or a folder")
-    run.add_argument("--master", default=None,
-                     help="Spark master (default: spark-submit's, else local[*])")
+    run.add_argument(
+        "--events", required=True, help="events: CSV, JSON lines or Parquet, a file or a folder"
+    )
+    run.add_argument(
+        "--master", default=None, help="Spark master (default: spark-submit's, else local[*])"
+    )
     run.add_argument("--out", required=True, help="output folder: OUT/<query name>/")
-    run.add_argument("--out-format", default="parquet", choices=["parquet", "csv", "json"],
-                     help="format of each query's dataset (CSV with a header line)")
-    run.add_argument("--mode", default="error", choices=["error", "overwrite"],
-                     help="if OUT exists and is not empty: fail (default), or replace it when "
-                          "it is a previous gpu-hamlet result")
-    run.add_argument("--stats", action="store_true",
-                     help="print the sharing decisions of the engine tasks after the run")
+    run.add_argument(
+        "--out-format",
+        default="parquet",
+        choices=["parquet", "csv", "json"],
+        help="format of each query's dataset (CSV with a header line)",
+    )
+    run.add_argument(
+        "--mode",
+        default="error",
+        choices=["error", "overwrite"],
+        help="if OUT exists and is not empty: fail (default), or replace it when "
+        "it is a previous gpu-hamlet result",
+    )
+    run.add_argument(
+        "--stats",
+        action="store_true",
+        help="print the sharing decisions of the engine tasks after the run",
+    )
     _input_options(run)
     _options(run)
     run.set_defaults(func=cmd_run)
-    explain = sub.add_parser("explain", parents=[common],
-                             help="show how a workload is compiled and shared")
+    explain = sub.add_parser(
+        "explain", parents=[common], help="show how a workload is compiled and shared"
+    )
     explain.add_argument("--workload", required=True)
-    explain.add_argument("--events", default=None,
-                         help="also run it in-process over these events (read with local "
-                              "Spark) and print the optimizer's sharing decisions (bursts, "
-                              "snapshots, splits)")
+    explain.add_argument(
+        "--events",
+        default=None,
+        help="also run it in-process over these events (read with local "
+        "Spark) and print the optimizer's sharing decisions (bursts, "
+        "snapshots, splits)",
+    )
     _input_options(explain)
     explain.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     explain.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
     explain.set_defaults(func=cmd_explain)
-    demo = sub.add_parser("demo", parents=[common],
-                          help="generate a ridesharing stream and answer a sample workload")
+    demo = sub.add_parser(
+        "demo", parents=[common], help="generate a ridesharing stream and answer a sample workload"
+    )
     demo.add_argument("--events", type=int, default=200_000, help="number of events to generate")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--rows", type=int, default=8, help="result rows to print per query")

@@ -25,8 +25,17 @@ from gpu_hamlet.errors import GpuHamletError
 from gpu_hamlet.spark.job import _quote
 
 MARKER = "_GPU_HAMLET"  # written last into every result folder; lists what the run wrote
-FORMATS = {".csv": "csv", ".txt": "csv", ".dat": "csv", ".tsv": "csv", ".json": "json",
-           ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet", ".pq": "parquet"}
+FORMATS = {
+    ".csv": "csv",
+    ".txt": "csv",
+    ".dat": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 #: Times read as seconds beyond this (the year 5138) are surely in a finer unit.
 MAX_SECONDS = 1e11
 #: A marker for messages raised inside Spark jobs (`raise_error`), found again in the exception.
@@ -51,19 +60,28 @@ def input_format(path: str, given: str | None) -> str:
     if given:
         return given
     if local and p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file()
-                       and not f.name.startswith(("_", ".")))
+        files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")))
         p = files[0] if files else p
     fmt = FORMATS.get(p.suffix.lower())
     if fmt is None:
-        raise UsageError(f"cannot tell the format of '{path}' from its name: "
-                         f"give --in-format csv, json or parquet")
+        raise UsageError(
+            f"cannot tell the format of '{path}' from its name: "
+            f"give --in-format csv, json or parquet"
+        )
     return fmt
 
 
-def read_events(spark: Any, path: str, fmt: str, *, columns: list[str] | None = None,
-                delimiter: str = ",", time_col: str = "time", time_format: str | None = None,
-                time_unit: str | None = None) -> Any:
+def read_events(
+    spark: Any,
+    path: str,
+    fmt: str,
+    *,
+    columns: list[str] | None = None,
+    delimiter: str = ",",
+    time_col: str = "time",
+    time_format: str | None = None,
+    time_unit: str | None = None,
+) -> Any:
     """The events as a Spark DataFrame whose time column the engine accepts.
 
     CSV is read as text (named by `columns` when the file has no header line) and each column
@@ -89,16 +107,14 @@ def _typed(df: Any) -> Any:
     from pyspark.sql import functions as F
 
     kinds = ("bigint", "double", "timestamp")
-    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in df.columns
-              for k in kinds]
+    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in df.columns for k in kinds]
     row = df.agg(*[F.count(F.col(_quote(c))) for c in df.columns], *counts).first()
     n = len(df.columns)
     casts = []
     for i, c in enumerate(df.columns):
         fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
         kind = fits[0] if fits and row[i] else "string"
-        casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string"
-                     else F.col(_quote(c)))
+        casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string" else F.col(_quote(c)))
     return df.select(*casts)
 
 
@@ -113,8 +129,9 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     where = f"{path}: column '{col}'"
 
     def fail(reason: str) -> Any:
-        return F.raise_error(F.concat(F.lit(f"{RAISED}{where}: value '"), raw.cast("string"),
-                                      F.lit(f"' {reason}")))
+        return F.raise_error(
+            F.concat(F.lit(f"{RAISED}{where}: value '"), raw.cast("string"), F.lit(f"' {reason}"))
+        )
 
     if time_format and time_unit:
         raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
@@ -122,22 +139,30 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
         if not isinstance(dtype, (StringType, NumericType)):
             raise UsageError(f"{where} is already {dtype.simpleString()}: drop --time-format")
         parsed = F.try_to_timestamp(raw.cast("string"), F.lit(time_format))
-        return F.when(raw.isNotNull() & parsed.isNull(),
-                      fail(f"does not match --time-format '{time_format}'")).otherwise(parsed)
+        return F.when(
+            raw.isNotNull() & parsed.isNull(), fail(f"does not match --time-format '{time_format}'")
+        ).otherwise(parsed)
     if not isinstance(dtype, NumericType):
         if time_unit:
-            raise UsageError(f"{where} is {dtype.simpleString()}, not numbers: --time-unit "
-                             f"is for numeric times (use --time-format for text)")
+            raise UsageError(
+                f"{where} is {dtype.simpleString()}, not numbers: --time-unit "
+                f"is for numeric times (use --time-format for text)"
+            )
         return raw  # a timestamp, or a type trend_aggregate names as unsupported
     if time_unit == "ns":  # exact: `div` on integers, never through a double
         micros = F.timestamp_micros(F.expr(f"CAST({_quote(col)} AS BIGINT) div 1000"))
-        return F.when(raw % 1000 != 0, fail("has nanoseconds, finer than a Spark timestamp "
-                                            "holds")).otherwise(micros)
+        return F.when(
+            raw % 1000 != 0, fail("has nanoseconds, finer than a Spark timestamp holds")
+        ).otherwise(micros)
     if time_unit:
         return getattr(F, UNIT_FUNCTIONS[time_unit])(raw)
-    return F.when(F.abs(raw) > MAX_SECONDS, fail(
-        "is after the year 5000 read as seconds: state its unit (--time-unit ms, us or ns) or "
-        "its format (--time-format, e.g. yyyyMMddHHmm)")).otherwise(raw)
+    return F.when(
+        F.abs(raw) > MAX_SECONDS,
+        fail(
+            "is after the year 5000 read as seconds: state its unit (--time-unit ms, us or ns) or "
+            "its format (--time-format, e.g. yyyyMMddHHmm)"
+        ),
+    ).otherwise(raw)
 
 
 def check_output(out: Path, mode: str) -> None:
@@ -151,21 +176,28 @@ def check_output(out: Path, mode: str) -> None:
     if not entries:
         return
     if mode != "overwrite":
-        raise UsageError(f"--out '{out}' exists and is not empty: choose another folder, or "
-                         f"--mode overwrite to replace a previous gpu-hamlet result there")
+        raise UsageError(
+            f"--out '{out}' exists and is not empty: choose another folder, or "
+            f"--mode overwrite to replace a previous gpu-hamlet result there"
+        )
     marker = out / MARKER
     if not marker.is_file():
-        raise UsageError(f"--out '{out}' is not a gpu-hamlet result (no {MARKER} file): "
-                         f"--mode overwrite replaces only those; choose another folder")
+        raise UsageError(
+            f"--out '{out}' is not a gpu-hamlet result (no {MARKER} file): "
+            f"--mode overwrite replaces only those; choose another folder"
+        )
     ours = set(json.loads(marker.read_text()).get("queries", [])) | {MARKER}
     foreign = [e for e in entries if e not in ours]
     if foreign:
-        raise UsageError(f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
-                         f"remove it or choose another folder")
+        raise UsageError(
+            f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
+            f"remove it or choose another folder"
+        )
 
 
-def write_results(results: dict[str, Any], out: Path, fmt: str, mode: str,
-                  version: str) -> dict[str, int]:
+def write_results(
+    results: dict[str, Any], out: Path, fmt: str, mode: str, version: str
+) -> dict[str, int]:
     """Write every query's dataset into a hidden folder beside `out`, add the marker, then move
     it into place (over a previous result only as `check_output` allows): a failed run leaves
     `out` as it was. Returns the rows written per query."""
@@ -187,8 +219,11 @@ def write_results(results: dict[str, Any], out: Path, fmt: str, mode: str,
         # submitted from threads, they run side by side.
         with ThreadPoolExecutor(max_workers=8) as pool:
             rows = dict(pool.map(write, results.items()))
-        (tmp / MARKER).write_text(json.dumps(
-            {"written_by": f"gpu-hamlet {version}", "format": fmt, "queries": list(results)}))
+        (tmp / MARKER).write_text(
+            json.dumps(
+                {"written_by": f"gpu-hamlet {version}", "format": fmt, "queries": list(results)}
+            )
+        )
         check_output(out, mode)  # again: another process may have written there meanwhile
         _move_into_place(tmp, out)
     except BaseException:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -97,14 +97,35 @@ _REQUEST_FARE = np.array([0.7, 1.0, 1.8])
 
 # Per type: mean duration (s), mean and spread of speed (km/h; 0 = stationary event).
 _DURATION_MEAN = {
-    "Request": 5.0, "Pickup": 40.0, "Travel": 30.0, "Dropoff": 30.0, "Cancel": 3.0,
-    "Accept": 8.0, "Arrive": 20.0, "Wait": 120.0, "Payment": 4.0, "Rating": 10.0, "Tip": 5.0,
-    "Reroute": 15.0, "TrafficJam": 180.0, "LocationUpdate": 5.0, "DriverOnline": 2.0,
-    "DriverOffline": 2.0, "SurgeStart": 600.0, "SurgeEnd": 1.0, "Refund": 60.0, "Complaint": 300.0,
+    "Request": 5.0,
+    "Pickup": 40.0,
+    "Travel": 30.0,
+    "Dropoff": 30.0,
+    "Cancel": 3.0,
+    "Accept": 8.0,
+    "Arrive": 20.0,
+    "Wait": 120.0,
+    "Payment": 4.0,
+    "Rating": 10.0,
+    "Tip": 5.0,
+    "Reroute": 15.0,
+    "TrafficJam": 180.0,
+    "LocationUpdate": 5.0,
+    "DriverOnline": 2.0,
+    "DriverOffline": 2.0,
+    "SurgeStart": 600.0,
+    "SurgeEnd": 1.0,
+    "Refund": 60.0,
+    "Complaint": 300.0,
 }
 _SPEED = {  # type: (mean, sd)
-    "Travel": (32.0, 12.0), "Reroute": (25.0, 10.0), "LocationUpdate": (20.0, 15.0),
-    "TrafficJam": (6.0, 4.0), "Pickup": (3.0, 2.0), "Dropoff": (3.0, 2.0), "Arrive": (8.0, 5.0),
+    "Travel": (32.0, 12.0),
+    "Reroute": (25.0, 10.0),
+    "LocationUpdate": (20.0, 15.0),
+    "TrafficJam": (6.0, 4.0),
+    "Pickup": (3.0, 2.0),
+    "Dropoff": (3.0, 2.0),
+    "Arrive": (8.0, 5.0),
 }
 
 # Rows per chunk of the generated string columns (keeps string offsets far below 2 GiB).
@@ -151,7 +172,8 @@ def _draw(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
 
 
 def _poisson_offsets(rng: np.random.Generator, mean_gap: float, n: int) -> np.ndarray:
-    """Arrival offsets (float64, first one 0, non-decreasing) with exponential gaps of mean `mean_gap`."""
+    """Arrival offsets (float64, first one 0, non-decreasing) with exponential gaps of mean
+    `mean_gap`."""
     t = rng.standard_exponential(n)
     if n:
         t[0] = 0.0
@@ -206,7 +228,11 @@ def ridesharing(
         raise ValueError(f"burstiness must be in [0, 1], got {burstiness!r}")
     if not events_per_minute > 0:
         raise ValueError(f"events_per_minute must be positive, got {events_per_minute!r}")
-    for name, value in (("n_districts", n_districts), ("n_drivers", n_drivers), ("n_riders", n_riders)):
+    for name, value in (
+        ("n_districts", n_districts),
+        ("n_drivers", n_drivers),
+        ("n_riders", n_riders),
+    ):
         if int(value) < 1:
             raise ValueError(f"{name} must be at least 1, got {value!r}")
     rng = np.random.default_rng(seed)
@@ -332,7 +358,9 @@ def kleene_stream(
         raise ValueError(f"n_groups must be at least 1, got {n_groups!r}")
     d = float(duplicate_time_fraction)
     if not 0.0 <= d < 1.0:
-        raise ValueError(f"duplicate_time_fraction must be in [0, 1), got {duplicate_time_fraction!r}")
+        raise ValueError(
+            f"duplicate_time_fraction must be in [0, 1), got {duplicate_time_fraction!r}"
+        )
     rng = np.random.default_rng(seed)
 
     k_code = types.index(kleene_type)
@@ -446,11 +474,17 @@ def stock_stream(
     start_price = np.round(rng.uniform(20.0, 500.0, nt), 2)
     returns = rng.standard_normal(n) * float(volatility)
     if n:
-        returns[np.unique(code, return_index=True)[1]] = 0.0  # first tick of a ticker: its start price
+        returns[np.unique(code, return_index=True)[1]] = (
+            0.0  # first tick of a ticker: its start price
+        )
     order = np.argsort(code, kind="stable")
     cs = np.cumsum(returns[order])
     sorted_code = code[order]
-    first = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]]) if n else np.zeros(0, np.int64)
+    first = (
+        np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+        if n
+        else np.zeros(0, np.int64)
+    )
     base = np.r_[0.0, cs][first]  # cumsum before each ticker's first tick
     counts = np.diff(np.r_[first, n])
     cum = np.empty(n)
@@ -489,8 +523,15 @@ def load_nasdaq(path: str | os.PathLike) -> pa.Table:
     (float64), `volume` (int64), in file order.
     """
     names = ["type", "stamp", "open", "peak", "low", "close", "volume"]
-    types = {"type": pa.string(), "stamp": pa.string(), "open": pa.float64(), "peak": pa.float64(),
-             "low": pa.float64(), "close": pa.float64(), "volume": pa.int64()}
+    types = {
+        "type": pa.string(),
+        "stamp": pa.string(),
+        "open": pa.float64(),
+        "peak": pa.float64(),
+        "low": pa.float64(),
+        "close": pa.float64(),
+        "volume": pa.int64(),
+    }
     raw = _read_csv(path, names, types)
     time = pc.strptime(raw["stamp"], format="%Y%m%d%H%M", unit="s")
     return pa.table(
@@ -511,8 +552,9 @@ def load_hamlet_stream(path: str | os.PathLike) -> pa.Table:
 
     Columns: `type` (string, `"T" + type`, e.g. `T2`), `time` (int64, the ts), `value` (int64).
     """
-    raw = _read_csv(path, ["ts", "type", "value"],
-                    {"ts": pa.int64(), "type": pa.string(), "value": pa.int64()})
+    raw = _read_csv(
+        path, ["ts", "type", "value"], {"ts": pa.int64(), "type": pa.string(), "value": pa.int64()}
+    )
     return pa.table(
         {
             "type": pc.binary_join_element_wise("T", pc.utf8_trim_whitespace(raw["type"]), ""),
@@ -546,7 +588,9 @@ def load_hamlet_workload(path: str | os.PathLike, *, within: str = "100000 s") -
                 raise ValueError(f"{os.fspath(path)}, line {lineno}: bad pattern element {item!r}")
             name, plus = m.groups()
             elems.append(("T" + name if name.isdigit() else name) + plus)
-        out.append(f"q{len(out) + 1}: RETURN COUNT(*) PATTERN SEQ({', '.join(elems)}) WITHIN {within};")
+        out.append(
+            f"q{len(out) + 1}: RETURN COUNT(*) PATTERN SEQ({', '.join(elems)}) WITHIN {within};"
+        )
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -583,19 +627,26 @@ def kleene_sharing_workload(
     break sharing on purpose). Queries are separated by `;` and a newline.
     """
     pairs = list(itertools.permutations(others, 2))
-    shapes = ([f"SEQ({x}, {kleene}+, {y})" for x, y in pairs]
-              + [f"SEQ({x}, {kleene}+)" for x in others] + [f"SEQ({kleene}+, {y})" for y in others]
-              + [f"SEQ({x}, {y}, {kleene}+)" for x, y in pairs]
-              + [f"SEQ({kleene}+, {x}, {y})" for x, y in pairs])
+    shapes = (
+        [f"SEQ({x}, {kleene}+, {y})" for x, y in pairs]
+        + [f"SEQ({x}, {kleene}+)" for x in others]
+        + [f"SEQ({kleene}+, {y})" for y in others]
+        + [f"SEQ({x}, {y}, {kleene}+)" for x, y in pairs]
+        + [f"SEQ({kleene}+, {x}, {y})" for x, y in pairs]
+    )
     if not 0 <= n_queries <= len(shapes):
-        raise ValueError(f"n_queries must be in [0, {len(shapes)}] for {len(others)} other types, "
-                         f"got {n_queries!r}")
+        raise ValueError(
+            f"n_queries must be in [0, {len(shapes)}] for {len(others)} other types, "
+            f"got {n_queries!r}"
+        )
     group = f" GROUPBY {groupby}" if groupby else ""
     out = []
     for i in range(n_queries):
         extra = [per_query_where[i % len(per_query_where)]] if per_query_where else []
-        out.append(f"{prefix}{i}: RETURN {returns} PATTERN {shapes[i]}"
-                   f"{_where([*where, *extra])}{group} WITHIN {within}")
+        out.append(
+            f"{prefix}{i}: RETURN {returns} PATTERN {shapes[i]}"
+            f"{_where([*where, *extra])}{group} WITHIN {within}"
+        )
     return ";\n".join(out)
 
 
@@ -649,8 +700,10 @@ def diverse_workload(
         window = windows_min[rng.integers(len(windows_min))]
         agg = aggs[i % len(aggs)].format(E=e, a=attribute)
         returns = ", ".join(filter(None, [group, "COUNT(*)", agg]))
-        out.append(f"{prefix}{i}: RETURN {returns} PATTERN {pattern}{_where([*where, kf, of])}"
-                   f"{f' GROUPBY {group}' if group else ''} WITHIN {window} min")
+        out.append(
+            f"{prefix}{i}: RETURN {returns} PATTERN {pattern}{_where([*where, kf, of])}"
+            f"{f' GROUPBY {group}' if group else ''} WITHIN {window} min"
+        )
     return ";\n".join(out)
 
 
@@ -663,7 +716,9 @@ def mean_run_length(types: pa.Array | pa.ChunkedArray | Sequence[str], type_name
     """Mean length of the maximal runs of consecutive `type_name` events (0.0 if none)."""
     if not isinstance(types, (pa.Array, pa.ChunkedArray)):
         types = pa.array(list(types), type=pa.string())
-    mask = np.asarray(pc.equal(types, type_name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    mask = np.asarray(
+        pc.equal(types, type_name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
+    )
     if not mask.any():
         return 0.0
     starts = np.count_nonzero(mask[1:] & ~mask[:-1]) + int(mask[0])

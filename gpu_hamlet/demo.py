@@ -23,9 +23,11 @@ DEMO_SPARK_CONF = {
 }
 
 #: Why the demo's counts are so large (DESIGN.md section 3).
-WHY_HUGE = ("Why the counts are huge: a burst of n matching events holds 2^n - 1 trends (every "
-            "non-empty subset, in time order), so a 100-event burst alone holds 1.3e30; "
-            "gpu-hamlet counts them exactly without building any.")
+WHY_HUGE = (
+    "Why the counts are huge: a burst of n matching events holds 2^n - 1 trends (every "
+    "non-empty subset, in time order), so a 100-event burst alone holds 1.3e30; "
+    "gpu-hamlet counts them exactly without building any."
+)
 
 
 def demo_session(master: str, app: str = "gpu-hamlet demo") -> Any:
@@ -53,15 +55,18 @@ def describe_data(events: pa.Table) -> str:
     span = pc.min_max(events["time"]).as_py()
     minutes = (span["max"] - span["min"]).total_seconds() / 60
     length = f"{minutes / 60:.1f} h" if minutes >= 60 else f"{minutes:.0f} min"
-    return (f"{head} (gpu_hamlet/datagen.py, the HAMLET paper's ridesharing stream): "
-            f"{len(counts)} event types ({top}, ...), "
-            f"{pc.count_distinct(events['district']).as_py()} districts, "
-            f"{pc.count_distinct(events['driver']).as_py():,} drivers, {length} from "
-            f"{span['min']:%Y-%m-%d %H:%M}")
+    return (
+        f"{head} (gpu_hamlet/datagen.py, the HAMLET paper's ridesharing stream): "
+        f"{len(counts)} event types ({top}, ...), "
+        f"{pc.count_distinct(events['district']).as_py()} districts, "
+        f"{pc.count_distinct(events['driver']).as_py():,} drivers, {length} from "
+        f"{span['min']:%Y-%m-%d %H:%M}"
+    )
 
 
-def warm_up_kernels(events: pa.Table, workload: Any, options: dict,
-                    max_events: int = 20_000) -> WarmUp:
+def warm_up_kernels(
+    events: pa.Table, workload: Any, options: dict, max_events: int = 20_000
+) -> WarmUp:
     """Run the engine in-process the way the Spark tasks will (whole groups; a group cut into two
     time slices, their pane summaries and the windows composed across the cut), so the kernels the
     job needs are compiled once here, or loaded, and the workers find them in the cache.
@@ -85,8 +90,10 @@ def warm_up_kernels(events: pa.Table, workload: Any, options: dict,
             return
         cut = Cut(int(ticks[0]), max((int(ticks[-1]) - int(ticks[0])) // 2, 1), 1)
         halves = cut.slice_of(ticks)
-        parts = [summarize(sample.filter(pa.array(halves == r)), workload, cut, options)[1]
-                 for r in (0, 1)]
+        parts = [
+            summarize(sample.filter(pa.array(halves == r)), workload, cut, options)[1]
+            for r in (0, 1)
+        ]
         axis = time_axis(sample.schema.field(time_col).type, time_col)
         for q in workload:
             summaries = [p[q.name] for p in parts if p[q.name] is not None]

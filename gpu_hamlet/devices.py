@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 _DRIVER_LIBS = ("libcuda.so.1", "libcuda.so", "nvcuda.dll")
 
@@ -60,8 +60,10 @@ def enable_simulator() -> None:
 
     Must come before anything imports numba.cuda: that import picks the simulator or the driver."""
     if "numba.cuda" in sys.modules and "numba.cuda.simulator" not in sys.modules:
-        raise RuntimeError("numba.cuda is already imported with the real driver; enable the "
-                           "simulator before importing it (or set NUMBA_ENABLE_CUDASIM=1)")
+        raise RuntimeError(
+            "numba.cuda is already imported with the real driver; enable the "
+            "simulator before importing it (or set NUMBA_ENABLE_CUDASIM=1)"
+        )
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     simulator_enabled()
 
@@ -79,8 +81,9 @@ def task_gpu_addresses() -> list[str]:
     return list(info.addresses) if info is not None else []
 
 
-def choose_device(env: Mapping[str, str] | None = None,
-                  addresses: list[str] | None = None) -> int | None:
+def choose_device(
+    env: Mapping[str, str] | None = None, addresses: list[str] | None = None
+) -> int | None:
     """GPU ordinal to use, or None for the CPU.
 
     CUDA_VISIBLE_DEVICES set (and not empty): device 0, the first visible one. Otherwise the

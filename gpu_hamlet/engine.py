@@ -27,18 +27,25 @@ from gpu_hamlet.attributes import Attributes
 from gpu_hamlet.backend import Backend, Steps, batches, drive, select_backend
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.events import EventFrame, prepare_events
-from gpu_hamlet.numeric import (
-    DECIMAL38_LIMIT, bigint_strings, crt, decimal_array, primes, primes_for_bits, xfloat_log2,
-    xfloat_ratio, xfloat_to_float,
-)
 from gpu_hamlet.matching import Matcher
+from gpu_hamlet.numeric import (
+    DECIMAL38_LIMIT,
+    bigint_strings,
+    crt,
+    decimal_array,
+    primes,
+    primes_for_bits,
+    xfloat_log2,
+    xfloat_ratio,
+    xfloat_to_float,
+)
 from gpu_hamlet.optimizer import COST_MODELS
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.partitions import Partitioner, grouping_values
 from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
 from gpu_hamlet.pruning import may_complete
-from gpu_hamlet.window_copies import window_copies
 from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.window_copies import window_copies
 from gpu_hamlet.workload import Workload
 
 NUMERIC_MODES = ("exact", "bigint", "float")
@@ -47,7 +54,6 @@ SHARING_MODES = ("dynamic", "static", "none")
 #: Events (summed over queries, after pruning) of the queries a batching backend runs together:
 #: bounds the host memory their arrays take at once.
 BATCH_EVENTS = 50_000_000
-
 
 
 def aggregate(
@@ -77,22 +83,50 @@ def aggregate(
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
     _check_option("sharing", sharing, SHARING_MODES)
     ctx = Context.of(events, workload, backend, numeric, time_col, type_col, part)
-    wl, be, ev, parts, attrs, plans, matcher = (ctx.workload, ctx.be, ctx.ev, ctx.parts,
-                                                ctx.attrs, ctx.plans, ctx.matcher)
+    wl, be, ev, parts, attrs, plans, matcher = (
+        ctx.workload,
+        ctx.be,
+        ctx.ev,
+        ctx.parts,
+        ctx.attrs,
+        ctx.plans,
+        ctx.matcher,
+    )
     shared: dict[str, list[SharedBursts]] = {}
     if sharing != "none" and ev.n:
         for sset in analyze(wl).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
-            sb = SharedBursts(ev, attrs, be, sset, keys.order, keys.pid, plans, matcher,
-                              sharing, COST_MODELS[be.name])
+            sb = SharedBursts(
+                ev,
+                attrs,
+                be,
+                sset,
+                keys.order,
+                keys.pid,
+                plans,
+                matcher,
+                sharing,
+                COST_MODELS[be.name],
+            )
             if stats is not None:
                 stats.sets.append(sb.stats)
             for name in sset.names:
                 shared.setdefault(name, []).append(sb)
+
     def query_run(q) -> QueryRun:
-        return QueryRun(ev, parts, attrs, plans[q.name], matcher, shared.get(q.name, []),
-                        numeric, on_overflow, be, record_snapshots=stats is not None)
+        return QueryRun(
+            ev,
+            parts,
+            attrs,
+            plans[q.name],
+            matcher,
+            shared.get(q.name, []),
+            numeric,
+            on_overflow,
+            be,
+            record_snapshots=stats is not None,
+        )
 
     out, snapshots = {}, {}
     if batches(be):  # queries together, each kernel step of all of them in one batch
@@ -131,8 +165,16 @@ class Context:
     matcher: Matcher
 
     @classmethod
-    def of(cls, events: Any, workload: Workload | str, backend: str, numeric: str,
-           time_col: str, type_col: str, part: bool) -> "Context":
+    def of(
+        cls,
+        events: Any,
+        workload: Workload | str,
+        backend: str,
+        numeric: str,
+        time_col: str,
+        type_col: str,
+        part: bool,
+    ) -> Context:
         _check_option("numeric", numeric, NUMERIC_MODES)
         wl = parse_workload(workload) if isinstance(workload, str) else workload
         be = select_backend(backend)
@@ -146,8 +188,9 @@ class Context:
         return cls(wl, be, ev, Partitioner(ev), Attributes(ev), plans, matcher)
 
 
-def _check_window_bounds(ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan],
-                         matcher: Matcher) -> None:
+def _check_window_bounds(
+    ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan], matcher: Matcher
+) -> None:
     """Every window holding an event a query matches has bounds the time column's type holds
     (times near its ends would wrap window_end, and the window arithmetic, around). Checked on
     all events first: only a query failing that looks at its own events."""
@@ -187,11 +230,28 @@ class Windows:
 class QueryRun:
     """Runs one query plan over the events and builds its result table."""
 
-    def __init__(self, ev: EventFrame, parts: Partitioner, attrs: Attributes, plan: QueryPlan,
-                 matcher: Matcher, shared: list[SharedBursts], numeric: str, on_overflow: str,
-                 be: Backend, record_snapshots: bool = False, maps: bool = False) -> None:
+    def __init__(
+        self,
+        ev: EventFrame,
+        parts: Partitioner,
+        attrs: Attributes,
+        plan: QueryPlan,
+        matcher: Matcher,
+        shared: list[SharedBursts],
+        numeric: str,
+        on_overflow: str,
+        be: Backend,
+        record_snapshots: bool = False,
+        maps: bool = False,
+    ) -> None:
         self.ev, self.attrs, self.plan, self.numeric, self.on_overflow, self.be = (
-            ev, attrs, plan, numeric, on_overflow, be)
+            ev,
+            attrs,
+            plan,
+            numeric,
+            on_overflow,
+            be,
+        )
         self.tpl = plan.template
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
@@ -200,8 +260,11 @@ class QueryRun:
         w = plan.windowing
         # The query's events; without `maps` only those that may be in a trend (a slice's maps
         # must keep events whose partners lie in other slices).
-        fast = shared[0].compressed(q, tpl, matcher, w.within, prune=not maps) \
-            if len(shared) == 1 else None
+        fast = (
+            shared[0].compressed(q, tpl, matcher, w.within, prune=not maps)
+            if len(shared) == 1
+            else None
+        )
         if fast is not None:  # the set stream's slots q matches, already pruned
             qidx, self.rows, self.time, self.pid, self.macro_seg, self.pos = fast
             self.macro_src = None  # one source: derived from macro_seg
@@ -234,8 +297,11 @@ class QueryRun:
             self.pid = keys.pid[qidx]
         self._check_values(matcher)
         if fast is None:
-            sel = np.flatnonzero(self.pos >= 0) if maps else \
-                may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+            sel = (
+                np.flatnonzero(self.pos >= 0)
+                if maps
+                else may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+            )
             qidx = sel if qidx is None else qidx[sel]
             per_event = ("rows", "pid", "pos", "time")
             per_event += ("macro_seg",) if self.macro_seg is not None else ()
@@ -246,8 +312,7 @@ class QueryRun:
         if self.macro_src is None:  # at most one source: rows with a segment are its macro rows
             self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
         self.macro = self.macro_src >= 0
-        self.snapshots: list[float] | None = \
-            [] if record_snapshots and self.macro.any() else None
+        self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
         self.maps = maps
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
@@ -320,11 +385,18 @@ class QueryRun:
             if pa.types.is_floating(t):
                 bad = pc.invert(pc.is_finite(col)).fill_null(False)
                 what = "NaN or infinite values"
-                advice = (f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
-                          f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308")
+                advice = (
+                    f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
+                    f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308"
+                )
             elif pa.types.is_decimal(t) and t.bit_width > 128 and self.numeric != "bigint":
-                bad = pc.greater_equal(pc.abs(col), pa.scalar(10**(38 - t.scale), t)) \
-                    .fill_null(False) if t.precision > 38 else None
+                bad = (
+                    pc.greater_equal(pc.abs(col), pa.scalar(10 ** (38 - t.scale), t)).fill_null(
+                        False
+                    )
+                    if t.precision > 38
+                    else None
+                )
                 what = "values of more than 38 digits"
                 advice = "use numeric='bigint' to add them exactly"
             else:
@@ -337,7 +409,8 @@ class QueryRun:
             if n:
                 raise EventDataError(
                     f"query {q.name}: {agg} reads column '{agg.attr}', which holds {what} on "
-                    f"{n} matched {agg.type} event(s); {advice}")
+                    f"{n} matched {agg.type} event(s); {advice}"
+                )
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
@@ -364,9 +437,11 @@ class QueryRun:
     def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Per (partition, segment) run: its map (with `full`) or its result from zero, as
         (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+
         def steps() -> Steps:
             yield from self._segments()
             return (yield from self._segment_steps(ring, channels, p))
+
         return drive({"": steps()}, self.be)[""]
 
     def _segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
@@ -374,9 +449,24 @@ class QueryRun:
         W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
         snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
-        maps, run_pid, run_seg = yield ("segment_maps", (
-            ring, self.pid, self.seg, self.time, self.pos, W, MU, K, mseg, tpl, self.full, snap,
-            p))
+        maps, run_pid, run_seg = yield (
+            "segment_maps",
+            (
+                ring,
+                self.pid,
+                self.seg,
+                self.time,
+                self.pos,
+                W,
+                MU,
+                K,
+                mseg,
+                tpl,
+                self.full,
+                snap,
+                p,
+            ),
+        )
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
@@ -388,15 +478,18 @@ class QueryRun:
         maps, run_pid, run_seg = yield from self._segment_steps(ring, channels, p)
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if self.full:
-            return (yield ("compose_windows", (ring, maps, run_pid, run_seg, w.a, w.n, finals,
-                                               p)))
+            return (yield ("compose_windows", (ring, maps, run_pid, run_seg, w.a, w.n, finals, p)))
         return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
 
     def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> Steps:
         if not win.grouped:
             return vals
-        return (yield ("reduce_sorted", (ring, np.ascontiguousarray(vals[win.order]),
-                                         win.starts, param)))
+        return (
+            yield (
+                "reduce_sorted",
+                (ring, np.ascontiguousarray(vals[win.order]), win.starts, param),
+            )
+        )
 
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
         first = np.searchsorted(self.pid, win_pid)
@@ -514,8 +607,9 @@ class QueryRun:
                 s, c = exact[ch], exact[d]
                 ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
                 if ok.all():
-                    return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)],
-                                    pa.float64())
+                    return pa.array(
+                        [a / (b * 10**scale) if b else None for a, b in zip(s, c)], pa.float64()
+                    )
             with np.errstate(divide="ignore", invalid="ignore"):
                 vals = xfloat_ratio(*lin[ch], *lin[d]) / 10.0**scale
             return self._float_column(agg, vals, win, keep, empty)
@@ -527,21 +621,26 @@ class QueryRun:
             if bad.any():
                 if self.on_overflow == "error":
                     i = int(np.flatnonzero(bad)[0])
-                    raise NumericOverflowError(self._overflow_message(
-                        agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i))
+                    raise NumericOverflowError(
+                        self._overflow_message(
+                            agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i
+                        )
+                    )
             return decimal_array(np.where(bad | empty, None, ints), scale)
         vals = xfloat_to_float(*lin[ch]) / 10.0**scale
         return self._float_column(agg, vals, win, keep, empty)
 
-    def _float_column(self, agg, vals: np.ndarray, win: Windows, keep,
-                      null: np.ndarray) -> pa.Array:
+    def _float_column(
+        self, agg, vals: np.ndarray, win: Windows, keep, null: np.ndarray
+    ) -> pa.Array:
         """float64 results, null where `null` (no value to aggregate) or, with
         on_overflow='null', beyond the float64 range."""
         bad = ~np.isfinite(vals) & ~null
         if bad.any() and self.on_overflow == "error":
             i = int(np.flatnonzero(bad)[0])
-            raise NumericOverflowError(self._overflow_message(
-                agg, "is beyond the float64 range", win, keep, i))
+            raise NumericOverflowError(
+                self._overflow_message(agg, "is beyond the float64 range", win, keep, i)
+            )
         mask = bad | null
         return pa.array(np.where(mask, 0.0, vals), pa.float64(), mask=mask if mask.any() else None)
 
@@ -550,20 +649,24 @@ class QueryRun:
         rep = int(win.rep[keep][i])
         group = ", ".join(
             f"{g}={grouping_values(self.ev.table.column(g).slice(rep, 1))[0].as_py()!r}"
-            for g in q.groupby)
+            for g in q.groupby
+        )
         k = int(win.k[keep][i])
         w = self.plan.windowing
         start, end = self.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
-        return (f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
-                f"[{start.as_py()}, {end.as_py()}) {what}; use numeric='bigint' for exact "
-                f"digits of any size, numeric='float' for float64, or on_overflow='null'")
+        return (
+            f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
+            f"[{start.as_py()}, {end.as_py()}) {what}; use numeric='bigint' for exact "
+            f"digits of any size, numeric='float' for float64, or on_overflow='null'"
+        )
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
         q, ev, w = self.plan.query, self.ev, self.plan.windowing
         out: dict[str, pa.Array] = {}
         for g in q.groupby:
-            out[g] = grouping_values(ev.table.column(g).take(pa.array(rep, pa.int64()))
-                                     ).combine_chunks()
+            out[g] = grouping_values(
+                ev.table.column(g).take(pa.array(rep, pa.int64()))
+            ).combine_chunks()
         start = k * w.slide if not ev.axis.is_float else k.astype(np.float64) * w.slide
         out["window_start"] = ev.axis.to_arrow(np.asarray(start))
         out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))

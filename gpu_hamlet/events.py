@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +53,9 @@ class TimeAxis:
         if ticks > _INT64_MAX:  # times are int64 ticks: no window of this length has bounds
             raise WorkloadError(
                 f"{clause} {ms} ms is longer than the time column ({self.arrow_type}) can "
-                f"hold: at most {_INT64_MAX} {self._unit}", query=query.name)
+                f"hold: at most {_INT64_MAX} {self._unit}",
+                query=query.name,
+            )
         return int(ticks)
 
     @property
@@ -66,19 +69,26 @@ class TimeAxis:
         if self.is_float:
             return None
         t = self.arrow_type
-        lo, hi = (-_INT64_MAX - 1, _INT64_MAX) if pa.types.is_timestamp(t) else \
-            (int(np.iinfo(t.to_pandas_dtype()).min), int(np.iinfo(t.to_pandas_dtype()).max))
+        lo, hi = (
+            (-_INT64_MAX - 1, _INT64_MAX)
+            if pa.types.is_timestamp(t)
+            else (int(np.iinfo(t.to_pandas_dtype()).min), int(np.iinfo(t.to_pandas_dtype()).max))
+        )
         tmin, tmax = int(tmin), int(tmax)
         start = ((tmin - within) // slide + 1) * slide  # the first window holding tmin
         if start < lo:
-            return (f"the window starting at {start} {self._unit} (since the epoch) holds the "
-                    f"event at {self._show(tmin)} but starts before the smallest value of the "
-                    f"time column's type {t}")
+            return (
+                f"the window starting at {start} {self._unit} (since the epoch) holds the "
+                f"event at {self._show(tmin)} but starts before the smallest value of the "
+                f"time column's type {t}"
+            )
         start = tmax // slide * slide  # the last window holding tmax
         if start + within > hi:
-            return (f"the window starting at {self._show(start)} holds the event at "
-                    f"{self._show(tmax)} but its window_end, {start + within} {self._unit} "
-                    f"(since the epoch), is after the largest value of the time column's type {t}")
+            return (
+                f"the window starting at {self._show(start)} holds the event at "
+                f"{self._show(tmax)} but its window_end, {start + within} {self._unit} "
+                f"(since the epoch), is after the largest value of the time column's type {t}"
+            )
         return None
 
     def _show(self, ticks: int) -> str:
@@ -147,7 +157,9 @@ def time_axis(t: pa.DataType, name: str) -> TimeAxis:
         return TimeAxis(t, _TICKS_PER_SECOND[t.unit])
     if pa.types.is_integer(t):
         if pa.types.is_uint64(t):
-            raise EventDataError(f"time column '{name}' is uint64; use int64 seconds or a timestamp")
+            raise EventDataError(
+                f"time column '{name}' is uint64; use int64 seconds or a timestamp"
+            )
         return TimeAxis(t, 1)
     if pa.types.is_floating(t):
         return TimeAxis(t, None)
@@ -176,8 +188,9 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     return cols
 
 
-def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str,
-                   part: bool = False) -> EventFrame:
+def prepare_events(
+    events: Any, workload: Workload, time_col: str, type_col: str, part: bool = False
+) -> EventFrame:
     """Validate the events against the workload and keep only what it needs.
 
     A pattern type absent from non-empty events is no error: its query has no trends, and a
@@ -200,8 +213,9 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     axis = time_axis(table.column(time_col).type, time_col)
 
     type_arr = table.column(type_col)
-    names_type = type_arr.type.value_type if pa.types.is_dictionary(type_arr.type) \
-        else type_arr.type
+    names_type = (
+        type_arr.type.value_type if pa.types.is_dictionary(type_arr.type) else type_arr.type
+    )
     if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
         raise EventDataError(
             f"type column '{type_col}' must hold strings, not {type_arr.type} "
@@ -226,9 +240,15 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
         sub = sub.filter(pa.array(keep))
     sub = sub.combine_chunks()
     if not part:
-        sub = pa.Table.from_arrays(sub.columns, schema=pa.schema([
-            f.with_nullable(sub.column(f.name).null_count > 0) if f.name in attrs else f
-            for f in sub.schema]))
+        sub = pa.Table.from_arrays(
+            sub.columns,
+            schema=pa.schema(
+                [
+                    f.with_nullable(sub.column(f.name).null_count > 0) if f.name in attrs else f
+                    for f in sub.schema
+                ]
+            ),
+        )
     time = sub.column(time_col)
     if time.null_count:
         raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
@@ -242,8 +262,9 @@ def prepare_events(events: Any, workload: Workload, time_col: str, type_col: str
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
 
 
-def warn_absent_types(workload: Workload, present: Iterable[str], type_col: str,
-                      stacklevel: int = 2) -> None:
+def warn_absent_types(
+    workload: Workload, present: Iterable[str], type_col: str, stacklevel: int = 2
+) -> None:
     """One warning per query whose pattern has types the data lacks (the query has no trends
     there), naming them and, where a present type is close in case or spelling, that one.
     `stacklevel` counts the calls between the user's and this one, as for warnings.warn."""
@@ -254,15 +275,19 @@ def warn_absent_types(workload: Workload, present: Iterable[str], type_col: str,
             continue
         hints = []
         for t in absent:
-            close = [p for p in present if p.lower() == t.lower()] or \
-                difflib.get_close_matches(t, present, n=1, cutoff=0.6)
+            close = [p for p in present if p.lower() == t.lower()] or difflib.get_close_matches(
+                t, present, n=1, cutoff=0.6
+            )
             hints.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
         shown = ", ".join(present[:20]) + (", ..." if len(present) > 20 else "")
-        warnings.warn(AbsentTypeWarning(
-            f"query {q.name}: event type{'s' if len(absent) > 1 else ''} {', '.join(hints)} "
-            f"of its pattern never occur{'' if len(absent) > 1 else 's'} in column "
-            f"'{type_col}', so the query has no trends there (types present: {shown})"
-        ), stacklevel=stacklevel + 1)
+        warnings.warn(
+            AbsentTypeWarning(
+                f"query {q.name}: event type{'s' if len(absent) > 1 else ''} {', '.join(hints)} "
+                f"of its pattern never occur{'' if len(absent) > 1 else 's'} in column "
+                f"'{type_col}', so the query has no trends there (types present: {shown})"
+            ),
+            stacklevel=stacklevel + 1,
+        )
 
 
 def _encoded(col: pa.ChunkedArray) -> pa.DictionaryArray:

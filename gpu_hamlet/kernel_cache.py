@@ -1,4 +1,5 @@
-"""The on-disk cache of the compiled CPU kernels, and a timed warm-up that tells whether it was used.
+"""The on-disk cache of the compiled CPU kernels, and a timed warm-up that tells whether it was
+used.
 
 Every numba kernel of the CPU backend is declared `@njit(cache=True)` at module level, so numba
 compiles each signature once and later processes (the next run, every Spark Python worker) load
@@ -35,8 +36,11 @@ def dispatchers() -> list:
     for name, module in list(sys.modules.items()):
         if name.split(".")[0] not in PACKAGES or module is None:
             continue
-        found += [v for v in vars(module).values()
-                  if isinstance(v, CPUDispatcher) and v.__module__ == name]
+        found += [
+            v
+            for v in vars(module).values()
+            if isinstance(v, CPUDispatcher) and v.__module__ == name
+        ]
     return found
 
 
@@ -48,8 +52,10 @@ def cache_dirs() -> tuple[str, ...]:
 def _counts() -> tuple[int, int]:
     """(signatures loaded from the cache, signatures compiled because the cache lacked them)."""
     stats = [d.stats for d in dispatchers()]
-    return (sum(sum(s.cache_hits.values()) for s in stats),
-            sum(sum(s.cache_misses.values()) for s in stats))
+    return (
+        sum(sum(s.cache_hits.values()) for s in stats),
+        sum(sum(s.cache_misses.values()) for s in stats),
+    )
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,13 @@ class WarmUp:
     def describe(self) -> str:
         where = os.path.commonpath(self.cache_dirs) if self.cache_dirs else "numba's cache"
         if self.compiled:
-            return (f"compiled ({self.compiled} signatures) in {self.seconds:.1f} s; first run: "
-                    f"numba cached them under {where}, later runs load them")
-        return f"loaded {self.loaded} compiled signatures from under {where} in {self.seconds:.1f} s"
+            return (
+                f"compiled ({self.compiled} signatures) in {self.seconds:.1f} s; first run: "
+                f"numba cached them under {where}, later runs load them"
+            )
+        return (
+            f"loaded {self.loaded} compiled signatures from under {where} in {self.seconds:.1f} s"
+        )
 
 
 def warm_up(run: Callable[[], object]) -> WarmUp:

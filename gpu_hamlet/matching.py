@@ -20,8 +20,14 @@ from gpu_hamlet.events import EventFrame
 from gpu_hamlet.plan import Template
 from gpu_hamlet.workload import Filter, Literal, Query
 
-_OPS = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-        ">": pc.greater, ">=": pc.greater_equal}
+_OPS = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
 
 
 def _integer_range(t: pa.DataType) -> tuple[int, int, int]:
@@ -50,8 +56,12 @@ def _exact_compare(col: pa.ChunkedArray, op: str, value: Fraction) -> pa.Chunked
             return _constant(col, op == "!=")
         k = int(c)
     else:
-        op, k = {"<": ("<=", math.ceil(c) - 1), "<=": ("<=", math.floor(c)),
-                 ">": (">=", math.floor(c) + 1), ">=": (">=", math.ceil(c))}[op]
+        op, k = {
+            "<": ("<=", math.ceil(c) - 1),
+            "<=": ("<=", math.floor(c)),
+            ">": (">=", math.floor(c) + 1),
+            ">=": (">=", math.ceil(c)),
+        }[op]
         if (op == "<=" and k >= hi) or (op == ">=" and k <= lo):
             return _constant(col, True)
         if (op == "<=" and k < lo) or (op == ">=" and k > hi):
@@ -95,13 +105,18 @@ class Matcher:
         if f not in self._dropped:
             ev = self.ev
             col = ev.table.column(f.attr)
-            numeric_col = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or \
-                pa.types.is_decimal(col.type)
+            numeric_col = (
+                pa.types.is_integer(col.type)
+                or pa.types.is_floating(col.type)
+                or pa.types.is_decimal(col.type)
+            )
             string_col = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
             if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
                 raise WorkloadError(
                     f"filter {f} compares column '{f.attr}' of type {col.type} with "
-                    f"{type(f.value).__name__} literal {f.value!r}", query=q.name)
+                    f"{type(f.value).__name__} literal {f.value!r}",
+                    query=q.name,
+                )
             ok = compare(col, f.op, f.value).fill_null(False)
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok
@@ -122,8 +137,13 @@ class Matcher:
                 pos_of_code[code] = p
         return pos_of_code
 
-    def filtered(self, q: Query, pos: np.ndarray, rows: np.ndarray | None = None,
-                 where: np.ndarray | None = None) -> np.ndarray:
+    def filtered(
+        self,
+        q: Query,
+        pos: np.ndarray,
+        rows: np.ndarray | None = None,
+        where: np.ndarray | None = None,
+    ) -> np.ndarray:
         """`pos` (of all rows, or of `rows`) with -1 at rows q's filters drop (only at `where`,
         when given: indices into pos)."""
         for f in q.filters:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +43,7 @@ def _is_prime(n: int) -> bool:
     return True
 
 
-@lru_cache(maxsize=None)
+@cache
 def primes(count: int) -> tuple[int, ...]:
     """The `count` largest primes below 2^31, descending."""
     out: list[int] = []
@@ -60,7 +60,7 @@ def primes_for_bits(bits: float) -> int:
     return max(1, math.ceil((bits + 1) / (_PRIME_BITS - 0.01)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _garner_inverses(count: int) -> np.ndarray:
     ps = primes(count)
     inv = np.zeros((count, count), np.int64)
@@ -105,14 +105,14 @@ def crt(residues: np.ndarray, signed: bool) -> np.ndarray:
 def decimal_array(values: np.ndarray, scale: int) -> pa.Array:
     """decimal128(38, scale) from unscaled Python ints (None for null), all below 10^38."""
     valid = np.array([v is not None for v in values], dtype=bool)
-    raw = b"".join((0 if v is None else int(v)).to_bytes(16, "little", signed=True)
-                   for v in values)
+    raw = b"".join((0 if v is None else int(v)).to_bytes(16, "little", signed=True) for v in values)
     mask = None
     null_count = int((~valid).sum())
     if null_count:
         mask = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    return pa.Array.from_buffers(pa.decimal128(38, scale), len(values),
-                                 [mask, pa.py_buffer(raw)], null_count=null_count)
+    return pa.Array.from_buffers(
+        pa.decimal128(38, scale), len(values), [mask, pa.py_buffer(raw)], null_count=null_count
+    )
 
 
 def bigint_strings(values: np.ndarray, scale: int) -> pa.Array:

@@ -42,7 +42,8 @@ class EngineCostModel:
     class's queries and `width` their channels added up. Not shared, each query runs the burst's
     b events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once
     (b * coef_s per weighted channel, plus the count), each query applies one macro event (which
-    costs `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not apply here: there
+    costs `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do
+    not apply here: there
     is no predecessor scan (DESIGN.md section 3).
     """
 
@@ -56,8 +57,9 @@ class EngineCostModel:
         return k * self.base_s + width * self.event_s
 
     def shared(self, b, k, width, channels):
-        return (b * self.coef_s * (channels + 1) + self.macro * self.per_event(k, width)
-                + self.class_s)
+        return (
+            b * self.coef_s * (channels + 1) + self.macro * self.per_event(k, width) + self.class_s
+        )
 
     def nonshared(self, b, k, width):
         return b * self.per_event(k, width)
@@ -68,24 +70,35 @@ class EngineCostModel:
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
 #: development machine, 400,000 events; BENCHMARKS.md has the output).
-CPU_COSTS = EngineCostModel(base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06,
-                            macro=1.13)
+CPU_COSTS = EngineCostModel(
+    base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06, macro=1.13
+)
 
 #: UNCALIBRATED ESTIMATES for the GPU backend, pending a run of
 #: `python benchmarks/calibrate_costs.py --backend gpu` on a device: per-event kernel work taken as
 #: 50 times cheaper than on the CPU (thousands of runs in flight at once), while the per-class
 #: bookkeeping (host NumPy in gpu_hamlet/sharing.py) and the macro event's relative cost stay the
 #: CPU's. So the GPU shares a burst only when it is longer than on the CPU.
-GPU_COSTS = EngineCostModel(base_s=CPU_COSTS.base_s / 50, event_s=CPU_COSTS.event_s / 50,
-                            coef_s=CPU_COSTS.coef_s / 50, class_s=CPU_COSTS.class_s,
-                            macro=CPU_COSTS.macro)
+GPU_COSTS = EngineCostModel(
+    base_s=CPU_COSTS.base_s / 50,
+    event_s=CPU_COSTS.event_s / 50,
+    coef_s=CPU_COSTS.coef_s / 50,
+    class_s=CPU_COSTS.class_s,
+    macro=CPU_COSTS.macro,
+)
 
 #: The cost model of each backend, by its `name`: one optimizer above both.
 COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS, "gpu": GPU_COSTS}
 
 
-def choose_shared(mode: str, b: np.ndarray, k: np.ndarray, width: np.ndarray,
-                  channels: np.ndarray, model: EngineCostModel) -> np.ndarray:
+def choose_shared(
+    mode: str,
+    b: np.ndarray,
+    k: np.ndarray,
+    width: np.ndarray,
+    channels: np.ndarray,
+    model: EngineCostModel,
+) -> np.ndarray:
     """Which (burst, class) pairs run shared, vectorised over all of them.
 
     `b`: matched events of the class in the burst; `k`: its queries; `width`: their state

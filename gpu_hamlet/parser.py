@@ -484,8 +484,7 @@ class _Parser:
             # A float only when it holds the number written (its shortest form reads back as
             # it): `x < 9007199254740993.5` must not become `x < 9007199254740994`.
             as_float = float(tok.value)
-            return as_float if Decimal(repr(as_float)) == Decimal(tok.value) else \
-                Decimal(tok.value)
+            return as_float if Decimal(repr(as_float)) == Decimal(tok.value) else Decimal(tok.value)
         self._fail("a number or a string literal")
 
     def duration(self, clause: str) -> tuple[Token, int]:

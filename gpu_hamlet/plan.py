@@ -36,7 +36,7 @@ class Template:
         return np.unique(self.pred_idx).astype(np.int64)
 
     @classmethod
-    def of(cls, query: Query) -> "Template":
+    def of(cls, query: Query) -> Template:
         k = len(query.pattern)
         ptr = [0]
         idx: list[int] = []
@@ -102,7 +102,7 @@ class Windowing:
         return self.n > 1
 
     @classmethod
-    def of(cls, query: Query, axis: TimeAxis) -> "Windowing":
+    def of(cls, query: Query, axis: TimeAxis) -> Windowing:
         w = axis.ticks(query.within_ms, query, "WITHIN")
         s = axis.ticks(query.slide_ms, query, "SLIDE")
         # Pane = gcd of window and slide (the window itself when tumbling). A whole number of

@@ -38,8 +38,9 @@ def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple
     return dtype.type(within), True, dtype.type(info.min + within), dtype.type(info.max - within)
 
 
-def may_complete(run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int,
-                 within: int | float | None) -> np.ndarray:
+def may_complete(
+    run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int, within: int | float | None
+) -> np.ndarray:
     """Indices of the events (sorted by run, then time; pos -1: not matched) that have a start
     event at or before them and an end event at or after them in their run, closer than
     `within` in time (None: any distance)."""
@@ -48,8 +49,7 @@ def may_complete(run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int,
     tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
     within, bounded, lowest, highest = bound(tmax, within, time.dtype)
     flo, fhi = reach(run, time, np.flatnonzero(pos == 0), within, bounded, highest)
-    idx = ranges(*spans(run, time, flo, fhi, np.flatnonzero(pos == k - 1), within, bounded,
-                        lowest))
+    idx = ranges(*spans(run, time, flo, fhi, np.flatnonzero(pos == k - 1), within, bounded, lowest))
     return idx[pos[idx] >= 0]
 
 
@@ -88,7 +88,8 @@ def reach(run, time, starts, within, bounded, highest):
 def spans(run, time, flo, fhi, ends, within, bounded, lowest):
     """Ascending [lo, hi) ranges of the slots inside the ranges of `reach` (flo, fhi) with an end
     (of `ends`, ascending; those outside the ranges end no trend) at or after them in their run,
-    closer than `within` when `bounded`: the slots that may be in a trend. Times below `lowest` reach the
+    closer than `within` when `bounded`: the slots that may be in a trend. Times below `lowest`
+    reach the
     start of their run (t - within would overflow).
 
     Each covered end covers the covered slots up to `within` before it; an earlier end reaches

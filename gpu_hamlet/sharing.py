@@ -32,7 +32,6 @@ from gpu_hamlet.plan import QueryPlan, Template
 from gpu_hamlet.pruning import bound, ranges, reach, spans
 from gpu_hamlet.workload import Query, Workload, format_ms
 
-
 # --- workload analysis ---------------------------------------------------------------------------
 
 
@@ -82,9 +81,11 @@ class WorkloadAnalysis:
             lines.append("no shareable Kleene sub-pattern: every query runs alone")
         for s in self.sets:
             q0 = s.queries[0]
-            lines.append(f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
-                         f"(partition {', '.join(q0.partition_attrs) or '-'}, "
-                         f"pane {format_ms(s.pane_ms)})")
+            lines.append(
+                f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
+                f"(partition {', '.join(q0.partition_attrs) or '-'}, "
+                f"pane {format_ms(s.pane_ms)})"
+            )
             for (a, b), names in sorted(s.merged_template().items()):
                 lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
         return "\n".join(lines)
@@ -138,9 +139,19 @@ class Injection:
 class SharedBursts:
     """Bursts of one sharable set over one input, the optimizer's decisions, and coefficients."""
 
-    def __init__(self, ev: EventFrame, attrs: Attributes, be: Backend, sset: SharableSet,
-                 order: np.ndarray, pid: np.ndarray, plans: dict[str, QueryPlan],
-                 matcher: Matcher, mode: str, model: EngineCostModel) -> None:
+    def __init__(
+        self,
+        ev: EventFrame,
+        attrs: Attributes,
+        be: Backend,
+        sset: SharableSet,
+        order: np.ndarray,
+        pid: np.ndarray,
+        plans: dict[str, QueryPlan],
+        matcher: Matcher,
+        mode: str,
+        model: EngineCostModel,
+    ) -> None:
         self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
@@ -153,8 +164,10 @@ class SharedBursts:
         # Which events of a burst a query matches depends only on its filters on E: queries with
         # the same ones form a filter group, and classes are unions of filter groups.
         groups: dict[frozenset, int] = {}
-        self.group = np.asarray([groups.setdefault(frozenset(q.filters_of(E)), len(groups))
-                                 for q in sset.queries], np.int64)
+        self.group = np.asarray(
+            [groups.setdefault(frozenset(q.filters_of(E)), len(groups)) for q in sset.queries],
+            np.int64,
+        )
         self.index = {name: j for j, name in enumerate(names)}
         nf = len(groups)
         rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
@@ -165,8 +178,10 @@ class SharedBursts:
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes, _ = be.segments(set_pid, t, pane)
         burst_id = be.burst_ids(set_pid, panes, t, ev.type_codes[rows] == ev.code_of(E))
-        width = np.asarray([len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax)
-                            for n in names], np.float64)
+        width = np.asarray(
+            [len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax) for n in names],
+            np.float64,
+        )
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
         width_f = np.bincount(self.group, weights=width, minlength=nf)
         weighted_f = np.zeros(nf)
@@ -190,9 +205,14 @@ class SharedBursts:
         all_pid = set_pid[be_idx[starts]]
         analysed = np.arange(nb)
         if mode == "dynamic":
-            worth = choose_shared(mode, length, np.full(nb, len(names) / nf),
-                                  np.full(nb, width.sum() / nf), np.full(nb, weighted.max()),
-                                  model)
+            worth = choose_shared(
+                mode,
+                length,
+                np.full(nb, len(names) / nf),
+                np.full(nb, width.sum() / nf),
+                np.full(nb, weighted.max()),
+                model,
+            )
             analysed = np.flatnonzero(worth)
             be_idx = be_idx[worth[burst_id[be_idx]]]
             renumber = np.where(worth, np.cumsum(worth) - 1, -1)
@@ -211,12 +231,21 @@ class SharedBursts:
         self.slot_burst = burst_id[slots]
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
-            self._stats(np.zeros((nf, 0), bool), np.zeros((nf, 0)), np.zeros((nf, 0), bool),
-                        analysed, all_pid)
+            self._stats(
+                np.zeros((nf, 0), bool),
+                np.zeros((nf, 0)),
+                np.zeros((nf, 0), bool),
+                analysed,
+                all_pid,
+            )
             return
         # Per filter group: matched events and a hash of which ones, per burst.
-        mb = np.stack([matcher.positions(sset.queries[r], plans[names[r]].template,
-                                         rows[be_idx]) >= 0 for r in rep_query])
+        mb = np.stack(
+            [
+                matcher.positions(sset.queries[r], plans[names[r]].template, rows[be_idx]) >= 0
+                for r in rep_query
+            ]
+        )
         counts = np.add.reduceat(mb, starts, axis=1, dtype=np.int64)
         if nf > 1:
             salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
@@ -229,15 +258,22 @@ class SharedBursts:
         flat = (rep * nsh + cols).ravel()
         cls_width = np.bincount(flat, weights=np.repeat(width_f, nsh), minlength=nf * nsh)
         cls_chan = np.zeros((nf, nsh))
-        np.maximum.at(cls_chan, (rep.ravel(), np.tile(np.arange(nsh), nf)),
-                      np.repeat(weighted_f, nsh))
-        cls_size = np.bincount(flat, weights=np.repeat(np.bincount(self.group), nsh),
-                               minlength=nf * nsh).reshape(nf, nsh)
+        np.maximum.at(
+            cls_chan, (rep.ravel(), np.tile(np.arange(nsh), nf)), np.repeat(weighted_f, nsh)
+        )
+        cls_size = np.bincount(
+            flat, weights=np.repeat(np.bincount(self.group), nsh), minlength=nf * nsh
+        ).reshape(nf, nsh)
         is_rep = (rep == np.arange(nf)[:, None]) & (counts > 0)
         decide = np.zeros((nf, nsh), bool)
-        decide[is_rep] = choose_shared(mode, counts[is_rep].astype(np.float64),
-                                       cls_size[is_rep], cls_width.reshape(nf, nsh)[is_rep],
-                                       cls_chan[is_rep], model)
+        decide[is_rep] = choose_shared(
+            mode,
+            counts[is_rep].astype(np.float64),
+            cls_size[is_rep],
+            cls_width.reshape(nf, nsh)[is_rep],
+            cls_chan[is_rep],
+            model,
+        )
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
@@ -258,8 +294,14 @@ class SharedBursts:
         self.coef_t = np.ascontiguousarray(t[events])
         self.coef_seg = np.concatenate(seg_ids)
 
-    def _stats(self, decide: np.ndarray, size: np.ndarray, is_rep: np.ndarray,
-               analysed: np.ndarray, burst_pid: np.ndarray) -> None:
+    def _stats(
+        self,
+        decide: np.ndarray,
+        size: np.ndarray,
+        is_rep: np.ndarray,
+        analysed: np.ndarray,
+        burst_pid: np.ndarray,
+    ) -> None:
         """Counts over all bursts; those not analysed (no gain possible) ran unshared."""
         st = self.stats
         nb = burst_pid.shape[0]
@@ -277,8 +319,14 @@ class SharedBursts:
         st.splits = int((same & shared_all[:-1] & ~shared_all[1:]).sum())
         st.merges = int((same & ~shared_all[:-1] & shared_all[1:]).sum())
 
-    def compressed(self, q: Query, tpl: Template, matcher: Matcher, within: int | float | None,
-                   prune: bool = True) -> tuple[np.ndarray, ...] | None:
+    def compressed(
+        self,
+        q: Query,
+        tpl: Template,
+        matcher: Matcher,
+        within: int | float | None,
+        prune: bool = True,
+    ) -> tuple[np.ndarray, ...] | None:
         """The query's events straight from the collapsed set stream, when every analysed burst
         it matches runs shared: per slot it matches (indices into the sorted order, event rows,
         times, partition ids, macro segment or -1, pattern position). With `prune`, only the
@@ -297,8 +345,9 @@ class SharedBursts:
 
         def matched(idx: np.ndarray) -> np.ndarray:
             c = code[idx]
-            return matcher.filtered(q, pos_of_code[c], self.slot_rows[idx],
-                                    np.flatnonzero(c < ncodes))
+            return matcher.filtered(
+                q, pos_of_code[c], self.slot_rows[idx], np.flatnonzero(c < ncodes)
+            )
 
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
             """The slots q matches at position p, and a key for them: they depend only on p's
@@ -306,10 +355,15 @@ class SharedBursts:
             t = next(t for t, tp in tpl.position.items() if tp == p)
             key = (g, t, frozenset(q.filters_of(t)))
             if key not in self._typed:
-                lists = [by_code[code_start[c]:code_start[c + 1]]
-                         for c in np.flatnonzero(pos_of_code == p)]  # each ascending
-                idx = lists[0] if len(lists) == 1 else \
-                    np.sort(np.concatenate([np.zeros(0, np.int64), *lists]), kind="stable")
+                lists = [
+                    by_code[code_start[c] : code_start[c + 1]]
+                    for c in np.flatnonzero(pos_of_code == p)
+                ]  # each ascending
+                idx = (
+                    lists[0]
+                    if len(lists) == 1
+                    else np.sort(np.concatenate([np.zeros(0, np.int64), *lists]), kind="stable")
+                )
                 self._typed[key] = idx[matched(idx) == p]
             return key, self._typed[key]
 
@@ -320,18 +374,35 @@ class SharedBursts:
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
             key, starts = at_position(0)
             if (key, within) not in self._reach:
-                self._reach[(key, within)] = reach(self.slot_pid, time, starts, within, bounded,
-                                                   highest)
+                self._reach[(key, within)] = reach(
+                    self.slot_pid, time, starts, within, bounded, highest
+                )
             flo, fhi = self._reach[(key, within)]
-            idx = ranges(*spans(self.slot_pid, time, flo, fhi, at_position(tpl.k - 1)[1],
-                                within, bounded, lowest))
+            idx = ranges(
+                *spans(
+                    self.slot_pid,
+                    time,
+                    flo,
+                    fhi,
+                    at_position(tpl.k - 1)[1],
+                    within,
+                    bounded,
+                    lowest,
+                )
+            )
         else:
             idx = np.flatnonzero(pos_of_code[code] >= 0)
         pos = matched(idx)
         keep = pos >= 0
         idx = idx[keep]
-        return (self.slot_idx[idx], self.slot_rows[idx], self.slot_time[idx], self.slot_pid[idx],
-                seg[idx], pos[keep])
+        return (
+            self.slot_idx[idx],
+            self.slot_rows[idx],
+            self.slot_time[idx],
+            self.slot_pid[idx],
+            seg[idx],
+            pos[keep],
+        )
 
     def _group_slots(self, g: int) -> tuple[np.ndarray, ...]:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
@@ -341,14 +412,18 @@ class SharedBursts:
             ncodes = max(len(self.ev.type_names), 1)
             seg_g = self.segidx[g]
             b = self.slot_burst
-            seg = np.where(b >= 0, seg_g[np.maximum(b, 0)], -1) if seg_g.size else \
-                np.full(b.shape, -1)
+            seg = (
+                np.where(b >= 0, seg_g[np.maximum(b, 0)], -1)
+                if seg_g.size
+                else np.full(b.shape, -1)
+            )
             code = np.where(seg >= 0, ncodes, ncodes + 1).astype(np.int32)
             plain = np.flatnonzero(b < 0)
             code[plain] = self.ev.type_codes[self.slot_rows[plain]]
             # Codes are few: a 16-bit stable argsort is NumPy's linear-time radix sort.
-            by_code = np.argsort(code.astype(np.uint16) if ncodes + 2 < 2**16 else code,
-                                 kind="stable")
+            by_code = np.argsort(
+                code.astype(np.uint16) if ncodes + 2 < 2**16 else code, kind="stable"
+            )
             code_start = np.r_[0, np.cumsum(np.bincount(code, minlength=ncodes + 2))]
             self._slots[g] = (code, seg, by_code, code_start)
         return self._slots[g]
@@ -367,17 +442,20 @@ class SharedBursts:
         keep = ~sh | first
         return Injection(keep, first[keep], seg[first])
 
-    def coefficients(self, ring: str, param: int, channels: tuple, segs: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+    def coefficients(
+        self, ring: str, param: int, channels: tuple, segs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(MU [len(segs), 1, lanes], K [len(segs), channels, lanes]) of the shared bursts
         `segs`. Each burst's coefficients are computed once, when a query first needs them:
         after pruning, queries keep a few of the set's bursts."""
         key = (ring, param, channels)
         if key not in self._coef:
             dtype, lanes = layout(ring)
-            self._coef[key] = (np.empty((self.nseg, 1, lanes), dtype),
-                               np.empty((self.nseg, len(channels), lanes), dtype),
-                               np.zeros(self.nseg, bool))
+            self._coef[key] = (
+                np.empty((self.nseg, 1, lanes), dtype),
+                np.empty((self.nseg, len(channels), lanes), dtype),
+                np.zeros(self.nseg, bool),
+            )
         MU, K, done = self._coef[key]
         need = np.zeros(self.nseg, bool)
         need[segs] = True
@@ -391,7 +469,8 @@ class SharedBursts:
             W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
             local = (np.cumsum(need) - 1)[self.coef_seg[ev]]
             MU[need], K[need] = self.be.burst_coefficients(
-                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, int(need.sum()), param)
+                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, int(need.sum()), param
+            )
             done |= need
         return MU[segs], K[segs]
 
@@ -439,8 +518,10 @@ class RunStats:
             return "sharing: no sharable set in this workload (or sharing='none')"
         out = []
         for s in self.sets:
-            out.append(f"{s.kleene_type}+ shared by {', '.join(s.queries)}: {s.bursts} bursts "
-                       f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
-                       f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
-                       f"and {s.event_snapshots} event-level snapshots")
+            out.append(
+                f"{s.kleene_type}+ shared by {', '.join(s.queries)}: {s.bursts} bursts "
+                f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
+                f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
+                f"and {s.event_snapshots} event-level snapshots"
+            )
         return "\n".join(out)

@@ -16,8 +16,9 @@ the slice's own ranks, which mean nothing elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -73,12 +74,20 @@ class Cut:
         return ((r > 0) & (to_lo < reach)) | ((r < self.rmax) & (to_hi <= reach))
 
 
-def summarize(events: pa.Table, workload: Workload, cut: Cut, options: dict
-              ) -> tuple[dict[str, pa.Table], dict[str, dict]]:
+def summarize(
+    events: pa.Table, workload: Workload, cut: Cut, options: dict
+) -> tuple[dict[str, pa.Table], dict[str, dict]]:
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
-    ctx = Context.of(events, workload, options["backend"], options["numeric"],
-                     options["time_col"], options["type_col"], True)
+    ctx = Context.of(
+        events,
+        workload,
+        options["backend"],
+        options["numeric"],
+        options["time_col"],
+        options["type_col"],
+        True,
+    )
     inside = {}
     for name, table in aggregate(events, workload, part=True, **options).items():
         starts = _ticks(table.column("window_start"))
@@ -88,8 +97,15 @@ def summarize(events: pa.Table, workload: Workload, cut: Cut, options: dict
     near = cut.near(ctx.ev.time, reach)
     out: dict[str, dict] = {}
     if near.any():
-        ctx = Context.of(ctx.ev.table.filter(pa.array(near)), workload, options["backend"],
-                         options["numeric"], options["time_col"], options["type_col"], True)
+        ctx = Context.of(
+            ctx.ev.table.filter(pa.array(near)),
+            workload,
+            options["backend"],
+            options["numeric"],
+            options["time_col"],
+            options["type_col"],
+            True,
+        )
     for q in workload:
         out[q.name] = _query_summary(ctx, ctx.plans[q.name], options) if near.any() else None
     return inside, out
@@ -106,17 +122,34 @@ def _ticks(col: pa.ChunkedArray) -> np.ndarray:
 def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
     """The segment maps of one query over the events near the boundaries, in every ring."""
     q = plan.query
-    run = QueryRun(ctx.ev, ctx.parts, ctx.attrs, plan, ctx.matcher, [], options["numeric"],
-                   options["on_overflow"], ctx.be, maps=True)
+    run = QueryRun(
+        ctx.ev,
+        ctx.parts,
+        ctx.attrs,
+        plan,
+        ctx.matcher,
+        [],
+        options["numeric"],
+        options["on_overflow"],
+        ctx.be,
+        maps=True,
+    )
     if run.pos.shape[0] == 0:
         return None
     xf, run_pid, run_seg = run.segment_maps("xfloat", plan.linear)
     # Partition values of each run (GROUPBY then equivalence attributes).
     rep = run.rows[np.searchsorted(run.pid, run_pid)]
-    keys = [grouping_values(ctx.ev.table.column(a).take(pa.array(rep))).to_pylist()
-            for a in q.partition_attrs]
-    summary: dict[str, Any] = {"key": list(zip(*keys)) if keys else [()] * len(run_pid),
-                               "seg": run_seg, "xfloat": xf, "exact": None, "minreach": None}
+    keys = [
+        grouping_values(ctx.ev.table.column(a).take(pa.array(rep))).to_pylist()
+        for a in q.partition_attrs
+    ]
+    summary: dict[str, Any] = {
+        "key": list(zip(*keys)) if keys else [()] * len(run_pid),
+        "seg": run_seg,
+        "xfloat": xf,
+        "exact": None,
+        "minreach": None,
+    }
     if plan.exact:
         # Every exact entry is at most the float run's largest (sums have |value| channels).
         bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
@@ -138,8 +171,9 @@ def _rank_rows(plan: QueryPlan):
             yield c, ch.attr, slice(c * stride, (c + 1) * stride), ch.kind == "max"
 
 
-def _ranks_to_values(mm: np.ndarray, plan: QueryPlan, keys_of: Callable
-                     ) -> tuple[np.ndarray, dict[int, pa.Array]]:
+def _ranks_to_values(
+    mm: np.ndarray, plan: QueryPlan, keys_of: Callable
+) -> tuple[np.ndarray, dict[int, pa.Array]]:
     """MINREACH maps with each rank replaced by its index into the values shipped with them."""
     mm = mm.copy()
     values = {}
@@ -155,8 +189,9 @@ def _ranks_to_values(mm: np.ndarray, plan: QueryPlan, keys_of: Callable
     return mm, values
 
 
-def compose(parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut,
-            options: dict) -> pa.Table:
+def compose(
+    parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut, options: dict
+) -> pa.Table:
     """The crossing windows of one group from the summaries of its slices, in slice order."""
     parts = [p for p in parts if p is not None]
     run = SummaryRun(parts, plan, ev_schema, axis, options)
@@ -171,8 +206,9 @@ class SummaryRun(QueryRun):
     """A QueryRun whose segment maps come from slices' summaries instead of events: the window
     composition, group sums, exact reconstruction and output conversion are the engine's own."""
 
-    def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis,
-                 options: dict) -> None:
+    def __init__(
+        self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, options: dict
+    ) -> None:
         q = plan.query
         # Python's NaN is equal only to itself: one NaN object makes NaN keys one key.
         keys = [tuple(_NAN if v != v else v for v in k) for p in parts for k in p["key"]]
@@ -183,11 +219,16 @@ class SummaryRun(QueryRun):
         self._order = order
         self._parts = parts
         uniq = list(codes)
-        table = pa.table({a: pa.array([k[i] for k in uniq], ev_schema.field(a).type)
-                          for i, a in enumerate(q.partition_attrs)})
+        table = pa.table(
+            {
+                a: pa.array([k[i] for k in uniq], ev_schema.field(a).type)
+                for i, a in enumerate(q.partition_attrs)
+            }
+        )
         group: dict[tuple, int] = {}
-        gid_of = np.asarray([group.setdefault(k[:len(q.groupby)], len(group)) for k in uniq],
-                            np.int64)
+        gid_of = np.asarray(
+            [group.setdefault(k[: len(q.groupby)], len(group)) for k in uniq], np.int64
+        )
         self.ev = EventFrame(table, np.zeros(len(uniq)), axis, np.zeros(len(uniq), np.int32), [])
         self.plan, self.tpl, self.be = plan, plan.template, select_backend(options["backend"])
         self.numeric, self.on_overflow = options["numeric"], options["on_overflow"]

@@ -40,7 +40,7 @@ class Source:
     (values mod `p`) or 'key' (int64 order keys, NO_RANK for null), over all event rows; with
     `valid`, the column's validity (1, or 0 for null) in that form instead of its values."""
 
-    attrs: "Attributes"
+    attrs: Attributes
     form: str
     attr: str
     p: int = 0

@@ -13,8 +13,9 @@ from numba import njit
 
 
 @njit(cache=True)
-def window_copies(pid: np.ndarray, pane: np.ndarray, a: int, n: int, total: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def window_copies(
+    pid: np.ndarray, pane: np.ndarray, a: int, n: int, total: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(event index, window index) of every copy, `total` of them, ordered by partition, window
     and event. Events are sorted by partition (ascending) and pane."""
     rep = np.empty(total, np.int64)

@@ -6,14 +6,14 @@ explain command all agree on one plain description of a query.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Iterator, Union
 
 #: A filter literal. A number with a fraction is a float when the float reads back as written
 #: (every literal of up to 15 significant digits), else a Decimal: either way it stands for the
 #: number written, which filters compare exactly with integer and decimal columns.
-Literal = Union[int, float, Decimal, str]
+Literal = int | float | Decimal | str
 
 #: Comparison operators allowed in filters, in the spelling of the query language.
 COMPARISON_OPS: tuple[str, ...] = ("=", "!=", "<", "<=", ">", ">=")

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import decimal
 import re
-from datetime import datetime, timedelta, timezone
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -41,23 +42,29 @@ __all__ = [
 ]
 
 #: Schema of the event dicts drawn by tests/strategies.py (time as int seconds).
-EVENT_SCHEMA = pa.schema([
-    ("time", pa.int64()),
-    ("type", pa.string()),
-    ("g", pa.string()),
-    ("k", pa.int64()),
-    ("x", pa.int64()),
-    ("y", pa.float64()),
-    ("s", pa.string()),
-])
+EVENT_SCHEMA = pa.schema(
+    [
+        ("time", pa.int64()),
+        ("type", pa.string()),
+        ("g", pa.string()),
+        ("k", pa.int64()),
+        ("x", pa.int64()),
+        ("y", pa.float64()),
+        ("s", pa.string()),
+    ]
+)
 
 DECIMAL_LIMIT = 10**38
 REL_TOL = 1e-9
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 
 
-def events_to_table(events: Sequence[dict], *, time_type: pa.DataType | str = "int",
-                    schema: pa.Schema = EVENT_SCHEMA) -> pa.Table:
+def events_to_table(
+    events: Sequence[dict],
+    *,
+    time_type: pa.DataType | str = "int",
+    schema: pa.Schema = EVENT_SCHEMA,
+) -> pa.Table:
     """Arrow table of event dicts with int-second times, as ``time_type``.
 
     ``time_type``: ``"int"`` (int64 seconds), ``"float"`` (float64 seconds) or a timestamp type
@@ -70,7 +77,9 @@ def events_to_table(events: Sequence[dict], *, time_type: pa.DataType | str = "i
     elif time_type == pa.float64():
         rows, arrow_time = [dict(e, time=float(e["time"])) for e in events], pa.float64()
     elif isinstance(time_type, pa.TimestampType):
-        rows = [dict(e, time=to_datetime(e["time"], aware=time_type.tz is not None)) for e in events]
+        rows = [
+            dict(e, time=to_datetime(e["time"], aware=time_type.tz is not None)) for e in events
+        ]
         arrow_time = time_type
     else:
         raise ValueError(f"unsupported time_type {time_type!r}")
@@ -82,7 +91,7 @@ def to_datetime(seconds: int | float, *, aware: bool = False) -> datetime:
     """UTC datetime of seconds since the epoch: naive (what Arrow timestamps without a time zone
     read back as) or, with ``aware=True``, with ``tzinfo=timezone.utc``."""
     d = _EPOCH_NAIVE + timedelta(seconds=seconds)
-    return d.replace(tzinfo=timezone.utc) if aware else d
+    return d.replace(tzinfo=UTC) if aware else d
 
 
 def _is_exact_count(agg: Any, attr_types: Mapping[str, pa.DataType]) -> bool:
@@ -95,10 +104,14 @@ def _is_exact_count(agg: Any, attr_types: Mapping[str, pa.DataType]) -> bool:
     return False
 
 
-def expected_value_type(agg: Any, numeric: str, attr_types: Mapping[str, pa.DataType]) -> pa.DataType:
+def expected_value_type(
+    agg: Any, numeric: str, attr_types: Mapping[str, pa.DataType]
+) -> pa.DataType:
     """The Arrow type the contract gives an aggregate column."""
     if _is_exact_count(agg, attr_types):
-        return {"exact": pa.decimal128(38, 0), "bigint": pa.string(), "float": pa.float64()}[numeric]
+        return {"exact": pa.decimal128(38, 0), "bigint": pa.string(), "float": pa.float64()}[
+            numeric
+        ]
     if agg.func in ("SUM", "AVG"):
         return pa.float64()
     if agg.func in ("MIN", "MAX"):
@@ -120,8 +133,15 @@ def close(got: float, exp: Any, *, magnitude: Any = 0, rel: float = REL_TOL) -> 
 _DIGITS = re.compile(r"-?[0-9]+")
 
 
-def _check_value(agg: Any, got: Any, exp: Any, mag: Any, numeric: str, on_overflow: str,
-                 attr_types: Mapping[str, pa.DataType]) -> str | None:
+def _check_value(
+    agg: Any,
+    got: Any,
+    exp: Any,
+    mag: Any,
+    numeric: str,
+    on_overflow: str,
+    attr_types: Mapping[str, pa.DataType],
+) -> str | None:
     """None if ``got`` is right for ``exp``, else a description of what is wrong."""
     if exp is None:  # SUM, AVG, MIN, MAX over events whose values are all null
         return None if got is None else f"expected null, got {got!r}"
@@ -144,12 +164,18 @@ def _check_value(agg: Any, got: Any, exp: Any, mag: Any, numeric: str, on_overfl
                 return f"expected {exp}, got {got!r}"
             return None
         if numeric == "float":
-            return None if close(got, exp, magnitude=mag) else f"expected ~{float(exp)!r}, got {got!r}"
+            return (
+                None if close(got, exp, magnitude=mag) else f"expected ~{float(exp)!r}, got {got!r}"
+            )
         raise AssertionError(f"unknown numeric mode {numeric!r}")
     if agg.func in ("SUM", "AVG"):
         if exp is None:
             return None if got is None else f"expected null, got {got!r}"
-        return None if close(got, exp, magnitude=mag) else f"expected ~{float(exp)!r} ({exp}), got {got!r}"
+        return (
+            None
+            if close(got, exp, magnitude=mag)
+            else f"expected ~{float(exp)!r} ({exp}), got {got!r}"
+        )
     if agg.func in ("MIN", "MAX"):
         if got != exp or type(got) is not type(exp):
             return f"expected {exp!r}, got {got!r}"
@@ -157,9 +183,16 @@ def _check_value(agg: Any, got: Any, exp: Any, mag: Any, numeric: str, on_overfl
     raise AssertionError(f"unknown aggregate {agg}")
 
 
-def assert_matches_oracle(tables: Mapping[str, pa.Table], expected: Mapping[str, list[dict]], workload: Any,
-                          numeric: str = "exact", *, on_overflow: str = "error",
-                          event_schema: pa.Schema = EVENT_SCHEMA, time_type: pa.DataType | None = None) -> None:
+def assert_matches_oracle(
+    tables: Mapping[str, pa.Table],
+    expected: Mapping[str, list[dict]],
+    workload: Any,
+    numeric: str = "exact",
+    *,
+    on_overflow: str = "error",
+    event_schema: pa.Schema = EVENT_SCHEMA,
+    time_type: pa.DataType | None = None,
+) -> None:
     """Assert that the engine's ``tables`` equal the oracle's ``expected`` for every query.
 
     ``event_schema`` gives the attribute types (for MIN/MAX and for SUM over int vs float);
@@ -168,26 +201,39 @@ def assert_matches_oracle(tables: Mapping[str, pa.Table], expected: Mapping[str,
     attr_types = {f.name: f.type for f in event_schema}
     if time_type is None and "time" in attr_types:
         time_type = attr_types["time"]
-    assert set(tables) == set(workload.names), f"result queries {sorted(tables)} != {sorted(workload.names)}"
+    assert set(tables) == set(workload.names), (
+        f"result queries {sorted(tables)} != {sorted(workload.names)}"
+    )
     problems: list[str] = []
     for q in workload:
         table = tables[q.name]
-        assert isinstance(table, pa.Table), f"{q.name}: result is {type(table).__name__}, not a pyarrow.Table"
-        want_cols = list(q.groupby) + ["window_start", "window_end"] + [a.name for a in q.aggregates]
-        assert table.column_names == want_cols, f"{q.name}: columns {table.column_names} != {want_cols}"
+        assert isinstance(table, pa.Table), (
+            f"{q.name}: result is {type(table).__name__}, not a pyarrow.Table"
+        )
+        want_cols = (
+            list(q.groupby) + ["window_start", "window_end"] + [a.name for a in q.aggregates]
+        )
+        assert table.column_names == want_cols, (
+            f"{q.name}: columns {table.column_names} != {want_cols}"
+        )
         schema = table.schema
         for g in q.groupby:
             if g in attr_types:
-                assert schema.field(g).type == attr_types[g], \
-                    f"{q.name}: group column {g} is {schema.field(g).type}, input is {attr_types[g]}"
+                assert schema.field(g).type == attr_types[g], (
+                    f"{q.name}: group column {g} is {schema.field(g).type}, "
+                    f"input is {attr_types[g]}"
+                )
         if time_type is not None:
             for c in ("window_start", "window_end"):
-                assert schema.field(c).type == time_type, \
+                assert schema.field(c).type == time_type, (
                     f"{q.name}: {c} is {schema.field(c).type}, the time column is {time_type}"
+                )
         for a in q.aggregates:
             want = expected_value_type(a, numeric, attr_types)
-            assert schema.field(a.name).type == want, \
-                f"{q.name}: {a.name} ({a}) is {schema.field(a.name).type}, expected {want} for numeric={numeric!r}"
+            assert schema.field(a.name).type == want, (
+                f"{q.name}: {a.name} ({a}) is {schema.field(a.name).type}, expected {want} "
+                f"for numeric={numeric!r}"
+            )
 
         got_rows = table.to_pylist()
         exp_rows = expected[q.name]
@@ -197,15 +243,26 @@ def assert_matches_oracle(tables: Mapping[str, pa.Table], expected: Mapping[str,
         if got_keys != exp_keys:
             missing = [k for k in exp_keys if k not in got_keys]
             extra = [k for k in got_keys if k not in exp_keys]
-            problems.append(f"{q.name} ({q}): row keys {keys} differ: missing {missing[:5]}, extra {extra[:5]}"
-                            + ("" if missing or extra else f", order {got_keys[:8]} vs expected {exp_keys[:8]}"))
+            problems.append(
+                f"{q.name} ({q}): row keys {keys} differ: missing {missing[:5]}, extra {extra[:5]}"
+                + ("" if missing or extra else f", order {got_keys[:8]} vs expected {exp_keys[:8]}")
+            )
             continue
         for got, exp in zip(got_rows, exp_rows):
             mags = exp.get(MAGNITUDE_KEY, {})
             for a in q.aggregates:
-                why = _check_value(a, got[a.name], exp[a.name], mags.get(a.name, 0), numeric, on_overflow,
-                                   attr_types)
+                why = _check_value(
+                    a,
+                    got[a.name],
+                    exp[a.name],
+                    mags.get(a.name, 0),
+                    numeric,
+                    on_overflow,
+                    attr_types,
+                )
                 if why:
                     where = ", ".join(f"{c}={got[c]!r}" for c in keys)
                     problems.append(f"{q.name} ({q}) [{where}] {a.name} = {a}: {why}")
-    assert not problems, f"{len(problems)} mismatches (numeric={numeric!r}):\n" + "\n".join(problems[:20])
+    assert not problems, f"{len(problems)} mismatches (numeric={numeric!r}):\n" + "\n".join(
+        problems[:20]
+    )

@@ -32,11 +32,30 @@ DEFAULT_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_backend.py"]
 
 def record(tests: list[str], out: str) -> None:
     """Run `tests` under the simulator, writing their kernel launches to `out`."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", KERNEL_LAUNCHES=out,
-               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT),
-                                           os.environ.get("PYTHONPATH", "")]))
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "kernel_launches",
-                    "-p", "no:cacheprovider", *tests], cwd=ROOT, env=env, check=True)
+    env = dict(
+        os.environ,
+        NUMBA_ENABLE_CUDASIM="1",
+        KERNEL_LAUNCHES=out,
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "kernel_launches",
+            "-p",
+            "no:cacheprovider",
+            *tests,
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
 
 
 def numba_type(name: str):
@@ -44,7 +63,7 @@ def numba_type(name: str):
     from numba import types as nt
 
     if name.startswith("array("):
-        dtype, ndim, layout = (p.strip() for p in name[len("array("):-1].split(","))
+        dtype, ndim, layout = (p.strip() for p in name[len("array(") : -1].split(","))
         return nt.Array(numba_type(dtype), int(ndim[:-1]), layout)
     return nt.boolean if name == "bool" else getattr(nt, name)
 
@@ -56,8 +75,11 @@ def rebuild(made_by: list[str], name: str):
     if factory == "<module>":
         return getattr(mod, name)
     made = getattr(mod, factory)(*ast.literal_eval(args))
-    return next(k for k in (made if isinstance(made, tuple) else (made,))
-                if _python_function(k).__name__ == name)
+    return next(
+        k
+        for k in (made if isinstance(made, tuple) else (made,))
+        if _python_function(k).__name__ == name
+    )
 
 
 def _python_function(kernel):
@@ -86,21 +108,27 @@ def main(argv: list[str] | None = None) -> int:
     for version in args.cc:
         cc = tuple(int(x) for x in version.split("."))
         # Device functions are compiled for the current device's capability; there is none here.
-        numba.cuda.dispatcher.get_current_device = \
-            lambda cc=cc: types.SimpleNamespace(compute_capability=cc)
+        numba.cuda.dispatcher.get_current_device = lambda cc=cc: types.SimpleNamespace(
+            compute_capability=cc
+        )
         bad = 0
         for made_by, name, arg_types in launches:
             kernel = rebuild(made_by, name)
             try:
-                cuda.compile_ptx(_python_function(kernel),
-                                 tuple(numba_type(t) for t in arg_types), cc=cc)
+                cuda.compile_ptx(
+                    _python_function(kernel), tuple(numba_type(t) for t in arg_types), cc=cc
+                )
             except Exception as exc:  # report every failing kernel, not only the first
                 bad += 1
-                print(f"FAILED for {version}: {made_by[0]}.{made_by[1]}{made_by[2]} "
-                      f"{name}{tuple(arg_types)}: {type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0]}")
-        print(f"{len(launches) - bad} of {len(launches)} launch signatures of {len(kernels)} "
-              f"kernels compiled to PTX for compute capability {version}")
+                print(
+                    f"FAILED for {version}: {made_by[0]}.{made_by[1]}{made_by[2]} "
+                    f"{name}{tuple(arg_types)}: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0]}"
+                )
+        print(
+            f"{len(launches) - bad} of {len(launches)} launch signatures of {len(kernels)} "
+            f"kernels compiled to PTX for compute capability {version}"
+        )
         failed += bad
     return 1 if failed else 0
 

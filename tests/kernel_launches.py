@@ -29,12 +29,16 @@ def _recording_jit(*args, **kwargs):
         return _jit(*args, **kwargs)
     frame = sys._getframe(1)
     info = inspect.getargvalues(frame)
-    origin = (frame.f_globals["__name__"], frame.f_code.co_name,
-              repr([info.locals[n] for n in info.args]))
+    origin = (
+        frame.f_globals["__name__"],
+        frame.f_code.co_name,
+        repr([info.locals[n] for n in info.args]),
+    )
 
     def tag(kernel):
         kernel.made_by = origin
         return kernel
+
     if args and callable(args[0]) and not kwargs:
         return tag(_jit(args[0]))
     decorate = _jit(*args, **kwargs)
@@ -68,5 +72,8 @@ def pytest_configure(config) -> None:
 
 def pytest_unconfigure(config) -> None:
     with open(os.environ["KERNEL_LAUNCHES"], "w") as fh:
-        json.dump(sorted(([list(m), name, list(types)] for m, name, types in _launches),
-                         key=str), fh, indent=0)
+        json.dump(
+            sorted(([list(m), name, list(types)] for m, name, types in _launches), key=str),
+            fh,
+            indent=0,
+        )

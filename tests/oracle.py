@@ -33,11 +33,12 @@ import itertools
 import math
 import operator
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "oracle",
@@ -53,7 +54,7 @@ __all__ = [
 #: ``oracle(..., with_magnitudes=True)``; used to give cancelling float sums an absolute slack.
 MAGNITUDE_KEY = "__magnitude__"
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,
@@ -179,7 +180,9 @@ def _dfs_trends(
     return used
 
 
-def enumerate_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> list[tuple[int, ...]]:
+def enumerate_trends(
+    types_and_times: Sequence[tuple[Any, Any]], pattern: Any
+) -> list[tuple[int, ...]]:
     """All trends (as tuples of indices into the input) of ``[(type, time), ...]``, no windows.
 
     The input need not be sorted; indices refer to its order.
@@ -188,17 +191,25 @@ def enumerate_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -
     types = [types_and_times[i][0] for i in order]
     times = [_time_key(types_and_times[i][1]) for i in order]
     found: list[tuple[int, ...]] = []
-    _dfs_trends(types, times, _Matcher(_as_pattern(pattern)), None,
-                lambda path, acc: found.append(tuple(order[k] for k in path)))
+    _dfs_trends(
+        types,
+        times,
+        _Matcher(_as_pattern(pattern)),
+        None,
+        lambda path, acc: found.append(tuple(order[k] for k in path)),
+    )
     return found
 
 
 def count_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> int:
-    """Number of trends of ``pattern`` (``"SEQ(A, B+)"`` or PatternElements) over ``[(type, time)]``."""
+    """Number of trends of ``pattern`` (``"SEQ(A, B+)"`` or PatternElements) over ``[(type,
+    time)]``."""
     return len(enumerate_trends(types_and_times, pattern))
 
 
-def brute_force_trends(types_and_times: Sequence[tuple[Any, Any]], pattern: Any) -> list[tuple[int, ...]]:
+def brute_force_trends(
+    types_and_times: Sequence[tuple[Any, Any]], pattern: Any
+) -> list[tuple[int, ...]]:
     """The same as :func:`enumerate_trends` by trying all 2^n subsets (a check of the check)."""
     matcher = _Matcher(_as_pattern(pattern))
     n = len(types_and_times)
@@ -225,7 +236,7 @@ def _time_key(t: Any) -> Fraction:
         raise ValueError("oracle: null time")
     if isinstance(t, datetime):
         if t.tzinfo is None:
-            t = t.replace(tzinfo=timezone.utc)
+            t = t.replace(tzinfo=UTC)
         d = t - _EPOCH
         return Fraction(d.days * 86400 + d.seconds) + Fraction(d.microseconds, 10**6)
     if isinstance(t, bool):
@@ -287,8 +298,16 @@ def _null_last(v: Any) -> tuple:
     return (v is None, v if v is not None else 0)
 
 
-def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: str, tz: Any,
-                float_attrs: set[str], with_magnitudes: bool) -> list[dict]:
+def _query_rows(
+    events: list[dict],
+    q: Any,
+    time_col: str,
+    type_col: str,
+    kind: str,
+    tz: Any,
+    float_attrs: set[str],
+    with_magnitudes: bool,
+) -> list[dict]:
     matcher = _Matcher(q.pattern)
     pattern_types = set(matcher.types)
     w = Fraction(q.within_ms, 1000)
@@ -363,13 +382,16 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
                     for c in range(len(channels)):
                         total[c] += acc[c]
 
-                used = _dfs_trends(sub_types, sub_times, matcher, contrib if channels else None, on_trend)
+                used = _dfs_trends(
+                    sub_types, sub_times, matcher, contrib if channels else None, on_trend
+                )
                 seen[idx] = (trends, total, used)
             trends, total, used = seen[idx]
             if trends[0] == 0:
                 continue
-            cell = cells.setdefault((key[:ngroup], k), {"count": 0, "chan": [0] * len(channels),
-                                                        "used": []})
+            cell = cells.setdefault(
+                (key[:ngroup], k), {"count": 0, "chan": [0] * len(channels), "used": []}
+            )
             cell["count"] += trends[0]
             cell["chan"] = [a + b for a, b in zip(cell["chan"], total)]
             cell["used"].extend(e for e, u in zip(sub, used) if u)
@@ -413,13 +435,20 @@ def _query_rows(events: list[dict], q: Any, time_col: str, type_col: str, kind: 
             row[MAGNITUDE_KEY] = mags
         rows.append(row)
 
-    rows.sort(key=lambda r: tuple(_null_last(r[a]) for a in q.groupby)
-              + (_time_key(r["window_start"]),))
+    rows.sort(
+        key=lambda r: tuple(_null_last(r[a]) for a in q.groupby) + (_time_key(r["window_start"]),)
+    )
     return rows
 
 
-def oracle(events: list[dict], workload: Any, *, time_col: str = "time", type_col: str = "type",
-           with_magnitudes: bool = False) -> dict[str, list[dict]]:
+def oracle(
+    events: list[dict],
+    workload: Any,
+    *,
+    time_col: str = "time",
+    type_col: str = "type",
+    with_magnitudes: bool = False,
+) -> dict[str, list[dict]]:
     """Ground-truth results of every query of ``workload`` over ``events`` (a list of dicts).
 
     Returns ``{query name: [row, ...]}``; each row is a dict with the GROUPBY attributes,
@@ -440,4 +469,3 @@ def oracle(events: list[dict], workload: Any, *, time_col: str = "time", type_co
         q.name: _query_rows(events, q, time_col, type_col, kind, tz, float_attrs, with_magnitudes)
         for q in workload
     }
-

@@ -14,7 +14,8 @@ values), ``x`` (int, small, may be negative), ``y`` (float, multiples of 0.25), 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -91,8 +92,9 @@ def _literal(draw, attr: str):
 
 
 @st.composite
-def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_ms: int = 1000
-                ) -> tuple[str, Query]:
+def query_cases(
+    draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_ms: int = 1000
+) -> tuple[str, Query]:
     """One query at position ``index`` (1-based) over types of ``alphabet``: text and Query.
 
     WITHIN and SLIDE are multiples of ``window_unit_ms`` (1000: whole seconds, which int-second
@@ -146,8 +148,9 @@ def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_m
     group_items = tuple(it for it in items if it in groupby)  # in RETURN order
 
     # WHERE: equivalence and filters in any order
-    equivalence_groups = draw(st.sampled_from([[], [], [["k"]], [["g"]], [["g", "k"]], [["k", "g"]],
-                                               [["g"], ["k"]]]))
+    equivalence_groups = draw(
+        st.sampled_from([[], [], [["k"]], [["g"]], [["g", "k"]], [["k", "g"]], [["g"], ["k"]]])
+    )
     conds: list[tuple[str, object]] = [("eq", grp) for grp in equivalence_groups]
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 1, 2, 3]))):
         t = draw(st.sampled_from(types))
@@ -206,8 +209,9 @@ def query_cases(draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_m
 
 
 @st.composite
-def workload_cases(draw, min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
-                   ) -> tuple[str, Workload]:
+def workload_cases(
+    draw, min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
+) -> tuple[str, Workload]:
     """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms)."""
     n = draw(st.integers(min_queries, max_queries))
     # a workload draws its types from a few of A..E: denser streams, more shared Kleene types
@@ -220,14 +224,23 @@ def workload_cases(draw, min_queries: int = 1, max_queries: int = 5, window_unit
     return text, Workload(tuple(q for _, q in cases))
 
 
-def workloads(min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000) -> st.SearchStrategy[str]:
+def workloads(
+    min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
+) -> st.SearchStrategy[str]:
     """Random workload text in the query language (DESIGN.md section 2)."""
     return workload_cases(min_queries, max_queries, window_unit_ms).map(lambda case: case[0])
 
 
 @st.composite
-def event_streams(draw, types: Sequence[str], *, max_events: int = 20, max_time: int = 10,
-                  noise_types: Sequence[str] = NOISE_TYPES, nulls: bool = False) -> list[dict]:
+def event_streams(
+    draw,
+    types: Sequence[str],
+    *,
+    max_events: int = 20,
+    max_time: int = 10,
+    noise_types: Sequence[str] = NOISE_TYPES,
+    nulls: bool = False,
+) -> list[dict]:
     """A small list of event dicts ``{time, type, g, k, x, y, s}``; with ``nulls``, x, y and s
     are sometimes None.
 
@@ -244,19 +257,21 @@ def event_streams(draw, types: Sequence[str], *, max_events: int = 20, max_time:
     span = draw(st.sampled_from(sorted({max(1, max_time // 3), max(1, max_time // 2), max_time})))
     pool = types * 4 + list(noise_types)  # mostly pattern types, some noise
     kinds = types + [draw(st.sampled_from(pool)) for _ in range(n - len(types))]
+
     def maybe_null(values: st.SearchStrategy) -> Any:
-        return draw(st.none() | values) if nulls and draw(st.integers(0, 3)) == 0 else \
-            draw(values)
+        return draw(st.none() | values) if nulls and draw(st.integers(0, 3)) == 0 else draw(values)
 
     events = []
     for t in kinds:
-        events.append({
-            "time": draw(st.integers(0, span)),
-            "type": t,
-            "g": draw(st.sampled_from(G_VALUES)),
-            "k": draw(st.sampled_from(K_VALUES)),
-            "x": maybe_null(st.integers(-3, 5)),
-            "y": maybe_null(st.integers(-8, 8).map(lambda v: v / 4)),
-            "s": maybe_null(st.sampled_from(S_VALUES)),
-        })
+        events.append(
+            {
+                "time": draw(st.integers(0, span)),
+                "type": t,
+                "g": draw(st.sampled_from(G_VALUES)),
+                "k": draw(st.sampled_from(K_VALUES)),
+                "x": maybe_null(st.integers(-3, 5)),
+                "y": maybe_null(st.integers(-8, 8).map(lambda v: v / 4)),
+                "s": maybe_null(st.sampled_from(S_VALUES)),
+            }
+        )
     return draw(st.permutations(events))

@@ -15,8 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def bench(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT), **env)
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), *args],
-                          env=clean, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), *args],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def test_without_a_device_it_says_so_and_fails():
@@ -27,16 +33,34 @@ def test_without_a_device_it_says_so_and_fails():
 
 def test_runs_in_the_simulator_on_a_tiny_input(tmp_path):
     out = tmp_path / "rows.json"
-    proc = bench("--events", "300", "--queries", "1", "3", "--repeat", "1", "--json", str(out),
-                 NUMBA_ENABLE_CUDASIM="1")
+    proc = bench(
+        "--events",
+        "300",
+        "--queries",
+        "1",
+        "3",
+        "--repeat",
+        "1",
+        "--json",
+        str(out),
+        NUMBA_ENABLE_CUDASIM="1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "simulator" in proc.stdout and "nvidia-smi" in proc.stdout.lower()
-    for line in ("   1 queries float:", "   1 queries exact:", "   3 queries float:",
-                 "   3 queries exact:"):
+    for line in (
+        "   1 queries float:",
+        "   1 queries exact:",
+        "   3 queries float:",
+        "   3 queries exact:",
+    ):
         assert line in proc.stdout, proc.stdout
     rows = json.loads(out.read_text())
     assert [(r["queries"], r["numeric"]) for r in rows] == [
-        (1, "float"), (1, "exact"), (3, "float"), (3, "exact")]
+        (1, "float"),
+        (1, "exact"),
+        (3, "float"),
+        (3, "exact"),
+    ]
     assert all(r["calls"] >= r["queries"] and r["gpu_kernel_s"] > 0 for r in rows)
     assert all(r["cpu_all_cores_s"] > 0 and r["speedup_vs_all_cores"] > 0 for r in rows)
     assert f" {os.cpu_count()} cores " in proc.stdout
@@ -56,13 +80,13 @@ def test_all_cores_pieces_compute_what_the_whole_call_does():
     from cpu_fallback import CpuBackend
     from gpu_hamlet.datagen import kleene_stream
 
-    events = kleene_stream(3000, seed=7, types=TYPES, mean_burst=20.0, n_groups=8,
-                           duplicate_time_fraction=0.1)
+    events = kleene_stream(
+        3000, seed=7, types=TYPES, mean_burst=20.0, n_groups=8, duplicate_time_fraction=0.1
+    )
     cpu = CpuBackend()
     for numeric in ("float", "exact"):
         for args in bench_gpu.record_segment_calls(events, kleene_queries(2), numeric):
-            whole = cpu.segment_maps(*[a.copy() if isinstance(a, np.ndarray) else a
-                                       for a in args])
+            whole = cpu.segment_maps(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
             pieces = bench_gpu._split(args, 3)
             assert len(pieces) == 3
             parts = [cpu.segment_maps(*p) for p in pieces]

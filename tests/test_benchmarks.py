@@ -25,14 +25,22 @@ MODES = ("dynamic", "static", "none")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run_quick(out: Path, *args: str, check: bool = True,
-              **env: str) -> subprocess.CompletedProcess:
+def run_quick(out: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
     """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
-    env = {**os.environ, **env,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, str(RUN), "--quick", "--out", str(out), *args],
-                          cwd=ROOT, env=env, check=check, timeout=900, capture_output=not check,
-                          text=True)
+    env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--out", str(out), *args],
+        cwd=ROOT,
+        env=env,
+        check=check,
+        timeout=900,
+        capture_output=not check,
+        text=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +95,8 @@ def test_events_queries_and_dynamic_measure_every_mode(quick):
     assert [p["events_per_minute"] for p in events["points"]] == [5_000, 20_000]
     queries = load(quick, "queries")
     assert {(p["workload"], p["queries"]) for p in queries["points"]} == {
-        (w, n) for w in ("kleene-sharing", "diverse") for n in (5, 25, 100)}
+        (w, n) for w in ("kleene-sharing", "diverse") for n in (5, 25, 100)
+    }
     dynamic = load(quick, "dynamic")
     assert {p["sweep"] for p in dynamic["points"]} == {"events_per_minute", "queries"}
     for point in events["points"]:
@@ -97,8 +106,11 @@ def test_events_queries_and_dynamic_measure_every_mode(quick):
     for point in dynamic["points"]:
         check_modes(point)
     # Kleene-sharing queries form one sharable set.
-    assert all(p["modes"]["dynamic"]["sharing"]["sets"] == 1
-               for p in queries["points"] if p["workload"] == "kleene-sharing")
+    assert all(
+        p["modes"]["dynamic"]["sharing"]["sets"] == 1
+        for p in queries["points"]
+        if p["workload"] == "kleene-sharing"
+    )
 
 
 def test_two_step_agrees_with_the_engine_until_its_budget(quick):
@@ -143,8 +155,9 @@ def test_authors_workload_skipped_without_their_data(tmp_path):
 
 
 def test_gpu_backend_without_a_device_is_refused_clearly(tmp_path):
-    proc = run_quick(tmp_path, "--backend", "gpu", check=False, CUDA_VISIBLE_DEVICES="",
-                     NUMBA_ENABLE_CUDASIM="0")
+    proc = run_quick(
+        tmp_path, "--backend", "gpu", check=False, CUDA_VISIBLE_DEVICES="", NUMBA_ENABLE_CUDASIM="0"
+    )
     assert proc.returncode == 2
     assert "CUDA device" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())
@@ -152,12 +165,30 @@ def test_gpu_backend_without_a_device_is_refused_clearly(tmp_path):
 
 def test_task_benchmark_runs_and_profiles():
     """`benchmarks/bench_task.py` on a small stream: one task's districts, a time, a profile."""
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_task.py"), "--events",
-                          "20000", "--queries", "6", "--repeat", "1", "--profile", "3"],
-                         cwd=ROOT, env=env, check=True, timeout=600, capture_output=True,
-                         text=True).stdout
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_task.py"),
+            "--events",
+            "20000",
+            "--queries",
+            "6",
+            "--repeat",
+            "1",
+            "--profile",
+            "3",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    ).stdout
     first = out.splitlines()[0]
     assert "districts, 6 queries: best" in first and "M events/s" in first
     assert int(first.split(" events")[0].replace(",", "")) > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,8 +20,10 @@ from gpu_hamlet.cli_io import MARKER, input_format, read_events
 from gpu_hamlet.datagen import load_hamlet_stream
 
 PAPER = Path(__file__).parent / "data" / "Paper_TestStream.txt"
-WORKLOAD = ("q1: RETURN COUNT(*), COUNT(T2) PATTERN SEQ(T1, T2+) WITHIN 100 s;\n"
-            "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 10 s SLIDE 5 s\n")
+WORKLOAD = (
+    "q1: RETURN COUNT(*), COUNT(T2) PATTERN SEQ(T1, T2+) WITHIN 100 s;\n"
+    "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 10 s SLIDE 5 s\n"
+)
 
 
 def _inputs(tmp_path: Path) -> tuple[Path, Path]:
@@ -37,8 +39,22 @@ def test_run_round_trip(spark, tmp_path, capsys):
     a second run may replace that result with --mode overwrite (and print its --stats)."""
     wl, events = _inputs(tmp_path)
     out = tmp_path / "out"
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out),
-                 "--sharing", "static"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(events),
+                "--out",
+                str(out),
+                "--sharing",
+                "static",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "read 14 events" in printed and "q1: 1 rows" in printed
     expected = gpu_hamlet.aggregate(pq.read_table(events), WORKLOAD, backend="cpu")
@@ -48,21 +64,43 @@ def test_run_round_trip(spark, tmp_path, capsys):
     assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "q1", "q2"]
 
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out),
-                 "--sharing", "static", "--mode", "overwrite", "--out-format", "json",
-                 "--stats", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(events),
+                "--out",
+                str(out),
+                "--sharing",
+                "static",
+                "--mode",
+                "overwrite",
+                "--out-format",
+                "json",
+                "--stats",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in printed
-    rows = [json.loads(line) for f in (out / "q1").glob("*.json")
-            for line in f.read_text().splitlines()]
+    rows = [
+        json.loads(line) for f in (out / "q1").glob("*.json") for line in f.read_text().splitlines()
+    ]
     assert [r["count"] for r in rows] == [132]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
 
 def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
     wl, events = _inputs(tmp_path)
-    assert main(["explain", "--workload", str(wl), "--events", str(events),
-                 "--sharing", "static"]) == 0
+    assert (
+        main(["explain", "--workload", str(wl), "--events", str(events), "--sharing", "static"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "sharing decisions over 14 events" in out
     # q2 slides by 5 s: the set's pane is 5 s, which cuts the first burst in two.
@@ -77,8 +115,7 @@ def test_failed_run_leaves_no_output(spark, tmp_path, capsys):
     pq.write_table(table.append_column("v", nan), events)
     wl.write_text("RETURN SUM(T2.v) PATTERN SEQ(T1, T2+) WITHIN 100 s")
     out = tmp_path / "out"
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
-                 str(out)]) == 2
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "query q1" in err and "'v'" in err and "NaN" in err
     assert not out.exists()
@@ -89,8 +126,7 @@ def test_absent_type_warns_and_writes_an_empty_result(spark, tmp_path, capsys):
     wl, events = _inputs(tmp_path)
     wl.write_text("RETURN COUNT(*) PATTERN SEQ(T1, t2+) WITHIN 100 s")
     out = tmp_path / "out"
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
-                 str(out)]) == 0
+    assert main(["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "gpu-hamlet: warning: query q1: event type 't2' (did you mean 'T2'?)" in err
     assert pq.read_table(out / "q1").num_rows == 0
@@ -137,15 +173,33 @@ def test_spark_submit_entry_script(tmp_path):
     wl, events = _inputs(tmp_path)
     out = tmp_path / "out"
     root = Path(__file__).resolve().parents[1]
-    spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or \
-        shutil.which("spark-submit")
+    spark_submit = shutil.which(
+        "spark-submit", path=str(Path(sys.executable).parent)
+    ) or shutil.which("spark-submit")
     assert spark_submit, "spark-submit comes with the pyspark package"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     done = subprocess.run(
-        [spark_submit, "--properties-file", str(root / "spark-conf" / "local.conf"),
-         "--conf", "spark.master=local[2]", "--conf", "spark.ui.enabled=false",
-         submit.__file__, "--workload", str(wl), "--events", str(events), "--out", str(out)],
-        capture_output=True, text=True, timeout=300, env=env)
+        [
+            spark_submit,
+            "--properties-file",
+            str(root / "spark-conf" / "local.conf"),
+            "--conf",
+            "spark.master=local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            submit.__file__,
+            "--workload",
+            str(wl),
+            "--events",
+            str(events),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "q1: 1 rows" in done.stdout
     assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
@@ -195,22 +249,48 @@ def test_headerless_csv_with_formatted_times_and_csv_output(spark, tmp_path, cap
     wl = tmp_path / "nasdaq.hamlet"
     wl.write_text(workload)
     out = tmp_path / "out"
-    assert main(["run", "--workload", str(wl), "--events", str(ticks), "--out", str(out),
-                 "--columns", "type,time,open,peak,low,close,volume",
-                 "--time-format", "yyyyMMddHHmm", "--out-format", "csv", "--quiet"]) == 0
-    got = pa.concat_tables(pacsv.read_csv(f) for f in (out / "ticks").glob("*.csv")
-                           if f.stat().st_size).sort_by("window_start")
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(ticks),
+                "--out",
+                str(out),
+                "--columns",
+                "type,time,open,peak,low,close,volume",
+                "--time-format",
+                "yyyyMMddHHmm",
+                "--out-format",
+                "csv",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    got = pa.concat_tables(
+        pacsv.read_csv(f) for f in (out / "ticks").glob("*.csv") if f.stat().st_size
+    ).sort_by("window_start")
     assert got.column_names == ["window_start", "window_end", "count", "max_GOOG_volume"]
-    t0 = datetime(2008, 2, 1, 9, tzinfo=timezone.utc)  # the tests' Spark session is in UTC
-    events = pa.table({"type": [r[0] for r in rows],
-                       "time": pa.array([t0 + timedelta(minutes=r[1]) for r in rows],
-                                        pa.timestamp("us", tz="UTC")),
-                       "volume": [r[2] for r in rows]})
+    t0 = datetime(2008, 2, 1, 9, tzinfo=UTC)  # the tests' Spark session is in UTC
+    events = pa.table(
+        {
+            "type": [r[0] for r in rows],
+            "time": pa.array(
+                [t0 + timedelta(minutes=r[1]) for r in rows], pa.timestamp("us", tz="UTC")
+            ),
+            "volume": [r[2] for r in rows],
+        }
+    )
     expected = gpu_hamlet.aggregate(events, workload, backend="cpu")["ticks"]
-    assert [int(c) for c in got.column("count").to_pylist()] == \
-        [int(c) for c in expected.column("count").to_pylist()]
-    assert got.column("max_GOOG_volume").to_pylist() == \
-        expected.column("max_GOOG_volume").to_pylist()
+    assert [int(c) for c in got.column("count").to_pylist()] == [
+        int(c) for c in expected.column("count").to_pylist()
+    ]
+    assert (
+        got.column("max_GOOG_volume").to_pylist() == expected.column("max_GOOG_volume").to_pylist()
+    )
     assert str(got.column("window_start")[0].as_py()).startswith("2008-02-01 09:00:00")
 
 
@@ -218,13 +298,26 @@ def test_ragged_rows_any_delimiter_and_date_times(spark, tmp_path):
     """Sensor readings as in ../shared/data: 5 or 6 fields a row (the first row has 5),
     MM/dd/yyyy times; here with ';' between fields."""
     path = tmp_path / "Sensors_test.dat"
-    path.write_text("PressTemp;06/18/2021 17:31:31;0.002;25.945;956.865\n"
-                    "Magnetometer;06/18/2021 17:31:32;0.003;-41.85;83.127;5.25\n")
-    df = read_events(spark, str(path), input_format(str(path), None), delimiter=";",
-                     columns=["type", "time", "amplitude", "x", "y", "z"],
-                     time_format="MM/dd/yyyy HH:mm:ss")
-    assert dict(df.dtypes) == {"type": "string", "time": "timestamp", "amplitude": "double",
-                               "x": "double", "y": "double", "z": "double"}
+    path.write_text(
+        "PressTemp;06/18/2021 17:31:31;0.002;25.945;956.865\n"
+        "Magnetometer;06/18/2021 17:31:32;0.003;-41.85;83.127;5.25\n"
+    )
+    df = read_events(
+        spark,
+        str(path),
+        input_format(str(path), None),
+        delimiter=";",
+        columns=["type", "time", "amplitude", "x", "y", "z"],
+        time_format="MM/dd/yyyy HH:mm:ss",
+    )
+    assert dict(df.dtypes) == {
+        "type": "string",
+        "time": "timestamp",
+        "amplitude": "double",
+        "x": "double",
+        "y": "double",
+        "z": "double",
+    }
     rows = [r.asDict() for r in df.collect()]
     assert rows[0]["z"] is None and rows[1]["z"] == 5.25
     assert str(rows[1]["time"]) == "2021-06-18 17:31:32"
@@ -235,8 +328,7 @@ def test_json_lines_with_a_time_unit(spark, tmp_path):
     ns = 1_612_137_600_123_456_000
     path = tmp_path / "events.jsonl"
     path.write_text(f'{{"type": "A", "t": {ns}}}\n')
-    df = read_events(spark, str(path), input_format(str(path), None), time_col="t",
-                     time_unit="ns")
+    df = read_events(spark, str(path), input_format(str(path), None), time_col="t", time_unit="ns")
     assert str(df.first()["t"]) == "2021-02-01 00:00:00.123456"
     df = read_events(spark, str(path), "json", time_col="t", time_unit="ms")
     assert dict(df.dtypes)["t"] == "timestamp"
@@ -250,8 +342,10 @@ def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
     wl, _ = _inputs(tmp_path)
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: column 'time': value '1612137600000' is after the year 5000 read as " \
-           f"seconds: state its unit (--time-unit ms" in err
+    assert (
+        f"{path}: column 'time': value '1612137600000' is after the year 5000 read as "
+        f"seconds: state its unit (--time-unit ms" in err
+    )
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
@@ -274,12 +368,38 @@ def test_input_format_from_names(tmp_path):
 def test_missing_files_are_named(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "_spark", _no_spark)
     wl, events = _inputs(tmp_path)
-    assert main(["run", "--workload", str(tmp_path / "nope.txt"), "--events", str(events),
-                 "--out", str(tmp_path / "out")]) == 2
-    assert f"workload file '{tmp_path / 'nope.txt'}': No such file or directory" in \
-        capsys.readouterr().err
-    assert main(["run", "--workload", str(wl), "--events", str(tmp_path / "none.parquet"),
-                 "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(tmp_path / "nope.txt"),
+                "--events",
+                str(events),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        f"workload file '{tmp_path / 'nope.txt'}': No such file or directory"
+        in capsys.readouterr().err
+    )
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(tmp_path / "none.parquet"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert f"events path '{tmp_path / 'none.parquet'}' does not exist" in capsys.readouterr().err
 
 
@@ -289,8 +409,22 @@ def test_gpu_backend_without_gpu_fails_before_spark(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(cli, "_spark", _no_spark)
     monkeypatch.setattr(gpu_hamlet.devices, "cuda_visible", lambda: False)
     wl, events = _inputs(tmp_path)
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
-                 str(tmp_path / "out"), "--backend", "gpu"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(events),
+                "--out",
+                str(tmp_path / "out"),
+                "--backend",
+                "gpu",
+            ]
+        )
+        == 2
+    )
     assert "--backend gpu, but no CUDA device is visible" in capsys.readouterr().err
 
 
@@ -300,8 +434,21 @@ def test_overflow_in_a_task_is_one_line_with_cli_advice(spark, tmp_path, capsys)
     wl.write_text("big: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s")
     events = tmp_path / "events.parquet"
     pq.write_table(pa.table({"type": ["A"] + ["B"] * 130, "time": list(range(131))}), events)
-    assert main(["run", "--workload", str(wl), "--events", str(events), "--out",
-                 str(tmp_path / "out"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--workload",
+                str(wl),
+                "--events",
+                str(events),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("gpu-hamlet: error: query big") and len(err.strip().splitlines()) == 1
     assert "--numeric bigint" in err and "--on-overflow null" in err and "numeric=" not in err
@@ -309,19 +456,26 @@ def test_overflow_in_a_task_is_one_line_with_cli_advice(spark, tmp_path, capsys)
 
 
 def test_cli_advice_names_flags():
-    assert cli_advice("use numeric='bigint' or on_overflow='null'; time_col=\"ts\"") == \
-        "use --numeric bigint or --on-overflow null; --time-col ts"
+    assert (
+        cli_advice("use numeric='bigint' or on_overflow='null'; time_col=\"ts\"")
+        == "use --numeric bigint or --on-overflow null; --time-col ts"
+    )
     assert cli_advice("Pickup.request_type = 'premium'") == "Pickup.request_type = 'premium'"
 
 
 def test_error_message_from_wrapped_task_errors():
-    wrapped = RuntimeError("py4j.protocol.Py4JJavaError: ...\nTraceback (most recent call last):"
-                           "\n  File \"x.py\"\ngpu_hamlet.errors.EventDataError: column 'x' is bad"
-                           "\n\tat org.apache.spark.Executor")
+    wrapped = RuntimeError(
+        "py4j.protocol.Py4JJavaError: ...\nTraceback (most recent call last):"
+        "\n  File \"x.py\"\ngpu_hamlet.errors.EventDataError: column 'x' is bad"
+        "\n\tat org.apache.spark.Executor"
+    )
     assert error_message(wrapped) == ("column 'x' is bad", 2)
-    assert error_message(RuntimeError("[USER_RAISED_EXCEPTION] gpu-hamlet input error: f.csv: "
-                                      "value 'x' does not match SQLSTATE: P0001")) == \
-        ("f.csv: value 'x' does not match", 2)
+    assert error_message(
+        RuntimeError(
+            "[USER_RAISED_EXCEPTION] gpu-hamlet input error: f.csv: "
+            "value 'x' does not match SQLSTATE: P0001"
+        )
+    ) == ("f.csv: value 'x' does not match", 2)
     assert error_message(MemoryError("out of memory")) == ("MemoryError: out of memory", 1)
 
 

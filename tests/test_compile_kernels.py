@@ -13,10 +13,14 @@ import compile_kernels
 def test_launches_are_recorded_with_what_rebuilds_their_kernels(tmp_path):
     out = str(tmp_path / "launches.json")
     compile_kernels.record(  # replays of recorded steps, and the engine on the GPU backend
-        ["tests/test_gpu_kernels.py::test_fixed_workload_covers_every_ring_macro_rows_and_both_"
-         "backend_steps",
-         "tests/test_gpu_kernels.py::test_engine_builds_weights_on_the_device_in_one_launch_per_"
-         "column"], out)
+        [
+            "tests/test_gpu_kernels.py::test_fixed_workload_covers_every_ring_macro_rows_and_both_"
+            "backend_steps",
+            "tests/test_gpu_kernels.py::test_engine_builds_weights_on_the_device_in_one_launch_per_"
+            "column",
+        ],
+        out,
+    )
     with open(out) as fh:
         launches = json.load(fh)
     made = {(m[1], m[2]) for m, _, _ in launches}

@@ -28,7 +28,13 @@ RIDESHARING_SCHEMA = pa.schema(
     ]
 )
 KLEENE_SCHEMA = pa.schema(
-    [("type", pa.string()), ("time", pa.int64()), ("g", pa.int64()), ("x", pa.int64()), ("y", pa.float64())]
+    [
+        ("type", pa.string()),
+        ("time", pa.int64()),
+        ("g", pa.int64()),
+        ("x", pa.int64()),
+        ("y", pa.float64()),
+    ]
 )
 STOCK_SCHEMA = pa.schema(
     [("type", pa.string()), ("time", pa.int64()), ("price", pa.float64()), ("volume", pa.int64())]
@@ -135,7 +141,9 @@ def test_kleene_stream_schema_and_determinism():
     assert a.num_rows == 10_000
     assert _non_decreasing(a)
     assert a.equals(datagen.kleene_stream(10_000, seed=7, n_groups=4, duplicate_time_fraction=0.2))
-    assert not a.equals(datagen.kleene_stream(10_000, seed=8, n_groups=4, duplicate_time_fraction=0.2))
+    assert not a.equals(
+        datagen.kleene_stream(10_000, seed=8, n_groups=4, duplicate_time_fraction=0.2)
+    )
     g = a["g"].to_numpy()
     assert g.min() == 0 and g.max() == 3
     assert set(pc.unique(a["type"]).to_pylist()) == {"A", "B", "C"}
@@ -217,9 +225,15 @@ def test_kleene_sharing_workload_shares_one_kleene_type():
     from gpu_hamlet.sharing import analyze
 
     n_max = len(RIDE_OTHERS) * (3 * len(RIDE_OTHERS) - 1)
-    text = datagen.kleene_sharing_workload(n_max, "Travel", RIDE_OTHERS, returns="COUNT(*)",
-                                           where=["[driver]"], groupby="district",
-                                           within="10 min")
+    text = datagen.kleene_sharing_workload(
+        n_max,
+        "Travel",
+        RIDE_OTHERS,
+        returns="COUNT(*)",
+        where=["[driver]"],
+        groupby="district",
+        within="10 min",
+    )
     wl = parse_workload(text)
     queries = list(wl)
     assert len(queries) == n_max
@@ -230,22 +244,30 @@ def test_kleene_sharing_workload_shares_one_kleene_type():
     assert len(sets) == 1 and sets[0].kleene_type == "Travel" and len(sets[0].queries) == n_max
     with pytest.raises(ValueError, match="n_queries"):
         datagen.kleene_sharing_workload(n_max + 1, "Travel", RIDE_OTHERS)
-    filtered = datagen.kleene_sharing_workload(3, "B", ["A", "C"],
-                                               per_query_where=["B.x < 1", "B.x < 2"])
+    filtered = datagen.kleene_sharing_workload(
+        3, "B", ["A", "C"], per_query_where=["B.x < 1", "B.x < 2"]
+    )
     assert filtered.splitlines()[2] == (
-        "k2: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 1 WITHIN 1 min")
+        "k2: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 1 WITHIN 1 min"
+    )
 
 
 def test_diverse_workload_varies_every_clause():
     from gpu_hamlet import parse_workload
 
-    kw = dict(kleene_filters=("", "{E}.speed > 20"), other_filters=("", "{X}.price > 20"),
-              groupby=("", "district"), where=["[driver]"])
+    kw = dict(
+        kleene_filters=("", "{E}.speed > 20"),
+        other_filters=("", "{X}.price > 20"),
+        groupby=("", "district"),
+        where=["[driver]"],
+    )
     text = datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS, "speed", **kw)
-    assert text == datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS,
-                                            "speed", **kw)
-    assert text != datagen.diverse_workload(60, ["Travel", "LocationUpdate"], RIDE_OTHERS,
-                                            "speed", seed=1, **kw)
+    assert text == datagen.diverse_workload(
+        60, ["Travel", "LocationUpdate"], RIDE_OTHERS, "speed", **kw
+    )
+    assert text != datagen.diverse_workload(
+        60, ["Travel", "LocationUpdate"], RIDE_OTHERS, "speed", seed=1, **kw
+    )
     queries = list(parse_workload(text))
     assert len(queries) == 60
     assert {len(q.pattern) for q in queries} == {1, 2, 3}
@@ -281,10 +303,18 @@ def test_load_nasdaq():
     assert first["type"] == "AAPL"
     assert first["time"] == np.datetime64("2008-02-01T09:00", "s").astype(object)
     assert (first["open"], first["peak"], first["low"], first["close"], first["volume"]) == (
-        136.2, 136.2, 136.0, 136.0, 6700)
+        136.2,
+        136.2,
+        136.0,
+        136.0,
+        6700,
+    )
     assert set(pc.unique(t["type"]).to_pylist()) == {"AAPL", "AMZN", "GOOG"}
-    for name, rows in (("NASDAQ_AAPL_AMZN_GOOG.txt", 1365), ("NASDAQ_MEDIUM.txt", 1652),
-                       ("NASDAQ_FREQUENCY_TAILORED.txt", 513)):
+    for name, rows in (
+        ("NASDAQ_AAPL_AMZN_GOOG.txt", 1365),
+        ("NASDAQ_MEDIUM.txt", 1652),
+        ("NASDAQ_FREQUENCY_TAILORED.txt", 513),
+    ):
         big = datagen.load_nasdaq(DATA / name)
         assert big.num_rows == rows
         assert _non_decreasing(big)
@@ -293,9 +323,25 @@ def test_load_nasdaq():
 @needs_data
 def test_load_hamlet_stream():
     t = datagen.load_hamlet_stream(DATA / "hamlet-synthetic" / "Paper_TestStream.txt")
-    assert t.schema == pa.schema([("type", pa.string()), ("time", pa.int64()), ("value", pa.int64())])
+    assert t.schema == pa.schema(
+        [("type", pa.string()), ("time", pa.int64()), ("value", pa.int64())]
+    )
     assert t["type"].to_pylist() == [
-        "T1", "T1", "T3", "T2", "T2", "T2", "T2", "T1", "T1", "T3", "T3", "T3", "T2", "T2"]
+        "T1",
+        "T1",
+        "T3",
+        "T2",
+        "T2",
+        "T2",
+        "T2",
+        "T1",
+        "T1",
+        "T3",
+        "T3",
+        "T3",
+        "T2",
+        "T2",
+    ]
     assert t["time"].to_pylist() == list(range(1, 15))
     big = datagen.load_hamlet_stream(DATA / "hamlet-synthetic" / "Stream_shared_5.txt")
     assert big.num_rows == 100_000
@@ -309,8 +355,12 @@ def test_load_hamlet_workload_files():
     lines = text.splitlines()
     assert len(lines) == 50
     assert lines[2] == "q3: RETURN COUNT(*) PATTERN SEQ(T3, T8, T2+) WITHIN 100000 s;"
-    assert all(line.startswith(f"q{i}: RETURN COUNT(*) PATTERN SEQ(") for i, line in enumerate(lines, 1))
-    small = datagen.load_hamlet_workload(DATA / "hamlet-synthetic" / "Paper_TestQueries.txt", within="20 s")
+    assert all(
+        line.startswith(f"q{i}: RETURN COUNT(*) PATTERN SEQ(") for i, line in enumerate(lines, 1)
+    )
+    small = datagen.load_hamlet_workload(
+        DATA / "hamlet-synthetic" / "Paper_TestQueries.txt", within="20 s"
+    )
     assert small == (
         "q1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 20 s;\n"
         "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 20 s;\n"

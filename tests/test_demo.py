@@ -38,8 +38,14 @@ def test_data_line_names_types_districts_and_time_span():
 def test_every_kernel_is_cached_on_disk_but_the_inlined_ring_ops():
     """Only the rings' scalar operations (made by a factory shared with the GPU backend) are not
     cached themselves: numba compiles them into the cached kernels that call them."""
-    for module in ("cpu_fallback.bursts", "cpu_fallback.kernels", "gpu_hamlet.numeric",
-                   "gpu_hamlet.partitions", "gpu_hamlet.pruning", "gpu_hamlet.window_copies"):
+    for module in (
+        "cpu_fallback.bursts",
+        "cpu_fallback.kernels",
+        "gpu_hamlet.numeric",
+        "gpu_hamlet.partitions",
+        "gpu_hamlet.pruning",
+        "gpu_hamlet.window_copies",
+    ):
         importlib.import_module(module)
     from gpu_hamlet.kernel_cache import dispatchers
 
@@ -67,8 +73,15 @@ def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
 
     def run() -> list[str]:
-        done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True,
-                              env=env, timeout=300, cwd=ROOT, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", WARM_UP],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=ROOT,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout.split(maxsplit=2)
 

@@ -22,9 +22,13 @@ UPPER = {
 
 
 def test_dependencies_carry_their_upper_bounds():
-    deps = {r.name: r for r in map(Requirement,
-                                    tomllib.loads((ROOT / "pyproject.toml").read_text())
-                                    ["project"]["dependencies"])}
+    deps = {
+        r.name: r
+        for r in map(
+            Requirement,
+            tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"],
+        )
+    }
     for name, below in UPPER.items():
         spec = deps[name].specifier
         assert below not in spec, f"{name}{spec} admits {below}"
@@ -37,7 +41,8 @@ def test_pandas_paths_raise_no_deprecation_or_future_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for numeric in ("exact", "bigint", "float"):
-            results = gpu_hamlet.aggregate(events, DEMO_WORKLOAD, numeric=numeric,
-                                           on_overflow="null", backend="cpu")
+            results = gpu_hamlet.aggregate(
+                events, DEMO_WORKLOAD, numeric=numeric, on_overflow="null", backend="cpu"
+            )
             for table in results.values():
                 assert table.num_rows and _format(table)

@@ -39,7 +39,10 @@ def test_spark_version_is_the_pyspark_pin():
 def test_rapids_accelerator_and_cudf_are_one_release_line():
     year, month = (int(x) for x in ARGS["RAPIDS_VERSION"].split(".")[:2])
     cudf = pins(GPU)["cudf-cu12"]
-    assert (year, month) == tuple(int(x) for x in cudf.split(".")[:2]), (ARGS["RAPIDS_VERSION"], cudf)
+    assert (year, month) == tuple(int(x) for x in cudf.split(".")[:2]), (
+        ARGS["RAPIDS_VERSION"],
+        cudf,
+    )
 
 
 def test_cuda_major_matches_the_cuda_packages():
@@ -55,15 +58,18 @@ def test_python_version_meets_requires_python():
     assert low and have >= (int(low[1]), int(low[2]))
 
 
-@pytest.mark.parametrize("needle", [
-    'pip install --no-cache-dir ".[gpu]"',
-    "COPY spark-conf spark-conf",
-    "openjdk-17",
-    "PYSPARK_PYTHON=",
-    "https://repo1.maven.org/maven2/com/nvidia/rapids-4-spark_${SCALA_BINARY_VERSION}/${RAPIDS_VERSION}",
-    "rapids-4-spark_${SCALA_BINARY_VERSION}-${RAPIDS_VERSION}.jar",
-    "COPY spark-conf/getGpusResources.sh /opt/sparkRapidsPlugin/getGpusResources.sh",
-])
+@pytest.mark.parametrize(
+    "needle",
+    [
+        'pip install --no-cache-dir ".[gpu]"',
+        "COPY spark-conf spark-conf",
+        "openjdk-17",
+        "PYSPARK_PYTHON=",
+        "https://repo1.maven.org/maven2/com/nvidia/rapids-4-spark_${SCALA_BINARY_VERSION}/${RAPIDS_VERSION}",
+        "rapids-4-spark_${SCALA_BINARY_VERSION}-${RAPIDS_VERSION}.jar",
+        "COPY spark-conf/getGpusResources.sh /opt/sparkRapidsPlugin/getGpusResources.sh",
+    ],
+)
 def test_image_contents(needle):
     assert needle in DOCKERFILE
 

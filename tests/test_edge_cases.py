@@ -14,17 +14,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from compare import assert_matches_oracle
+from oracle import oracle
 
 import gpu_hamlet
-from compare import assert_matches_oracle
 from gpu_hamlet.errors import EventDataError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
-from oracle import oracle
 
 BACKENDS = ["cpu", "gpu"]
 I64 = 2**63 - 1
-_PY_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-           ">": operator.gt, ">=": operator.ge}
+_PY_OPS = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def _run(events: pa.Table, text: str, **options) -> dict[str, pa.Table]:
@@ -38,31 +44,57 @@ def _run(events: pa.Table, text: str, **options) -> dict[str, pa.Table]:
 #: (column type, values, literals written in the query): values at the column type's ends, and
 #: literals between two neighbouring values, beyond the type's range, and past float64's 2^53.
 FILTER_CASES = [
-    (pa.int64(), [2**53 + 1, 2**53, 2, 3, -5, I64, -I64 - 1],
-     ["2.5", "-0.5", "9007199254740992.5", "9007199254740993.5", "9007199254740993",
-      "12345678901234567890", "-12345678901234567890", "9223372036854775806.5"]),
-    (pa.uint64(), [0, 1, 2**64 - 1, 2**53 + 1],
-     ["-1", "0.5", "18446744073709551614.5", "18446744073709551616", "9007199254740993.5"]),
+    (
+        pa.int64(),
+        [2**53 + 1, 2**53, 2, 3, -5, I64, -I64 - 1],
+        [
+            "2.5",
+            "-0.5",
+            "9007199254740992.5",
+            "9007199254740993.5",
+            "9007199254740993",
+            "12345678901234567890",
+            "-12345678901234567890",
+            "9223372036854775806.5",
+        ],
+    ),
+    (
+        pa.uint64(),
+        [0, 1, 2**64 - 1, 2**53 + 1],
+        ["-1", "0.5", "18446744073709551614.5", "18446744073709551616", "9007199254740993.5"],
+    ),
     (pa.int8(), [-128, -1, 0, 127], ["-128.5", "-0.1", "127", "126.99", "300", "-300"]),
     (pa.uint8(), [0, 200, 255], ["-1", "199.5", "255.0", "256"]),
-    (pa.int32(), [-2**31, 7, 2**31 - 1], ["7.0", "6.999999999999999999999", "2147483647.5"]),
-    (pa.decimal128(38, 30), [Decimal("0.1"), Decimal("1.5"), Decimal("-99999999.999")],
-     ["0.1", "1.5", "0.123456789012345678901234567890123", "100000000000", "-100000000"]),
-    (pa.decimal128(5, 2), [Decimal("999.99"), Decimal("-0.01"), Decimal("0")],
-     ["999.995", "-0.005", "1000", "-1000.5", "0"]),
+    (pa.int32(), [-(2**31), 7, 2**31 - 1], ["7.0", "6.999999999999999999999", "2147483647.5"]),
+    (
+        pa.decimal128(38, 30),
+        [Decimal("0.1"), Decimal("1.5"), Decimal("-99999999.999")],
+        ["0.1", "1.5", "0.123456789012345678901234567890123", "100000000000", "-100000000"],
+    ),
+    (
+        pa.decimal128(5, 2),
+        [Decimal("999.99"), Decimal("-0.01"), Decimal("0")],
+        ["999.995", "-0.005", "1000", "-1000.5", "0"],
+    ),
 ]
 
 
 def _filter_events(arrow_type: pa.DataType, values: list) -> pa.Table:
     """One B event per value (and a null), each its own trend of `PATTERN B`."""
     vals = values + [None]
-    return pa.table({"time": pa.array(range(len(vals)), pa.int64()),
-                     "type": ["B"] * len(vals), "x": pa.array(vals, arrow_type)})
+    return pa.table(
+        {
+            "time": pa.array(range(len(vals)), pa.int64()),
+            "type": ["B"] * len(vals),
+            "x": pa.array(vals, arrow_type),
+        }
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("arrow_type", "values", "literals"), FILTER_CASES,
-                         ids=[str(c[0]) for c in FILTER_CASES])
+@pytest.mark.parametrize(
+    ("arrow_type", "values", "literals"), FILTER_CASES, ids=[str(c[0]) for c in FILTER_CASES]
+)
 def test_integer_and_decimal_columns_compare_exactly(arrow_type, values, literals, backend):
     """Every operator with every literal: the count of events that pass equals the exact
     comparison of the value with the number written (Arrow compared an int64 column with 2.5 in
@@ -71,25 +103,36 @@ def test_integer_and_decimal_columns_compare_exactly(arrow_type, values, literal
     queries = [(op, lit) for op in _PY_OPS for lit in literals]
     if backend == "gpu":  # the same masks on both backends: a few queries suffice there
         queries = queries[::7]
-    text = ";".join(f"q{i}: RETURN COUNT(*) PATTERN B WHERE B.x {op} {lit} WITHIN 1000 s"
-                    for i, (op, lit) in enumerate(queries))
+    text = ";".join(
+        f"q{i}: RETURN COUNT(*) PATTERN B WHERE B.x {op} {lit} WITHIN 1000 s"
+        for i, (op, lit) in enumerate(queries)
+    )
     got = _run(events, text, backend=backend)
     for i, (op, lit) in enumerate(queries):
         want = sum(_PY_OPS[op](Fraction(v), Fraction(Decimal(lit))) for v in values)
         count = sum(int(c) for c in got[f"q{i}"].column("count").to_pylist())
         assert count == want, (arrow_type, op, lit)
     wl = gpu_hamlet.parse_workload(text)
-    assert_matches_oracle(got, oracle(events.to_pylist(), wl), wl, "exact",
-                          event_schema=events.schema)
+    assert_matches_oracle(
+        got, oracle(events.to_pylist(), wl), wl, "exact", event_schema=events.schema
+    )
 
 
 def test_literals_keep_the_number_written():
     """A literal a float cannot hold stays a Decimal (a float would round it to a neighbour)."""
-    (f,) = gpu_hamlet.parse_workload(
-        "RETURN COUNT(*) PATTERN B WHERE B.x > 9007199254740993.5 WITHIN 1 s").queries[0].filters
+    (f,) = (
+        gpu_hamlet.parse_workload(
+            "RETURN COUNT(*) PATTERN B WHERE B.x > 9007199254740993.5 WITHIN 1 s"
+        )
+        .queries[0]
+        .filters
+    )
     assert f.value == Decimal("9007199254740993.5") and str(f) == "B.x > 9007199254740993.5"
-    (f,) = gpu_hamlet.parse_workload(
-        "RETURN COUNT(*) PATTERN B WHERE B.x > 2.5 WITHIN 1 s").queries[0].filters
+    (f,) = (
+        gpu_hamlet.parse_workload("RETURN COUNT(*) PATTERN B WHERE B.x > 2.5 WITHIN 1 s")
+        .queries[0]
+        .filters
+    )
     assert type(f.value) is float
 
 
@@ -102,8 +145,10 @@ def test_float_columns_compare_with_the_nearest_float(arrow_type):
     huge = "1" + "0" * 400
     literals = ["0.1", "0", "2.5", huge, "-" + huge, "0.1000000000000000000001"]
     queries = [(op, lit) for op in _PY_OPS for lit in literals]
-    text = ";".join(f"q{i}: RETURN COUNT(*) PATTERN B WHERE B.x {op} {lit} WITHIN 1000 s"
-                    for i, (op, lit) in enumerate(queries))
+    text = ";".join(
+        f"q{i}: RETURN COUNT(*) PATTERN B WHERE B.x {op} {lit} WITHIN 1000 s"
+        for i, (op, lit) in enumerate(queries)
+    )
     got = _run(events, text, backend="cpu")
     stored = events.column("x").to_pylist()[:-1]  # as the column holds them (float32 rounds)
     for i, (op, lit) in enumerate(queries):
@@ -117,24 +162,43 @@ def test_float_columns_compare_with_the_nearest_float(arrow_type):
 def test_null_fails_every_comparison(op, backend):
     """SQL: a comparison with null is not true, `!=` included; the event takes part in no
     trend (and a trend through it does not exist)."""
-    events = pa.table({"time": pa.array([1, 2, 3], pa.int64()), "type": ["A", "B", "B"],
-                       "x": pa.array([0, None, None], pa.int64()),
-                       "s": pa.array(["a", None, None], pa.string())})
-    text = (f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x {op} 5 WITHIN 10 s;"
-            f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.s {op} 'z' WITHIN 10 s")
+    events = pa.table(
+        {
+            "time": pa.array([1, 2, 3], pa.int64()),
+            "type": ["A", "B", "B"],
+            "x": pa.array([0, None, None], pa.int64()),
+            "s": pa.array(["a", None, None], pa.string()),
+        }
+    )
+    text = (
+        f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x {op} 5 WITHIN 10 s;"
+        f"RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.s {op} 'z' WITHIN 10 s"
+    )
     got = _run(events, text, backend=backend)
     assert all(t.num_rows == 0 for t in got.values())
 
 
-@pytest.mark.parametrize(("column", "literal"), [
-    ("s", "5"), ("x", "'5'"), ("ts", "5"), ("ts", "'2024-01-01'"), ("flag", "1")])
+@pytest.mark.parametrize(
+    ("column", "literal"),
+    [("s", "5"), ("x", "'5'"), ("ts", "5"), ("ts", "'2024-01-01'"), ("flag", "1")],
+)
 def test_type_mismatch_names_query_filter_and_column(column, literal):
-    events = pa.table({"time": pa.array([1], pa.int64()), "type": ["B"],
-                       "s": ["a"], "x": pa.array([1], pa.int64()),
-                       "ts": pa.array([1], pa.timestamp("us")), "flag": [True]})
+    events = pa.table(
+        {
+            "time": pa.array([1], pa.int64()),
+            "type": ["B"],
+            "s": ["a"],
+            "x": pa.array([1], pa.int64()),
+            "ts": pa.array([1], pa.timestamp("us")),
+            "flag": [True],
+        }
+    )
     with pytest.raises(WorkloadError) as err:
-        _run(events, f"mine: RETURN COUNT(*) PATTERN B WHERE B.{column} < {literal} WITHIN 1 s",
-             backend="cpu")
+        _run(
+            events,
+            f"mine: RETURN COUNT(*) PATTERN B WHERE B.{column} < {literal} WITHIN 1 s",
+            backend="cpu",
+        )
     assert "query mine" in str(err.value) and f"B.{column} < " in str(err.value)
     assert f"column '{column}'" in str(err.value)
 
@@ -153,15 +217,21 @@ def _signed_zero_events() -> pa.Table:
     bits, and between nulls; a trend crossing two groups would be counted wrongly."""
     g = [0.0, -0.0, 0.0, -0.0, float("nan"), _NAN_PAYLOAD, -float("nan"), None, None, 1.0, -0.0]
     types = ["A", "B", "B", "C", "A", "B", "C", "A", "B", "A", "B"]
-    return pa.table({"time": pa.array([1, 2, 3, 4, 1, 2, 3, 2, 3, 1, 5], pa.int64()),
-                     "type": types, "g": pa.array(g, pa.float64()),
-                     "x": pa.array(range(len(g)), pa.int64())})
+    return pa.table(
+        {
+            "time": pa.array([1, 2, 3, 4, 1, 2, 3, 2, 3, 1, 5], pa.int64()),
+            "type": types,
+            "g": pa.array(g, pa.float64()),
+            "x": pa.array(range(len(g)), pa.int64()),
+        }
+    )
 
 
 WORKLOAD_GROUPS = (
     "grouped: RETURN g, COUNT(*), SUM(B.x), MAX(B.x) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 s;"
     "equiv: RETURN COUNT(*), COUNT(B) PATTERN SEQ(A, B+) WHERE [g] WITHIN 10 s;"
-    "both: RETURN g, COUNT(*) PATTERN SEQ(A, B+, C) WHERE [g] GROUPBY g WITHIN 10 s")
+    "both: RETURN g, COUNT(*) PATTERN SEQ(A, B+, C) WHERE [g] GROUPBY g WITHIN 10 s"
+)
 
 
 def _nan_as_stand_in(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -181,8 +251,13 @@ def _check_groups(tables: dict[str, pa.Table], numeric: str = "exact") -> None:
     g = events.column("g")
     same = events.set_column(2, "g", pc.if_else(pc.is_nan(g), _NAN_STAND_IN, pc.add(g, 0.0)))
     wl = gpu_hamlet.parse_workload(WORKLOAD_GROUPS)
-    assert_matches_oracle(_nan_as_stand_in(tables), oracle(same.to_pylist(), wl), wl, numeric,
-                          event_schema=events.schema)
+    assert_matches_oracle(
+        _nan_as_stand_in(tables),
+        oracle(same.to_pylist(), wl),
+        wl,
+        numeric,
+        event_schema=events.schema,
+    )
     zeros = [v for v in tables["grouped"].column("g").to_pylist() if v == 0]
     assert zeros and all(math.copysign(1.0, v) == 1.0 for v in zeros)
 
@@ -195,8 +270,9 @@ def test_negative_zero_nan_and_null_are_one_group_each(backend, sharing):
 
 @pytest.mark.parametrize("numeric", ["bigint", "float"])
 def test_groups_in_every_numeric_mode(numeric):
-    _check_groups(_run(_signed_zero_events(), WORKLOAD_GROUPS, backend="cpu", numeric=numeric),
-                  numeric)
+    _check_groups(
+        _run(_signed_zero_events(), WORKLOAD_GROUPS, backend="cpu", numeric=numeric), numeric
+    )
 
 
 @pytest.mark.parametrize("tasks", [1, 3])
@@ -209,11 +285,17 @@ def test_spark_groups_negative_zero_nan_and_null(spark, tasks):
     # Two big groups alternating -0.0 and 0.0, or two NaNs, over time, so that their slices
     # start with either.
     n = 40
-    big = [pa.table({"time": pa.array(np.arange(10, 10 + n), pa.int64()),
-                     "type": ["A", "B"] * (n // 2),
-                     "g": pa.array([a, b, b, a] * (n // 4), pa.float64()),
-                     "x": pa.array(np.arange(n), pa.int64())})
-           for a, b in ((-0.0, 0.0), (float("nan"), _NAN_PAYLOAD))]
+    big = [
+        pa.table(
+            {
+                "time": pa.array(np.arange(10, 10 + n), pa.int64()),
+                "type": ["A", "B"] * (n // 2),
+                "g": pa.array([a, b, b, a] * (n // 4), pa.float64()),
+                "x": pa.array(np.arange(n), pa.int64()),
+            }
+        )
+        for a, b in ((-0.0, 0.0), (float("nan"), _NAN_PAYLOAD))
+    ]
     events = pa.concat_tables([events, *big])
     df = spark.createDataFrame(events.to_pylist(), "time long, type string, g double, x long")
     got = {name: r.toArrow() for name, r in trend_aggregate(df, text, num_tasks=tasks).items()}
@@ -237,34 +319,49 @@ def test_windows_near_the_int64_ends_are_exact(within, slide, backend):
     """The last windows that fit below 2^63 and the first above -2^63: window bounds, pane and
     window arithmetic exact there, events at both ends in one stream."""
     top = (I64 - within) // slide * slide  # the last window start whose end fits
-    times = [top + slide - 9, top + slide - 5, top + slide - 1,  # in windows ending <= max
-             -2**63 + within + 2, -2**63 + within + 4, -2**63 + within + 9]  # windows >= min
-    events = pa.table({"time": pa.array(times, pa.int64()), "type": ["A", "B", "B"] * 2,
-                       "x": pa.array([1, 2, 3, 4, 5, 6], pa.int64())})
-    text = (f"RETURN COUNT(*), SUM(B.x), MIN(B.x) PATTERN SEQ(A, B+) WITHIN {within} s "
-            f"SLIDE {slide} s")
+    times = [
+        top + slide - 9,
+        top + slide - 5,
+        top + slide - 1,  # in windows ending <= max
+        -(2**63) + within + 2,
+        -(2**63) + within + 4,
+        -(2**63) + within + 9,
+    ]  # windows >= min
+    events = pa.table(
+        {
+            "time": pa.array(times, pa.int64()),
+            "type": ["A", "B", "B"] * 2,
+            "x": pa.array([1, 2, 3, 4, 5, 6], pa.int64()),
+        }
+    )
+    text = (
+        f"RETURN COUNT(*), SUM(B.x), MIN(B.x) PATTERN SEQ(A, B+) WITHIN {within} s SLIDE {slide} s"
+    )
     wl = gpu_hamlet.parse_workload(text)
-    for numeric in (("exact", "float") if backend == "cpu" else ("exact",)):
+    for numeric in ("exact", "float") if backend == "cpu" else ("exact",):
         got = _run(events, wl, backend=backend, numeric=numeric)
-        assert_matches_oracle(got, oracle(events.to_pylist(), wl), wl, numeric,
-                              event_schema=events.schema)
+        assert_matches_oracle(
+            got, oracle(events.to_pylist(), wl), wl, numeric, event_schema=events.schema
+        )
         assert got["q1"].num_rows > 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("time_type", "times", "where"), [
-    (pa.int64(), [I64 - 5, I64 - 2], "window_end"),
-    (pa.int64(), [-2**63, -2**63 + 2], "starts before"),
-    (pa.int32(), [2**31 - 5, 2**31 - 2], "window_end"),
-    (pa.timestamp("ns"), [I64 - 5, I64 - 2], "window_end"),
-    (pa.timestamp("s", tz="UTC"), [I64 - 5, I64 - 2], "window_end"),
-])
+@pytest.mark.parametrize(
+    ("time_type", "times", "where"),
+    [
+        (pa.int64(), [I64 - 5, I64 - 2], "window_end"),
+        (pa.int64(), [-(2**63), -(2**63) + 2], "starts before"),
+        (pa.int32(), [2**31 - 5, 2**31 - 2], "window_end"),
+        (pa.timestamp("ns"), [I64 - 5, I64 - 2], "window_end"),
+        (pa.timestamp("s", tz="UTC"), [I64 - 5, I64 - 2], "window_end"),
+    ],
+)
 def test_window_beyond_the_time_type_is_an_error(time_type, times, where, backend):
     """A window holding an event but ending after the type's largest value (or starting before
     its smallest) cannot be returned: an error naming the query and the window, where the bounds
     used to wrap around silently (int64, timestamps) or fail inside Arrow (int32)."""
-    events = pa.table({"time": pa.array(times, pa.int64()).cast(time_type),
-                       "type": ["A", "B"]})
+    events = pa.table({"time": pa.array(times, pa.int64()).cast(time_type), "type": ["A", "B"]})
     with pytest.raises(EventDataError, match=rf"query late: the window starting at .*{where}"):
         _run(events, "late: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s", backend=backend)
 
@@ -272,29 +369,39 @@ def test_window_beyond_the_time_type_is_an_error(time_type, times, where, backen
 def test_window_check_is_per_query_events():
     """Only the events a query matches count: an event near the end that its filter drops, or
     of a type it does not use, stops no query."""
-    events = pa.table({"time": pa.array([1, 2, 3, I64 - 1], pa.int64()),
-                       "type": ["A", "B", "C", "C"], "x": pa.array([0, 0, 1, 0], pa.int64())})
-    got = _run(events, "ab: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;"
-                       "ac: RETURN COUNT(*) PATTERN SEQ(A, C) WHERE C.x > 0 WITHIN 10 s",
-               backend="cpu")
+    events = pa.table(
+        {
+            "time": pa.array([1, 2, 3, I64 - 1], pa.int64()),
+            "type": ["A", "B", "C", "C"],
+            "x": pa.array([0, 0, 1, 0], pa.int64()),
+        }
+    )
+    got = _run(
+        events,
+        "ab: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;"
+        "ac: RETURN COUNT(*) PATTERN SEQ(A, C) WHERE C.x > 0 WITHIN 10 s",
+        backend="cpu",
+    )
     assert got["ab"].column("window_end").to_pylist() == [10]
     assert got["ac"].column("window_end").to_pylist() == [10]
     with pytest.raises(EventDataError, match="query late: "):
         _run(events, "late: RETURN COUNT(*) PATTERN SEQ(A, C) WITHIN 10 s", backend="cpu")
 
 
-@pytest.mark.parametrize(("time_type", "duration"), [
-    (pa.timestamp("ns"), "99999999999999 days"),
-    (pa.timestamp("us"), "999999999999999 d"),
-    (pa.int64(), "999999999999999 days"),
-])
+@pytest.mark.parametrize(
+    ("time_type", "duration"),
+    [
+        (pa.timestamp("ns"), "99999999999999 days"),
+        (pa.timestamp("us"), "999999999999999 d"),
+        (pa.int64(), "999999999999999 days"),
+    ],
+)
 def test_duration_too_long_for_the_time_type(time_type, duration):
     """WITHIN longer than int64 ticks of the column: a WorkloadError naming the query and the
     clause, where it was a bare OverflowError."""
     events = pa.table({"time": pa.array([1, 2], pa.int64()).cast(time_type), "type": ["A", "B"]})
     with pytest.raises(WorkloadError, match=r"query long: WITHIN .* longer than the time column"):
-        _run(events, f"long: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN {duration}",
-             backend="cpu")
+        _run(events, f"long: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN {duration}", backend="cpu")
 
 
 def test_spark_windows_near_the_end(spark):
@@ -304,11 +411,15 @@ def test_spark_windows_near_the_end(spark):
     top = I64 - I64 % 10 - 10  # the last tumbling 10 s window that fits starts here
     text = "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s SLIDE 5 s"
     near_end = np.arange(top - 30, top + 10)
-    both_ends = np.r_[np.arange(top, top + 10), np.arange(-2**63 + 10, -2**63 + 20)]
+    both_ends = np.r_[np.arange(top, top + 10), np.arange(-(2**63) + 10, -(2**63) + 20)]
     for times in (near_end, both_ends):
-        events = pa.table({"time": pa.array(times, pa.int64()),
-                           "type": ["A", "B"] * (len(times) // 2),
-                           "x": pa.array(np.arange(len(times)), pa.int64())})
+        events = pa.table(
+            {
+                "time": pa.array(times, pa.int64()),
+                "type": ["A", "B"] * (len(times) // 2),
+                "x": pa.array(np.arange(len(times)), pa.int64()),
+            }
+        )
         df = spark.createDataFrame(events.to_pylist(), "time long, type string, x long")
         got = trend_aggregate(df, text, num_tasks=3)["q1"].toArrow().sort_by("window_start")
         assert got.equals(_run(events, text, backend="cpu")["q1"])

@@ -14,7 +14,6 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.backend import select_backend
@@ -31,8 +30,11 @@ except ImportError:  # pragma: no cover
     from tests.test_properties import OVERFLOW_TEXT, cases, overflow_events
 
 NUMERIC_MODES = ("exact", "bigint", "float")
-GPU_PROPERTY = settings(max_examples=25, deadline=None,
-                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+GPU_PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
@@ -57,10 +59,12 @@ def test_gpu_overflow_behaviour_equals_cpu(sharing):
     with pytest.raises(NumericOverflowError, match="bigint"):
         gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="gpu", sharing=sharing)
     for numeric in ("bigint", "float"):
-        got = gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="gpu", sharing=sharing,
-                                   numeric=numeric)
-        cpu = gpu_hamlet.aggregate(table, OVERFLOW_TEXT, backend="cpu", sharing=sharing,
-                                   numeric=numeric)
+        got = gpu_hamlet.aggregate(
+            table, OVERFLOW_TEXT, backend="gpu", sharing=sharing, numeric=numeric
+        )
+        cpu = gpu_hamlet.aggregate(
+            table, OVERFLOW_TEXT, backend="cpu", sharing=sharing, numeric=numeric
+        )
         assert got["burst"].equals(cpu["burst"]), numeric
 
 
@@ -79,8 +83,9 @@ def test_auto_says_which_backend_it_chose(caplog):
     assert len(chosen) == 1, caplog.text
     assert f"the {be.name.upper()} backend" in chosen[0]
     # the simulator is never picked on its own: 'auto' means a real device
-    assert be.name == ("gpu" if cuda_visible() and not os.environ.get("NUMBA_ENABLE_CUDASIM")
-                       else "cpu")
+    assert be.name == (
+        "gpu" if cuda_visible() and not os.environ.get("NUMBA_ENABLE_CUDASIM") else "cpu"
+    )
 
 
 def _select_in_fresh_process(name: str, **env: str) -> subprocess.CompletedProcess:
@@ -88,11 +93,14 @@ def _select_in_fresh_process(name: str, **env: str) -> subprocess.CompletedProce
     process), with no device visible and the simulator off unless `env` says otherwise."""
     clean = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.getcwd(), **env)
-    code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
-            "from gpu_hamlet.backend import select_backend\n"
-            f"print('chose', select_backend({name!r}).name)")
-    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "from gpu_hamlet.backend import select_backend\n"
+        f"print('chose', select_backend({name!r}).name)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_gpu_without_a_device_fails_with_a_clear_message():
@@ -100,8 +108,13 @@ def test_gpu_without_a_device_fails_with_a_clear_message():
     assert proc.returncode != 0, proc.stdout
     assert "GpuHamletError" in proc.stderr
     msg = proc.stderr.splitlines()[-1]
-    for words in ("backend='gpu'", "CUDA device", "none is visible", "backend='cpu'",
-                  "NUMBA_ENABLE_CUDASIM=1"):
+    for words in (
+        "backend='gpu'",
+        "CUDA device",
+        "none is visible",
+        "backend='cpu'",
+        "NUMBA_ENABLE_CUDASIM=1",
+    ):
         assert words in msg, msg
 
 
@@ -129,24 +142,42 @@ def test_launches_do_not_grow_with_the_number_of_queries(monkeypatch):
     from gpu_hamlet.kernels import backend as gpu
 
     launches: list[str] = []
-    monkeypatch.setattr(gpu.Launch, "run", lambda self, _run=gpu.Launch.run: (
-        launches.append("segment"), _run(self))[1])
+    monkeypatch.setattr(
+        gpu.Launch,
+        "run",
+        lambda self, _run=gpu.Launch.run: (launches.append("segment"), _run(self))[1],
+    )
     for step in ("_compose", "_reduce"):
         inner = getattr(gpu.GpuBackend, step)
-        monkeypatch.setattr(gpu.GpuBackend, step, lambda self, *a, _i=inner, _s=step: (
-            launches.append(_s), _i(self, *a))[1])
-    events = events_to_table([{"time": t, "type": "ABCD"[(t * 7) % 4], "g": f"g{t % 3}",
-                               "k": t // 4 % 2, "x": t % 5, "y": 0.5, "s": "u"}
-                              for t in range(240)])
-    queries = [f"q{i}: RETURN g, COUNT(*), SUM({b}.x) PATTERN SEQ({a}, {b}+) "
-               f"WHERE [k] AND {b}.x > {i % 3} GROUPBY g WITHIN {20 + 10 * (i % 2)} s "
-               f"SLIDE 10 s" for i, (a, b) in enumerate(
-                   [("A", "B"), ("C", "B"), ("A", "D"), ("C", "D")] * 3)]
+        monkeypatch.setattr(
+            gpu.GpuBackend,
+            step,
+            lambda self, *a, _i=inner, _s=step: (launches.append(_s), _i(self, *a))[1],
+        )
+    events = events_to_table(
+        [
+            {
+                "time": t,
+                "type": "ABCD"[(t * 7) % 4],
+                "g": f"g{t % 3}",
+                "k": t // 4 % 2,
+                "x": t % 5,
+                "y": 0.5,
+                "s": "u",
+            }
+            for t in range(240)
+        ]
+    )
+    queries = [
+        f"q{i}: RETURN g, COUNT(*), SUM({b}.x) PATTERN SEQ({a}, {b}+) "
+        f"WHERE [k] AND {b}.x > {i % 3} GROUPBY g WITHIN {20 + 10 * (i % 2)} s "
+        f"SLIDE 10 s"
+        for i, (a, b) in enumerate([("A", "B"), ("C", "B"), ("A", "D"), ("C", "D")] * 3)
+    ]
     counts = []
     for text in (queries[0], ";\n".join(queries)):
         launches.clear()
-        got = gpu_hamlet.aggregate(events, text, backend="gpu", sharing="none",
-                                   numeric="exact")
+        got = gpu_hamlet.aggregate(events, text, backend="gpu", sharing="none", numeric="exact")
         cpu = gpu_hamlet.aggregate(events, text, backend="cpu", sharing="none", numeric="exact")
         assert all(got[n].equals(cpu[n]) and got[n].num_rows for n in cpu)
         counts.append(sorted(launches))

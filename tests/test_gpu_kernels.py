@@ -21,11 +21,11 @@ from numba import cuda
 import gpu_hamlet
 from cpu_fallback import CpuBackend
 from cpu_fallback import kernels as cpu_kernels
-from gpu_hamlet.kernels import backend as gpu_backend_module
-from gpu_hamlet.backend import RecordingBackend
-from gpu_hamlet.kernels import GpuBackend
 from gpu_hamlet.attributes import Attributes
+from gpu_hamlet.backend import RecordingBackend
 from gpu_hamlet.events import prepare_events
+from gpu_hamlet.kernels import GpuBackend
+from gpu_hamlet.kernels import backend as gpu_backend_module
 from gpu_hamlet.kernels.scan import inclusive_scan
 from gpu_hamlet.kernels.weights import device_weights
 from gpu_hamlet.parser import parse_workload
@@ -57,7 +57,9 @@ def same(a, b, what: str) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             same(x, y, f"{what}[{i}]")
         return
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    assert a.dtype == b.dtype and a.shape == b.shape, (
+        f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    )
     assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"{what}:\n{a}\nvs\n{b}"
 
 
@@ -82,42 +84,59 @@ def replay(calls, gpu: GpuBackend = GPU) -> set[str]:
         if step == "segment_maps":
             full = args[:10] + (True,) + args[11:]
             maps, run_pid, run_seg, _ = run(CPU, step, full)
-            same(run(gpu, step, full), (maps, run_pid, run_seg, _), f"full segment_maps ({args[0]})")
+            same(
+                run(gpu, step, full), (maps, run_pid, run_seg, _), f"full segment_maps ({args[0]})"
+            )
             k = args[9].k
             finals = np.arange(k, maps.shape[1] - 1, k + 1, dtype=np.int64)
             for a, n in WINDOWINGS:
                 comp = (args[0], maps, run_pid, run_seg, a, n, finals, args[-1])
                 vals = run(CPU, "compose_windows", comp)
-                same(run(gpu, "compose_windows", comp), vals, f"compose_windows {a}/{n} ({args[0]})")
+                same(
+                    run(gpu, "compose_windows", comp), vals, f"compose_windows {a}/{n} ({args[0]})"
+                )
                 starts = np.arange(0, vals[0].shape[0], 2, dtype=np.int64)
                 red = (args[0], vals[0], starts, args[-1])
-                same(run(gpu, "reduce_sorted", red), run(CPU, "reduce_sorted", red),
-                     f"reduce_sorted ({args[0]})")
+                same(
+                    run(gpu, "reduce_sorted", red),
+                    run(CPU, "reduce_sorted", red),
+                    f"reduce_sorted ({args[0]})",
+                )
     return rings
 
 
-KERNEL_PROPERTY = settings(max_examples=25, deadline=None,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+KERNEL_PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @KERNEL_PROPERTY
-@given(case=cases(max_queries=3), numeric=st.sampled_from(["exact", "bigint", "float"]),
-       sharing=st.sampled_from(["none", "static", "dynamic"]))
+@given(
+    case=cases(max_queries=3),
+    numeric=st.sampled_from(["exact", "bigint", "float"]),
+    sharing=st.sampled_from(["none", "static", "dynamic"]),
+)
 def test_every_kernel_step_equals_the_cpu_backend(case, numeric, sharing):
     text, _, events = case
     replay(record(events, text, numeric=numeric, sharing=sharing))
 
 
-SHARED_TEXT = ("RETURN COUNT(*), SUM(B.x), MIN(B.x), MAX(B.y) PATTERN SEQ(A, B+) WHERE [g] "
-               "GROUPBY k WITHIN 4 s SLIDE 2 s; "
-               "RETURN COUNT(B), AVG(B.y) PATTERN SEQ(A, B+, C) WHERE [g] GROUPBY k WITHIN 6 s SLIDE 2 s")
+SHARED_TEXT = (
+    "RETURN COUNT(*), SUM(B.x), MIN(B.x), MAX(B.y) PATTERN SEQ(A, B+) WHERE [g] "
+    "GROUPBY k WITHIN 4 s SLIDE 2 s; "
+    "RETURN COUNT(B), AVG(B.y) PATTERN SEQ(A, B+, C) WHERE [g] GROUPBY k WITHIN 6 s SLIDE 2 s"
+)
 
 
 def shared_events() -> list[dict]:
     evs = burst_events(2, [[1], [2, -3], [4]], t0=0) + burst_events(1, [[5], [6], [-1, 2]], t0=3)
     evs += [dict(e, g="g2", k=1, time=e["time"] + 1) for e in evs]
-    evs += [dict(time=t, type="C", g=g, k=k, x=t, y=t / 2, s="u")
-            for t, g, k in ((3, "g1", 0), (5, "g2", 1), (7, "g1", 0), (9, "g2", 1))]
+    evs += [
+        dict(time=t, type="C", g=g, k=k, x=t, y=t / 2, s="u")
+        for t, g, k in ((3, "g1", 0), (5, "g2", 1), (7, "g1", 0), (9, "g2", 1))
+    ]
     return evs
 
 
@@ -125,8 +144,9 @@ def test_fixed_workload_covers_every_ring_macro_rows_and_both_backend_steps():
     calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
     steps = {step for step, _ in calls}
     assert {"segments", "segment_maps", "burst_ids", "burst_coefficients"} <= steps
-    assert any((args[8] >= 0).any() for step, args in calls if step == "segment_maps"), \
+    assert any((args[8] >= 0).any() for step, args in calls if step == "segment_maps"), (
         "no macro row: the shared path is not exercised"
+    )
     assert replay(calls) == {"xfloat", "modp", "minreach"}
 
 
@@ -139,12 +159,19 @@ def test_chunked_launches_give_the_same_results():
 def test_long_bursts_renormalise_xfloat_like_the_cpu():
     """Counts of 2^300 and beyond take XFLOAT's renormalising paths (mantissas past 2^200)."""
     events = burst_events(1, [[1]] * 300)
-    calls = record(events, "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h",
-                   numeric="float", sharing="none")
-    calls += record(events + burst_events(1, [[2]] * 300),
-                    "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h; "
-                    "RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h", numeric="float",
-                    sharing="static")
+    calls = record(
+        events,
+        "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h",
+        numeric="float",
+        sharing="none",
+    )
+    calls += record(
+        events + burst_events(1, [[2]] * 300),
+        "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h; "
+        "RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h",
+        numeric="float",
+        sharing="static",
+    )
     maps = run(CPU, *next(c for c in calls if c[0] == "segment_maps"))[0]
     assert np.abs(maps[..., 1]).max() > 200  # renormalised: the exponent lane took over
     replay(calls)
@@ -154,8 +181,9 @@ def test_long_bursts_renormalise_xfloat_like_the_cpu():
 def test_decimal38_overflow_fixture(numeric):
     """The 160-event burst of the overflow tests: residues of many primes (bigint) and the
     float bound that detects overflow, bit for bit."""
-    calls = record(overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static",
-                   on_overflow="null")
+    calls = record(
+        overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static", on_overflow="null"
+    )
     assert replay(calls) >= {"xfloat", "modp"}
 
 
@@ -164,16 +192,19 @@ def _copied(args: tuple) -> tuple:
 
 
 @KERNEL_PROPERTY
-@given(case=cases(max_queries=4), numeric=st.sampled_from(["exact", "float"]),
-       full=st.booleans())
+@given(case=cases(max_queries=4), numeric=st.sampled_from(["exact", "float"]), full=st.booleans())
 def test_batched_steps_equal_call_by_call(case, numeric, full):
     text, _, events = case
     batched_equals_single(record(events, text, numeric=numeric, sharing="none"), full)
 
 
 def test_batched_steps_on_the_fixed_workload():
-    calls = record(shared_events(), SHARED_TEXT + "; " + SHARED_TEXT.replace("B+", "B"),
-                   numeric="exact", sharing="none")
+    calls = record(
+        shared_events(),
+        SHARED_TEXT + "; " + SHARED_TEXT.replace("B+", "B"),
+        numeric="exact",
+        sharing="none",
+    )
     assert batched_equals_single(calls, True) >= 8
 
 
@@ -181,28 +212,44 @@ def batched_equals_single(calls: list, full: bool) -> int:
     """All recorded segment calls in one `segment_maps_many` (queries of one shape share
     launches whatever their templates), then their compositions and group sums batched too:
     each result equals the CPU backend's for that call alone. Returns the number of calls."""
-    segs = [_copied(args[:10] + (full or args[10],) + args[11:])
-            for step, args in calls if step == "segment_maps"]
+    segs = [
+        _copied(args[:10] + (full or args[10],) + args[11:])
+        for step, args in calls
+        if step == "segment_maps"
+    ]
     want = [run(CPU, "segment_maps", args) for args in segs]
     snaps = [args[11] for args in segs]
     got = GPU.segment_maps_many(segs)
     for g, w, s, i in zip(got, want, snaps, range(len(segs))):
         same(g + (s,), w, f"batched segment_maps #{i}")
-    comps = [(args[0], maps, rp, rs, 1, 3, np.arange(args[9].k, maps.shape[1] - 1,
-                                                       args[9].k + 1, dtype=np.int64), args[-1])
-             for args, (maps, rp, rs, _) in zip(segs, want) if args[10]]
+    comps = [
+        (
+            args[0],
+            maps,
+            rp,
+            rs,
+            1,
+            3,
+            np.arange(args[9].k, maps.shape[1] - 1, args[9].k + 1, dtype=np.int64),
+            args[-1],
+        )
+        for args, (maps, rp, rs, _) in zip(segs, want)
+        if args[10]
+    ]
     vals = GPU.compose_windows_many(comps)
     for g, c in zip(vals, comps):
         same(g, run(CPU, "compose_windows", c), "batched compose_windows")
-    reds = [(c[0], v[0], np.arange(0, v[0].shape[0], 2, dtype=np.int64), c[-1])
-            for c, v in zip(comps, vals)]
+    reds = [
+        (c[0], v[0], np.arange(0, v[0].shape[0], 2, dtype=np.int64), c[-1])
+        for c, v in zip(comps, vals)
+    ]
     for g, r in zip(GPU.reduce_sorted_many(reds), reds):
         same(g, run(CPU, "reduce_sorted", r), "batched reduce_sorted")
     return len(segs)
 
 
 @settings(max_examples=20, deadline=None)
-@given(x=st.lists(st.integers(-2**40, 2**40), max_size=70), block=st.sampled_from([2, 4, 256]))
+@given(x=st.lists(st.integers(-(2**40), 2**40), max_size=70), block=st.sampled_from([2, 4, 256]))
 def test_device_scan_is_cumsum(x, block):
     """Blocks of 2 and 4 make the 70 elements scan through three and four levels of block totals."""
     a = np.asarray(x, np.int64)
@@ -226,8 +273,9 @@ def set_streams(draw):
 @given(stream=set_streams(), budget=st.sampled_from([None, 1, 600]))
 def test_burst_ids_equal_the_cpu_backend(stream, budget):
     """Whole streams, one partition per launch (a 1-byte budget) and a few partitions per launch."""
-    same(GpuBackend(max_device_bytes=budget).burst_ids(*stream), CPU.burst_ids(*stream),
-         "burst_ids")
+    same(
+        GpuBackend(max_device_bytes=budget).burst_ids(*stream), CPU.burst_ids(*stream), "burst_ids"
+    )
 
 
 @st.composite
@@ -238,8 +286,9 @@ def segment_calls(draw):
     calls = []
     for _ in range(draw(st.integers(1, 3))):
         n = draw(st.integers(0, 40))
-        pid = np.sort(np.asarray(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
-                                 np.int64))
+        pid = np.sort(
+            np.asarray(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int64)
+        )
         t = np.asarray(draw(st.lists(st.integers(-20, 20), min_size=n, max_size=n)), np.int64)
         t = t[np.lexsort((t, pid))]
         width = draw(st.sampled_from([1, 3, 7]))
@@ -264,8 +313,11 @@ def test_segments_equal_the_cpu_backend(calls, budget):
 def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
     """Bursts cut into pieces of 1 to 3 timestamp groups: the device's pieces and folds equal the
     CPU's bit for bit, and in the exact ring the pieces change nothing."""
-    calls = [c for c in record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
-             if c[0] == "burst_coefficients"]
+    calls = [
+        c
+        for c in record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
+        if c[0] == "burst_coefficients"
+    ]
     whole = [run(CPU, *c) for c in calls]
     monkeypatch.setattr(cpu_kernels, "PIECE_GROUPS", groups)
     monkeypatch.setattr(gpu_backend_module, "PIECE_GROUPS", groups)
@@ -277,7 +329,9 @@ def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
 
 WEIGHT_CHANNELS = {  # per ring, the channel kinds it weighs with
     "xfloat": ("count", "count_e", "sum", "abs", "count_valid"),
-    "modp": ("count", "count_e", "sum", "count_valid"), "minreach": ("count", "min", "max")}
+    "modp": ("count", "count_e", "sum", "count_valid"),
+    "minreach": ("count", "min", "max"),
+}
 
 
 @settings(KERNEL_PROPERTY, max_examples=100)
@@ -288,34 +342,46 @@ def test_device_weights_equal_the_host_weights(data, ring):
     (no weight, 0 for sums) and int64 extremes (ranked, not read in place) included."""
     n = data.draw(st.integers(1, 40))
     values = st.floats(-1e6, 1e6) | st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, -1.5])
-    int64s = st.integers(-2**62, 2**62) | st.sampled_from([2**63 - 1, -2**63])
+    int64s = st.integers(-(2**62), 2**62) | st.sampled_from([2**63 - 1, -(2**63)])
 
     def column(elements: st.SearchStrategy) -> list:
         nulls = data.draw(st.booleans())
-        return data.draw(st.lists(elements | st.none() if nulls else elements, min_size=n,
-                                  max_size=n))
+        return data.draw(
+            st.lists(elements | st.none() if nulls else elements, min_size=n, max_size=n)
+        )
 
-    table = pa.table({
-        "type": pa.array(["A", "B"] * n)[:n], "time": pa.array(np.arange(n)),
-        "x": pa.array(column(values), pa.float64()),
-        "y": pa.array(column(int64s), pa.int64()),
-        "z": pa.array(column(st.integers(-2**31, 2**31 - 1)), pa.int32())})
+    table = pa.table(
+        {
+            "type": pa.array(["A", "B"] * n)[:n],
+            "time": pa.array(np.arange(n)),
+            "x": pa.array(column(values), pa.float64()),
+            "y": pa.array(column(int64s), pa.int64()),
+            "z": pa.array(column(st.integers(-(2**31), 2**31 - 1)), pa.int32()),
+        }
+    )
     wl = parse_workload("q: RETURN SUM(B.x), SUM(B.y), SUM(B.z) PATTERN SEQ(A, B+) WITHIN 1 h")
     attrs = Attributes(prepare_events(table, wl, "time", "type", True))
     attr_names = ("x", "y", "z") if ring != "modp" else ("y", "z")  # residues of integers
-    channel = st.builds(lambda kind, t, a: Channel(kind, t, a if kind != "count_e" else None),
-                        st.sampled_from(WEIGHT_CHANNELS[ring]), st.sampled_from(["A", "B"]),
-                        st.sampled_from(attr_names))
+    channel = st.builds(
+        lambda kind, t, a: Channel(kind, t, a if kind != "count_e" else None),
+        st.sampled_from(WEIGHT_CHANNELS[ring]),
+        st.sampled_from(["A", "B"]),
+        st.sampled_from(attr_names),
+    )
     nch = data.draw(st.integers(1, 4))
     parts = []
     for _ in range(data.draw(st.integers(1, 3))):
-        chs = tuple(Channel("count") if c.kind == "count" else c for c in
-                    data.draw(st.lists(channel, min_size=nch, max_size=nch)))
+        chs = tuple(
+            Channel("count") if c.kind == "count" else c
+            for c in data.draw(st.lists(channel, min_size=nch, max_size=nch))
+        )
         m = data.draw(st.integers(0, 12))
-        rows = np.asarray(data.draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)),
-                          np.int64)
-        labels = np.asarray(data.draw(st.lists(st.sampled_from([0, 1, 1, -1]), min_size=m,
-                                               max_size=m)), np.int64)
+        rows = np.asarray(
+            data.draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)), np.int64
+        )
+        labels = np.asarray(
+            data.draw(st.lists(st.sampled_from([0, 1, 1, -1]), min_size=m, max_size=m)), np.int64
+        )
         w = attrs.weights(ring, chs, rows, labels, {"A": 0, "B": 1}, 1_000_000_007)
         a = data.draw(st.integers(0, m))
         parts.append((w, a, data.draw(st.integers(a, m))))
@@ -329,8 +395,9 @@ def test_engine_builds_weights_on_the_device_in_one_launch_per_column(monkeypatc
     equals the CPU backend's."""
     seen = []
     build = gpu_backend_module.device_weights
-    monkeypatch.setattr(gpu_backend_module, "device_weights",
-                        lambda parts: seen.append(len(parts)) or build(parts))
+    monkeypatch.setattr(
+        gpu_backend_module, "device_weights", lambda parts: seen.append(len(parts)) or build(parts)
+    )
     table = events_to_table(shared_events())
     text = SHARED_TEXT + "; " + SHARED_TEXT.replace("SEQ(A, B+)", "SEQ(C, B+)")
     for numeric in ("exact", "float"):

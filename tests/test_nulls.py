@@ -27,11 +27,16 @@ except ImportError:  # pragma: no cover
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
-ALL_AGGREGATES = ("RETURN COUNT(*), COUNT(B), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x) "
-                  "PATTERN SEQ(A, B+, C) WITHIN 10 s")
+ALL_AGGREGATES = (
+    "RETURN COUNT(*), COUNT(B), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x) "
+    "PATTERN SEQ(A, B+, C) WITHIN 10 s"
+)
 
 
 @st.composite
@@ -68,9 +73,13 @@ def test_nulls_on_the_gpu_backend_equal_the_cpu(case, sharing):
 def _abc(x: list, x_type: pa.DataType) -> pa.Table:
     """A1, then B events with values `x`, then C: every non-empty subset of the Bs is a trend."""
     n = len(x)
-    return pa.table({"time": pa.array(range(n + 2), pa.int64()),
-                     "type": ["A"] + ["B"] * n + ["C"],
-                     "x": pa.array([None] + list(x) + [None], x_type)})
+    return pa.table(
+        {
+            "time": pa.array(range(n + 2), pa.int64()),
+            "type": ["A"] + ["B"] * n + ["C"],
+            "x": pa.array([None] + list(x) + [None], x_type),
+        }
+    )
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
@@ -79,12 +88,20 @@ def test_sum_over_int64_with_a_null_elsewhere_is_exact(backend, numeric):
     """A null on another row used to send the column through float64 (wrong above 2^53)."""
     big = 2**53 + 1
     table = _abc([big, None], pa.int64())
-    got = gpu_hamlet.aggregate(table, "RETURN SUM(B.x), MIN(B.x), MAX(B.x), AVG(B.x) "
-                                      "PATTERN SEQ(A, B+, C) WITHIN 10 s",
-                               backend=backend, numeric=numeric).popitem()[1].to_pylist()[0]
+    got = (
+        gpu_hamlet.aggregate(
+            table,
+            "RETURN SUM(B.x), MIN(B.x), MAX(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s",
+            backend=backend,
+            numeric=numeric,
+        )
+        .popitem()[1]
+        .to_pylist()[0]
+    )
     # Trends: {b1}, {b2}, {b1, b2}: b1 occurs twice, b2 (null) twice.
-    want_sum = {"exact": decimal.Decimal(2 * big), "bigint": str(2 * big),
-                "float": float(2 * big)}[numeric]
+    want_sum = {"exact": decimal.Decimal(2 * big), "bigint": str(2 * big), "float": float(2 * big)}[
+        numeric
+    ]
     assert got["sum_B_x"] == want_sum
     assert (got["min_B_x"], got["max_B_x"]) == (big, big)
     assert got["avg_B_x"] == float(big)
@@ -94,19 +111,30 @@ def test_sum_over_int64_with_a_null_elsewhere_is_exact(backend, numeric):
 def test_uint64_bool_and_timestamp_columns_with_nulls(backend):
     u = 2**64 - 3
     table = _abc([u, None, 7], pa.uint64())
-    got = gpu_hamlet.aggregate(table, "RETURN SUM(B.x), MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
-                                      "WITHIN 10 s", backend=backend, numeric="bigint")
+    got = gpu_hamlet.aggregate(
+        table,
+        "RETURN SUM(B.x), MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s",
+        backend=backend,
+        numeric="bigint",
+    )
     # 7 non-empty subsets of 3 Bs: each B is in 4 of them.
-    assert got["q1"].to_pylist()[0] == {"window_start": 0, "window_end": 10,
-                                        "sum_B_x": str(4 * (u + 7)), "min_B_x": 7, "max_B_x": u}
+    assert got["q1"].to_pylist()[0] == {
+        "window_start": 0,
+        "window_end": 10,
+        "sum_B_x": str(4 * (u + 7)),
+        "min_B_x": 7,
+        "max_B_x": u,
+    }
     flags = _abc([True, None, True], pa.bool_())
-    got = gpu_hamlet.aggregate(flags, "RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) "
-                                      "WITHIN 10 s", backend=backend)
+    got = gpu_hamlet.aggregate(
+        flags, "RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend=backend
+    )
     assert got["q1"].to_pylist()[0]["sum_B_x"] == 8 and got["q1"]["avg_B_x"][0].as_py() == 1.0
     ns = 2**62 + 5  # far above 2^53 nanoseconds
     stamps = _abc([ns, None, ns + 1], pa.timestamp("ns"))
-    got = gpu_hamlet.aggregate(stamps, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
-                                       "WITHIN 10 s", backend=backend)
+    got = gpu_hamlet.aggregate(
+        stamps, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend=backend
+    )
     assert got["q1"].column("min_B_x").cast(pa.int64()).to_pylist() == [ns]
     assert got["q1"].column("max_B_x").cast(pa.int64()).to_pylist() == [ns + 1]
 
@@ -115,8 +143,9 @@ def test_uint64_bool_and_timestamp_columns_with_nulls(backend):
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_only_nulls_give_null_aggregates_and_counts_stay(backend, numeric):
     table = _abc([None, None], pa.int64())
-    got = gpu_hamlet.aggregate(table, ALL_AGGREGATES, backend=backend,
-                               numeric=numeric)["q1"].to_pylist()[0]
+    got = gpu_hamlet.aggregate(table, ALL_AGGREGATES, backend=backend, numeric=numeric)[
+        "q1"
+    ].to_pylist()[0]
     count = {"exact": decimal.Decimal(3), "bigint": "3", "float": 3.0}[numeric]
     assert got["count"] == count
     assert got["count_B"] == {"exact": decimal.Decimal(4), "bigint": "4", "float": 4.0}[numeric]
@@ -129,8 +158,9 @@ def test_int64_extremes_are_values_not_missing(backend):
     top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for x in ([top, top], [bottom, top], [top, None]):
         table = _abc(x, pa.int64())
-        got = gpu_hamlet.aggregate(table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
-                                          "WITHIN 10 s", backend=backend)["q1"].to_pylist()[0]
+        got = gpu_hamlet.aggregate(
+            table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend=backend
+        )["q1"].to_pylist()[0]
         values = [v for v in x if v is not None]
         assert (got["min_B_x"], got["max_B_x"]) == (min(values), max(values))
 
@@ -141,12 +171,14 @@ def test_negative_decimals(backend, numeric):
     """float mode used to add the two 64-bit halves of a negative decimal as if unsigned."""
     d = [decimal.Decimal("-1.25"), decimal.Decimal("-0.01"), None]
     table = _abc(d, pa.decimal128(20, 2))
-    got = gpu_hamlet.aggregate(table, "RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) "
-                                      "WITHIN 10 s", backend=backend,
-                               numeric=numeric)["q1"].to_pylist()[0]
+    got = gpu_hamlet.aggregate(
+        table,
+        "RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s",
+        backend=backend,
+        numeric=numeric,
+    )["q1"].to_pylist()[0]
     want = {"exact": decimal.Decimal("-5.04"), "bigint": "-5.04", "float": -5.04}[numeric]
-    assert got["sum_B_x"] == pytest.approx(want) if numeric == "float" else \
-        got["sum_B_x"] == want
+    assert got["sum_B_x"] == pytest.approx(want) if numeric == "float" else got["sum_B_x"] == want
     assert got["avg_B_x"] == pytest.approx(-5.04 / 8, rel=1e-12)
 
 
@@ -160,8 +192,11 @@ def test_decimal256_beyond_38_digits(backend):
     assert got.to_pylist()[0]["sum_B_x"] == str(4 * (big + neg))
     assert got.to_pylist()[0]["max_B_x"] == decimal.Decimal(big)
     for numeric in ("exact", "float"):
-        with pytest.raises(EventDataError, match=r"query big: SUM\(B.x\) reads column 'x', which "
-                                                 r"holds values of more than 38 digits.*bigint"):
+        with pytest.raises(
+            EventDataError,
+            match=r"query big: SUM\(B.x\) reads column 'x', which "
+            r"holds values of more than 38 digits.*bigint",
+        ):
             gpu_hamlet.aggregate(table, text, backend=backend, numeric=numeric)
     small = _abc([decimal.Decimal(5), None], pa.decimal256(70, 0))  # within 38 digits: fine
     assert gpu_hamlet.aggregate(small, text, backend=backend)["big"]["sum_B_x"][0].as_py() == 10
@@ -170,14 +205,22 @@ def test_decimal256_beyond_38_digits(backend):
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_nan_in_a_summed_attribute_is_named_without_bigint_advice(numeric):
     table = _abc([1.5, float("nan")], pa.float64())
-    with pytest.raises(EventDataError, match=r"query q1: AVG\(B.x\) reads column 'x', which holds "
-                                             r"NaN or infinite values on 1 matched B") as err:
-        gpu_hamlet.aggregate(table, "RETURN AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s",
-                             backend="cpu", numeric=numeric)
+    with pytest.raises(
+        EventDataError,
+        match=r"query q1: AVG\(B.x\) reads column 'x', which holds "
+        r"NaN or infinite values on 1 matched B",
+    ) as err:
+        gpu_hamlet.aggregate(
+            table,
+            "RETURN AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s",
+            backend="cpu",
+            numeric=numeric,
+        )
     assert "bigint" not in str(err.value)
     # MIN and MAX order NaN above every number, as Spark does.
-    got = gpu_hamlet.aggregate(table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
-                                      "WITHIN 10 s", backend="cpu")["q1"].to_pylist()[0]
+    got = gpu_hamlet.aggregate(
+        table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend="cpu"
+    )["q1"].to_pylist()[0]
     assert got["min_B_x"] == 1.5 and np.isnan(got["max_B_x"])
 
 
@@ -186,9 +229,11 @@ def test_nan_in_a_summed_attribute_is_named_without_bigint_advice(numeric):
 
 def test_absent_type_is_a_warning_and_an_empty_result():
     table = _abc([1, 2], pa.int64())
-    text = ("rides: RETURN COUNT(*) PATTERN SEQ(A, B+, dropoff) WITHIN 10 s;"
-            "other: RETURN COUNT(*) PATTERN SEQ(A, B+, Zebra) WITHIN 10 s;"
-            "fine: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s")
+    text = (
+        "rides: RETURN COUNT(*) PATTERN SEQ(A, B+, dropoff) WITHIN 10 s;"
+        "other: RETURN COUNT(*) PATTERN SEQ(A, B+, Zebra) WITHIN 10 s;"
+        "fine: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    )
     with pytest.warns(AbsentTypeWarning) as caught:
         got = gpu_hamlet.aggregate(table, text, backend="cpu")
     messages = [str(w.message) for w in caught]
@@ -201,17 +246,23 @@ def test_absent_type_is_a_warning_and_an_empty_result():
     with pytest.warns(AbsentTypeWarning, match=r"'b' \(did you mean 'B'\?\)"):
         gpu_hamlet.aggregate(table, "RETURN COUNT(*) PATTERN SEQ(A, b+) WITHIN 10 s")
     with pytest.warns(AbsentTypeWarning, match=r"'Dropof' \(did you mean 'Dropoff'\?\)"):
-        gpu_hamlet.aggregate(pa.table({"time": [1, 2], "type": ["Dropoff", "A"]}),
-                             "RETURN COUNT(*) PATTERN SEQ(A, Dropof) WITHIN 10 s")
+        gpu_hamlet.aggregate(
+            pa.table({"time": [1, 2], "type": ["Dropoff", "A"]}),
+            "RETURN COUNT(*) PATTERN SEQ(A, Dropof) WITHIN 10 s",
+        )
 
 
 def test_absent_type_in_one_group_or_no_rows_warns_nothing():
     table = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "A", "C"], "g": [1, 1, 2, 2]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = gpu_hamlet.aggregate(table, "RETURN g, COUNT(*) PATTERN SEQ(A, B) GROUPBY g "
-                                          "WITHIN 10 s; RETURN COUNT(*) PATTERN SEQ(A, C) "
-                                          "WITHIN 10 s", backend="cpu")
+        got = gpu_hamlet.aggregate(
+            table,
+            "RETURN g, COUNT(*) PATTERN SEQ(A, B) GROUPBY g "
+            "WITHIN 10 s; RETURN COUNT(*) PATTERN SEQ(A, C) "
+            "WITHIN 10 s",
+            backend="cpu",
+        )
         assert got["q1"].column("g").to_pylist() == [1]
         gpu_hamlet.aggregate(table.slice(0, 0), "RETURN COUNT(*) PATTERN SEQ(A, Z) WITHIN 1 s")
 
@@ -225,8 +276,11 @@ def _spark_frame(spark, table: pa.Table):
 
 
 @pytest.mark.spark
-@settings(max_examples=5, deadline=None, suppress_health_check=[
-    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(case=null_cases(max_queries=3), numeric=st.sampled_from(NUMERIC_MODES))
 def test_nulls_through_spark_match_oracle(spark, case, numeric):
     from gpu_hamlet.spark import trend_aggregate
@@ -237,11 +291,15 @@ def test_nulls_through_spark_match_oracle(spark, case, numeric):
     table = events_to_table(events)
     expected = oracle(events, wl, with_magnitudes=True)
     for tasks in (1, 3):
-        results = trend_aggregate(_spark_frame(spark, table), text, num_tasks=tasks,
-                                  numeric=numeric)
-        got = {n: r.toArrow().sort_by([(c, "ascending") for c in q.groupby]
-                                      + [("window_start", "ascending")])
-               for (n, r), q in zip(results.items(), wl)}
+        results = trend_aggregate(
+            _spark_frame(spark, table), text, num_tasks=tasks, numeric=numeric
+        )
+        got = {
+            n: r.toArrow().sort_by(
+                [(c, "ascending") for c in q.groupby] + [("window_start", "ascending")]
+            )
+            for (n, r), q in zip(results.items(), wl)
+        }
         assert_matches_oracle(got, expected, wl, numeric)
 
 
@@ -257,11 +315,16 @@ def test_nulls_through_spark_with_cut_groups(spark):
     mask = np.zeros(len(x), bool)
     mask[: len(x) // 3] = True  # nulls only in the first third of the rows (the first slices)
     table = base.set_column(base.column_names.index("x"), "x", pa.array(x, mask=mask))
-    text = ("RETURN COUNT(*), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
-            "WITHIN 30 s SLIDE 10 s")
+    text = (
+        "RETURN COUNT(*), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) "
+        "WITHIN 30 s SLIDE 10 s"
+    )
     want = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="bigint")["q1"]
-    got = trend_aggregate(_spark_frame(spark, table), text, num_tasks=4,
-                          numeric="bigint")["q1"].toArrow().sort_by("window_start")
+    got = (
+        trend_aggregate(_spark_frame(spark, table), text, num_tasks=4, numeric="bigint")["q1"]
+        .toArrow()
+        .sort_by("window_start")
+    )
     assert got.to_pylist() == want.to_pylist()
 
 
@@ -271,7 +334,10 @@ def test_absent_type_through_spark_warns_once(spark):
 
     table = _abc([1, 2], pa.int64())
     with pytest.warns(AbsentTypeWarning, match=r"query q2: event type 'c' \(did you mean 'C'\?\)"):
-        results = trend_aggregate(_spark_frame(spark, table),
-                                  "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s;"
-                                  "RETURN COUNT(*) PATTERN SEQ(A, B+, c) WITHIN 10 s", num_tasks=2)
+        results = trend_aggregate(
+            _spark_frame(spark, table),
+            "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s;"
+            "RETURN COUNT(*) PATTERN SEQ(A, B+, c) WITHIN 10 s",
+            num_tasks=2,
+        )
     assert results["q1"].count() == 1 and results["q2"].count() == 0

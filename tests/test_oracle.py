@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -15,9 +14,23 @@ from hypothesis import strategies as st
 from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from oracle import MAGNITUDE_KEY, brute_force_trends, count_trends, enumerate_trends, oracle, parse_pattern
+    from oracle import (
+        MAGNITUDE_KEY,
+        brute_force_trends,
+        count_trends,
+        enumerate_trends,
+        oracle,
+        parse_pattern,
+    )
 except ImportError:  # pragma: no cover
-    from tests.oracle import MAGNITUDE_KEY, brute_force_trends, count_trends, enumerate_trends, oracle, parse_pattern
+    from tests.oracle import (
+        MAGNITUDE_KEY,
+        brute_force_trends,
+        count_trends,
+        enumerate_trends,
+        oracle,
+        parse_pattern,
+    )
 
 DATA = Path(__file__).parent / "data"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -27,19 +40,38 @@ PAPER_STREAM = "Paper_TestStream.txt"
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def agg(func: str, type_: str | None = None, attr: str | None = None, name: str | None = None) -> Aggregate:
+def agg(
+    func: str, type_: str | None = None, attr: str | None = None, name: str | None = None
+) -> Aggregate:
     a = Aggregate(func, type_, attr, "")
     return Aggregate(func, type_, attr, name or a.default_name)
 
 
-def query(pattern: str, aggs=None, *, name="q1", filters=(), equivalence=(), groupby=(),
-          within_s=100, slide_s=None) -> Query:
+def query(
+    pattern: str,
+    aggs=None,
+    *,
+    name="q1",
+    filters=(),
+    equivalence=(),
+    groupby=(),
+    within_s=100,
+    slide_s=None,
+) -> Query:
     pat = tuple(PatternElement(e.type, e.kleene) for e in parse_pattern(pattern))
     within_ms = int(within_s * 1000)
     slide_ms = int((slide_s if slide_s is not None else within_s) * 1000)
-    return Query(name=name, pattern=pat, aggregates=tuple(aggs or (agg("COUNT"),)),
-                 group_items=(), filters=tuple(filters), equivalence=tuple(equivalence),
-                 groupby=tuple(groupby), within_ms=within_ms, slide_ms=slide_ms)
+    return Query(
+        name=name,
+        pattern=pat,
+        aggregates=tuple(aggs or (agg("COUNT"),)),
+        group_items=(),
+        filters=tuple(filters),
+        equivalence=tuple(equivalence),
+        groupby=tuple(groupby),
+        within_ms=within_ms,
+        slide_ms=slide_ms,
+    )
 
 
 def ev(type_: str, time, **attrs) -> dict:
@@ -72,7 +104,11 @@ def test_trends_listed_explicitly():
     assert sorted(enumerate_trends(seq, "SEQ(A, B+, C)")) == [(0, 1, 2, 3), (0, 1, 3), (0, 2, 3)]
     # input order does not matter; indices refer to the input
     shuffled = [seq[3], seq[1], seq[0], seq[2]]
-    assert sorted(enumerate_trends(shuffled, "SEQ(A, B+, C)")) == [(2, 1, 0), (2, 1, 3, 0), (2, 3, 0)]
+    assert sorted(enumerate_trends(shuffled, "SEQ(A, B+, C)")) == [
+        (2, 1, 0),
+        (2, 1, 3, 0),
+        (2, 3, 0),
+    ]
 
 
 def test_equal_timestamps_do_not_chain():
@@ -111,8 +147,21 @@ def small_streams(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(small_streams(), st.sampled_from(["SEQ(A, B+, C)", "SEQ(A+, B)", "B+", "SEQ(A, B, C)", "A",
-                                          "SEQ(B+, A+, C+)", "SEQ(A+, A)", "SEQ(C, B+)"]))
+@given(
+    small_streams(),
+    st.sampled_from(
+        [
+            "SEQ(A, B+, C)",
+            "SEQ(A+, B)",
+            "B+",
+            "SEQ(A, B, C)",
+            "A",
+            "SEQ(B+, A+, C+)",
+            "SEQ(A+, A)",
+            "SEQ(C, B+)",
+        ]
+    ),
+)
 def test_dfs_equals_all_subsets(seq, pattern):
     assert sorted(enumerate_trends(seq, pattern)) == sorted(brute_force_trends(seq, pattern))
 
@@ -140,18 +189,30 @@ def test_paper_running_example():
     pairs = [(e["type"], e["time"]) for e in events]
     assert count_trends(pairs, "SEQ(T1, T2+)") == 132
     assert count_trends(pairs, "SEQ(T3, T2+)") == 72
-    wl = Workload((query("SEQ(T1, T2+)", name="q1", within_s=60),
-                   query("SEQ(T3, T2+)", name="q2", within_s=60)))
+    wl = Workload(
+        (
+            query("SEQ(T1, T2+)", name="q1", within_s=60),
+            query("SEQ(T3, T2+)", name="q2", within_s=60),
+        )
+    )
     res = oracle(events, wl)
-    assert res == {"q1": [{"window_start": 0, "window_end": 60, "count": 132}],
-                   "q2": [{"window_start": 0, "window_end": 60, "count": 72}]}
+    assert res == {
+        "q1": [{"window_start": 0, "window_end": 60, "count": 132}],
+        "q2": [{"window_start": 0, "window_end": 60, "count": 72}],
+    }
 
 
 def test_paper_running_example_aggregates():
     # b counts for SEQ(T1, T2+): 2, 4, 8, 16, 34, 68 (times 4, 5, 6, 7, 13, 14); value is 1
     events = read_paper_stream(DATA / PAPER_STREAM)
-    aggs = [agg("COUNT"), agg("COUNT", "T1"), agg("COUNT", "T2"), agg("SUM", "T2", "value"),
-            agg("AVG", "T2", "value"), agg("MIN", "T2", "value")]
+    aggs = [
+        agg("COUNT"),
+        agg("COUNT", "T1"),
+        agg("COUNT", "T2"),
+        agg("SUM", "T2", "value"),
+        agg("AVG", "T2", "value"),
+        agg("MIN", "T2", "value"),
+    ]
     res = oracle(events, Workload((query("SEQ(T1, T2+)", aggs, within_s=60),)))
     (row,) = res["q1"]
     assert row["count"] == 132 and row["count_T1"] == 132
@@ -165,12 +226,13 @@ def test_paper_running_example_aggregates():
     assert row["min_T2_value"] == 1
 
 
-# --- aggregates by hand ----------------------------------------------------------------------------
+# --- aggregates by hand
+# ----------------------------------------------------------------------------
 
 
 def tiny_events():
     return [
-        ev("B", 0, x=-7, y=0.5),   # before any A: in no trend
+        ev("B", 0, x=-7, y=0.5),  # before any A: in no trend
         ev("A", 1, x=1, y=1.25),
         ev("B", 2, x=2, y=2.5),
         ev("B", 3, x=5, y=-0.75),
@@ -180,24 +242,51 @@ def tiny_events():
 
 def test_hand_computed_aggregates():
     # trends: a b2, a b5, a b2 b5
-    aggs = [agg("COUNT"), agg("COUNT", "A"), agg("COUNT", "B"), agg("SUM", "B", "x"),
-            agg("AVG", "B", "x"), agg("MIN", "B", "x"), agg("MAX", "B", "x"), agg("SUM", "A", "x"),
-            agg("SUM", "B", "y"), agg("AVG", "B", "y"), agg("MIN", "B", "y"), agg("MAX", "A", "y"),
-            agg("COUNT", name="n")]
-    res = oracle(tiny_events(), Workload((query("SEQ(A, B+)", aggs, within_s=10),)), with_magnitudes=True)
+    aggs = [
+        agg("COUNT"),
+        agg("COUNT", "A"),
+        agg("COUNT", "B"),
+        agg("SUM", "B", "x"),
+        agg("AVG", "B", "x"),
+        agg("MIN", "B", "x"),
+        agg("MAX", "B", "x"),
+        agg("SUM", "A", "x"),
+        agg("SUM", "B", "y"),
+        agg("AVG", "B", "y"),
+        agg("MIN", "B", "y"),
+        agg("MAX", "A", "y"),
+        agg("COUNT", name="n"),
+    ]
+    res = oracle(
+        tiny_events(), Workload((query("SEQ(A, B+)", aggs, within_s=10),)), with_magnitudes=True
+    )
     (row,) = res["q1"]
     mags = row.pop(MAGNITUDE_KEY)
     assert row == {
-        "window_start": 0, "window_end": 10,
-        "count": 3, "count_A": 3, "count_B": 4,
-        "sum_B_x": 2 + 5 + 2 + 5, "avg_B_x": Fraction(14, 4), "min_B_x": 2, "max_B_x": 5,
+        "window_start": 0,
+        "window_end": 10,
+        "count": 3,
+        "count_A": 3,
+        "count_B": 4,
+        "sum_B_x": 2 + 5 + 2 + 5,
+        "avg_B_x": Fraction(14, 4),
+        "min_B_x": 2,
+        "max_B_x": 5,
         "sum_A_x": 3,
-        "sum_B_y": 2 * 2.5 + 2 * -0.75, "avg_B_y": Fraction(7, 2) / 4, "min_B_y": -0.75, "max_A_y": 1.25,
+        "sum_B_y": 2 * 2.5 + 2 * -0.75,
+        "avg_B_y": Fraction(7, 2) / 4,
+        "min_B_y": -0.75,
+        "max_A_y": 1.25,
         "n": 3,
     }
     assert isinstance(row["sum_B_x"], int) and isinstance(row["sum_B_y"], float)
-    assert mags == {"sum_B_x": 14, "avg_B_x": Fraction(14, 4), "sum_A_x": 3,
-                    "sum_B_y": Fraction(13, 2), "avg_B_y": Fraction(13, 8)}
+    assert mags == {
+        "sum_B_x": 14,
+        "avg_B_x": Fraction(14, 4),
+        "sum_A_x": 3,
+        "sum_B_y": Fraction(13, 2),
+        "avg_B_y": Fraction(13, 8),
+    }
 
 
 def test_filters_apply_to_their_type_only():
@@ -220,8 +309,12 @@ def test_filters_apply_to_their_type_only():
 
 def test_groupby_and_equivalence_partitions():
     events = [
-        ev("A", 1, g="g1", k=0), ev("A", 1, g="g1", k=1), ev("A", 1, g="g2", k=0),
-        ev("B", 2, g="g1", k=0), ev("B", 3, g="g1", k=1), ev("B", 4, g="g2", k=1),
+        ev("A", 1, g="g1", k=0),
+        ev("A", 1, g="g1", k=1),
+        ev("A", 1, g="g2", k=0),
+        ev("B", 2, g="g1", k=0),
+        ev("B", 3, g="g1", k=1),
+        ev("B", 4, g="g2", k=1),
         ev("B", 5, g="g1", k=1),
     ]
     aggs = [agg("COUNT"), agg("COUNT", "B")]
@@ -235,10 +328,14 @@ def test_groupby_and_equivalence_partitions():
     assert [(r["g"], r["count"]) for r in rows] == [("g1", 14), ("g2", 1)]
     assert list(rows[0]) == ["g", "window_start", "window_end", "count", "count_B"]
     # GROUPBY g with [k]: g1: k=0 a x b2 -> 1; k=1 a x {b3,b5} -> 3; => 4; g2: k=0 a, no b; k=1 no a
-    rows = oracle(events, Workload((query("SEQ(A, B+)", aggs, groupby=["g"], equivalence=["k"]),)))["q1"]
+    rows = oracle(events, Workload((query("SEQ(A, B+)", aggs, groupby=["g"], equivalence=["k"]),)))[
+        "q1"
+    ]
     assert [(r["g"], r["count"], r["count_B"]) for r in rows] == [("g1", 4, 1 + 4)]
     # equivalence over a GROUPBY attribute changes nothing
-    rows2 = oracle(events, Workload((query("SEQ(A, B+)", aggs, groupby=["g"], equivalence=["g", "k"]),)))["q1"]
+    rows2 = oracle(
+        events, Workload((query("SEQ(A, B+)", aggs, groupby=["g"], equivalence=["g", "k"]),))
+    )["q1"]
     assert rows2 == rows
 
 
@@ -247,32 +344,49 @@ def test_sliding_and_tumbling_windows():
     rows = oracle(events, Workload((query("SEQ(A, B+)", within_s=2, slide_s=1),)))["q1"]
     assert rows == [{"window_start": 0, "window_end": 2, "count": 1}]
     rows = oracle(events, Workload((query("SEQ(A, B+)", within_s=4, slide_s=2),)))["q1"]
-    assert rows == [{"window_start": -2, "window_end": 2, "count": 1},
-                    {"window_start": 0, "window_end": 4, "count": 3}]
+    assert rows == [
+        {"window_start": -2, "window_end": 2, "count": 1},
+        {"window_start": 0, "window_end": 4, "count": 3},
+    ]
     rows = oracle(events, Workload((query("SEQ(A, B+)", within_s=3),)))["q1"]  # [0,3): a b1
     assert rows == [{"window_start": 0, "window_end": 3, "count": 1}]
     # slide not dividing within: windows [3k, 3k+5)
     rows = oracle(events, Workload((query("SEQ(A, B+)", within_s=5, slide_s=3),)))["q1"]
-    assert rows == [{"window_start": -3, "window_end": 2, "count": 1},
-                    {"window_start": 0, "window_end": 5, "count": 3}]
+    assert rows == [
+        {"window_start": -3, "window_end": 2, "count": 1},
+        {"window_start": 0, "window_end": 5, "count": 3},
+    ]
     # window end is exclusive, start inclusive
     events = [ev("A", 2), ev("B", 4)]
     assert oracle(events, Workload((query("SEQ(A, B)", within_s=2),)))["q1"] == []
     assert oracle(events, Workload((query("SEQ(A, B)", within_s=4, slide_s=2),)))["q1"] == [
-        {"window_start": 2, "window_end": 6, "count": 1}]
+        {"window_start": 2, "window_end": 6, "count": 1}
+    ]
     # sub-second windows over int seconds give float bounds
-    rows = oracle([ev("A", 1), ev("B", 1.5)], Workload((query("SEQ(A, B)", within_s=1.5, slide_s=0.5),)))["q1"]
+    rows = oracle(
+        [ev("A", 1), ev("B", 1.5)], Workload((query("SEQ(A, B)", within_s=1.5, slide_s=0.5),))
+    )["q1"]
     assert [(r["window_start"], r["window_end"]) for r in rows] == [(0.5, 2.0), (1.0, 2.5)]
 
 
 def test_datetime_times():
     base = datetime(2024, 3, 1, 12, 0, 0)
-    events = [ev("A", base), ev("B", base + timedelta(seconds=1)), ev("B", base + timedelta(seconds=2))]
+    events = [
+        ev("A", base),
+        ev("B", base + timedelta(seconds=1)),
+        ev("B", base + timedelta(seconds=2)),
+    ]
     rows = oracle(events, Workload((query("SEQ(A, B+)", within_s=3600),)))["q1"]
-    assert rows == [{"window_start": datetime(2024, 3, 1, 12), "window_end": datetime(2024, 3, 1, 13), "count": 3}]
-    aware = [dict(e, time=e["time"].replace(tzinfo=timezone.utc)) for e in events]
+    assert rows == [
+        {
+            "window_start": datetime(2024, 3, 1, 12),
+            "window_end": datetime(2024, 3, 1, 13),
+            "count": 3,
+        }
+    ]
+    aware = [dict(e, time=e["time"].replace(tzinfo=UTC)) for e in events]
     (row,) = oracle(aware, Workload((query("SEQ(A, B+)", within_s=3600),)))["q1"]
-    assert row["window_start"] == datetime(2024, 3, 1, 12, tzinfo=timezone.utc)
+    assert row["window_start"] == datetime(2024, 3, 1, 12, tzinfo=UTC)
     # the same as int seconds since the epoch
     secs = [dict(e, time=int((e["time"] - datetime(1970, 1, 1)).total_seconds())) for e in events]
     (row,) = oracle(secs, Workload((query("SEQ(A, B+)", within_s=3600),)))["q1"]
@@ -300,9 +414,21 @@ def test_random_cross_check_of_aggregates():
         n = rng.randint(1, 8)
         events = [ev(rng.choice("ABC"), rng.randint(0, 4), x=rng.randint(-3, 3)) for _ in range(n)]
         pattern = rng.choice(["SEQ(A, B+)", "SEQ(A+, B, C+)", "B+", "SEQ(C, A+)"])
-        aggs = [agg("COUNT"), agg("COUNT", "A"), agg("SUM", "A", "x"), agg("MIN", "A", "x"), agg("MAX", "A", "x")]
+        aggs = [
+            agg("COUNT"),
+            agg("COUNT", "A"),
+            agg("SUM", "A", "x"),
+            agg("MIN", "A", "x"),
+            agg("MAX", "A", "x"),
+        ]
         if "A" not in pattern:
-            aggs = [agg("COUNT"), agg("COUNT", "B"), agg("SUM", "B", "x"), agg("MIN", "B", "x"), agg("MAX", "B", "x")]
+            aggs = [
+                agg("COUNT"),
+                agg("COUNT", "B"),
+                agg("SUM", "B", "x"),
+                agg("MIN", "B", "x"),
+                agg("MAX", "B", "x"),
+            ]
         q = query(pattern, aggs, within_s=100)
         res = oracle(events, Workload((q,)))["q1"]
         trends = enumerate_trends([(e["type"], e["time"]) for e in events], pattern)

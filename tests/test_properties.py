@@ -22,7 +22,10 @@ from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.errors import (
-    AbsentTypeWarning, EventDataError, GpuHamletError, NumericOverflowError,
+    AbsentTypeWarning,
+    EventDataError,
+    GpuHamletError,
+    NumericOverflowError,
 )
 from gpu_hamlet.events import EventFrame
 from gpu_hamlet.partitions import Partitioner
@@ -33,7 +36,13 @@ try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
 except ImportError:  # pragma: no cover
-    from tests.compare import DECIMAL_LIMIT, assert_matches_oracle, close, events_to_table, to_datetime
+    from tests.compare import (
+        DECIMAL_LIMIT,
+        assert_matches_oracle,
+        close,
+        events_to_table,
+        to_datetime,
+    )
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
 
@@ -42,8 +51,11 @@ aggregate = gpu_hamlet.aggregate
 NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
 
-PROPERTY = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PROPERTY_SMALL = settings(PROPERTY, max_examples=80)
 
 
@@ -131,6 +143,7 @@ def test_input_grouped_by_partition_equals_time_order(case, numeric, sharing):
 def test_partition_order_when_times_come_in_order():
     """Rows go by partition (codes in order of first appearance), keeping their order within a
     partition when its times come in order, else sorted by time."""
+
     def keys(table: pa.Table):
         n = table.num_rows
         frame = EventFrame(table, table.column("time").to_numpy(), None, np.zeros(n, np.int32), [])
@@ -162,17 +175,26 @@ def test_empty_pandas_object_columns_read_as_strings():
     """pandas < 3 keeps strings in object columns; an empty one reaches Arrow untyped (null)."""
     import pandas as pd
 
-    events = pd.DataFrame({"time": pd.Series([], dtype="int64"),
-                           "type": pd.Series([], dtype=object),
-                           "g": pd.Series([], dtype=object)})
-    got = run(events, "RETURN g, COUNT(*) PATTERN SEQ(A, B+) WHERE A.g = 'x' GROUPBY g "
-                      "WITHIN 1 min")["q1"]
+    events = pd.DataFrame(
+        {
+            "time": pd.Series([], dtype="int64"),
+            "type": pd.Series([], dtype=object),
+            "g": pd.Series([], dtype=object),
+        }
+    )
+    got = run(
+        events, "RETURN g, COUNT(*) PATTERN SEQ(A, B+) WHERE A.g = 'x' GROUPBY g WITHIN 1 min"
+    )["q1"]
     assert got.num_rows == 0 and got.schema.field("g").type == pa.string()
 
 
 def _large_string_as_string(table: pa.Table) -> pa.Table:
-    schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
-                        for f in table.schema])
+    schema = pa.schema(
+        [
+            pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+            for f in table.schema
+        ]
+    )
     return table.cast(schema)
 
 
@@ -185,9 +207,18 @@ def _as_time_type(events: list[dict], time_type: pa.DataType) -> list[dict]:
 
 
 @PROPERTY_SMALL
-@given(cases(max_queries=3),
-       st.sampled_from([pa.timestamp("us"), pa.timestamp("ms"), pa.timestamp("ns"),
-                        pa.timestamp("us", tz="UTC"), pa.float64()]))
+@given(
+    cases(max_queries=3),
+    st.sampled_from(
+        [
+            pa.timestamp("us"),
+            pa.timestamp("ms"),
+            pa.timestamp("ns"),
+            pa.timestamp("us", tz="UTC"),
+            pa.float64(),
+        ]
+    ),
+)
 def test_timestamp_and_float_time_columns(case, time_type):
     text, wl, events = case
     table = events_to_table(events, time_type=time_type)
@@ -202,14 +233,18 @@ def test_timestamp_and_float_time_columns(case, time_type):
 
 
 @PROPERTY_SMALL
-@given(st.sampled_from([(pa.timestamp("us"), 100), (pa.timestamp("ms", tz="UTC"), 100),
-                        (pa.float64(), 250)]).flatmap(
-    lambda tu: st.tuples(st.just(tu[0]), cases(max_queries=3, window_unit_ms=tu[1]))))
+@given(
+    st.sampled_from(
+        [(pa.timestamp("us"), 100), (pa.timestamp("ms", tz="UTC"), 100), (pa.float64(), 250)]
+    ).flatmap(lambda tu: st.tuples(st.just(tu[0]), cases(max_queries=3, window_unit_ms=tu[1])))
+)
 def test_subsecond_windows_on_timestamp_and_float_times(args):
     time_type, (text, wl, events) = args
     table = events_to_table(events, time_type=time_type)
     expected = oracle(_as_time_type(events, time_type), wl, with_magnitudes=True)
-    assert_matches_oracle(run(table, text, numeric="exact"), expected, wl, "exact", time_type=time_type)
+    assert_matches_oracle(
+        run(table, text, numeric="exact"), expected, wl, "exact", time_type=time_type
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,9 +267,15 @@ def seq_a_bplus_closed_form(n_a: int, b_groups: list[list[int]]) -> dict:
     avg_num = sum(Fraction(sum(g), 1 + len(g)) for g in b_groups)
     avg_den = sum(Fraction(len(g), 1 + len(g)) for g in b_groups)
     xs = [x for g in b_groups for x in g]
-    return {"count": count, "count_A": count, "count_B": count_b, "sum_B_x": sum_b,
-            "avg_B_x": avg_num / avg_den if avg_den else None,
-            "min_B_x": min(xs) if xs and n_a else None, "max_B_x": max(xs) if xs and n_a else None}
+    return {
+        "count": count,
+        "count_A": count,
+        "count_B": count_b,
+        "sum_B_x": sum_b,
+        "avg_B_x": avg_num / avg_den if avg_den else None,
+        "min_B_x": min(xs) if xs and n_a else None,
+        "max_B_x": max(xs) if xs and n_a else None,
+    }
 
 
 def burst_events(n_a: int, b_groups: list[list[int]], *, t0: int = 0, g: str = "g1") -> list[dict]:
@@ -246,21 +287,34 @@ def burst_events(n_a: int, b_groups: list[list[int]], *, t0: int = 0, g: str = "
     return evs
 
 
-BURST_AGGS = (Aggregate("COUNT", None, None, "count"), Aggregate("COUNT", "A", None, "count_A"),
-              Aggregate("COUNT", "B", None, "count_B"), Aggregate("SUM", "B", "x", "sum_B_x"),
-              Aggregate("AVG", "B", "x", "avg_B_x"), Aggregate("MIN", "B", "x", "min_B_x"),
-              Aggregate("MAX", "B", "x", "max_B_x"))
+BURST_AGGS = (
+    Aggregate("COUNT", None, None, "count"),
+    Aggregate("COUNT", "A", None, "count_A"),
+    Aggregate("COUNT", "B", None, "count_B"),
+    Aggregate("SUM", "B", "x", "sum_B_x"),
+    Aggregate("AVG", "B", "x", "avg_B_x"),
+    Aggregate("MIN", "B", "x", "min_B_x"),
+    Aggregate("MAX", "B", "x", "max_B_x"),
+)
 BURST_RETURN = "COUNT(*), COUNT(A), COUNT(B), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x)"
 
 
 def burst_query(name="burst", within_s=100_000, groupby=()) -> Query:
-    return Query(name=name, pattern=(PatternElement("A"), PatternElement("B", True)),
-                 aggregates=BURST_AGGS, groupby=tuple(groupby), group_items=tuple(groupby),
-                 within_ms=within_s * 1000, slide_ms=within_s * 1000)
+    return Query(
+        name=name,
+        pattern=(PatternElement("A"), PatternElement("B", True)),
+        aggregates=BURST_AGGS,
+        groupby=tuple(groupby),
+        group_items=tuple(groupby),
+        within_ms=within_s * 1000,
+        slide_ms=within_s * 1000,
+    )
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3), st.lists(st.lists(st.integers(-3, 6), min_size=1, max_size=3), max_size=6))
+@given(
+    st.integers(1, 3), st.lists(st.lists(st.integers(-3, 6), min_size=1, max_size=3), max_size=6)
+)
 def test_closed_form_matches_oracle(n_a, b_groups):
     (row,) = oracle(burst_events(n_a, b_groups), Workload((burst_query(),)))["burst"] or [None]
     want = seq_a_bplus_closed_form(n_a, b_groups)
@@ -295,13 +349,18 @@ OVERFLOW_TEXT = f"burst: RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g W
 
 
 def overflow_events():
-    return (burst_events(1, G1_GROUPS, t0=OVERFLOW_T0, g="g1")
-            + burst_events(1, G2_GROUPS, t0=OVERFLOW_T0 + 50, g="g2"))
+    return burst_events(1, G1_GROUPS, t0=OVERFLOW_T0, g="g1") + burst_events(
+        1, G2_GROUPS, t0=OVERFLOW_T0 + 50, g="g2"
+    )
 
 
 def test_overflow_fixture_is_an_overflow():
     f = seq_a_bplus_closed_form(1, G1_GROUPS)
-    assert f["count"] >= DECIMAL_LIMIT and f["count_B"] >= DECIMAL_LIMIT and f["sum_B_x"] >= DECIMAL_LIMIT
+    assert (
+        f["count"] >= DECIMAL_LIMIT
+        and f["count_B"] >= DECIMAL_LIMIT
+        and f["sum_B_x"] >= DECIMAL_LIMIT
+    )
     assert f["count"] < 2**200
 
 
@@ -317,12 +376,19 @@ def test_overflow_exact_raises(sharing):
 
 
 def test_overflow_exact_null():
-    tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="exact", on_overflow="null")
+    tables = run(
+        events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="exact", on_overflow="null"
+    )
     rows = tables["burst"].to_pylist()
     assert [r["g"] for r in rows] == ["g1", "g2"]
     g1, g2 = rows
     f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
-    assert g1["count"] is None and g1["count_A"] is None and g1["count_B"] is None and g1["sum_B_x"] is None
+    assert (
+        g1["count"] is None
+        and g1["count_A"] is None
+        and g1["count_B"] is None
+        and g1["sum_B_x"] is None
+    )
     assert close(g1["avg_B_x"], f1["avg_B_x"])
     assert (g1["min_B_x"], g1["max_B_x"]) == (f1["min_B_x"], f1["max_B_x"])
     assert (g1["window_start"], g1["window_end"]) == OVERFLOW_WINDOW
@@ -330,20 +396,30 @@ def test_overflow_exact_null():
         assert g2[key] == f2[key], key
     # the same through the generic comparison
     wl = Workload((burst_query(within_s=1000, groupby=("g",)),))
-    expected = {"burst": [dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
-                          dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2)]}
+    expected = {
+        "burst": [
+            dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
+            dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2),
+        ]
+    }
     assert_matches_oracle(tables, expected, wl, "exact", on_overflow="null")
 
 
 @pytest.mark.parametrize("sharing", SHARING_MODES)
 def test_overflow_bigint_exact_digits(sharing):
-    tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="bigint", sharing=sharing)
+    tables = run(
+        events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="bigint", sharing=sharing
+    )
     rows = tables["burst"].to_pylist()
     f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
     assert rows[0]["count"] == str(f1["count"])
     wl = Workload((burst_query(within_s=1000, groupby=("g",)),))
-    expected = {"burst": [dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
-                          dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2)]}
+    expected = {
+        "burst": [
+            dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
+            dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2),
+        ]
+    }
     assert_matches_oracle(tables, expected, wl, "bigint")
 
 
@@ -351,8 +427,12 @@ def test_overflow_float():
     tables = run(events_to_table(overflow_events()), OVERFLOW_TEXT, numeric="float")
     wl = Workload((burst_query(within_s=1000, groupby=("g",)),))
     f1, f2 = seq_a_bplus_closed_form(1, G1_GROUPS), seq_a_bplus_closed_form(1, G2_GROUPS)
-    expected = {"burst": [dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
-                          dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2)]}
+    expected = {
+        "burst": [
+            dict(g="g1", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f1),
+            dict(g="g2", window_start=OVERFLOW_WINDOW[0], window_end=OVERFLOW_WINDOW[1], **f2),
+        ]
+    }
     assert_matches_oracle(tables, expected, wl, "float")
 
 
@@ -378,7 +458,10 @@ for _m in _BIG_MULT:
     BIG_GROUPS.append([(7 * (_i + r)) % 23 - 5 for r in range(_m)])
     _i += _m
 BIG_GROUPS[-1].extend([3] * (5000 - _i))  # exactly 5,000 B events
-BIG_TEXT = "big: RETURN AVG(B.x), AVG(B.y), MIN(B.x), MAX(B.y), COUNT(B) AS n_b PATTERN SEQ(A, B+) WITHIN 1 h"
+BIG_TEXT = (
+    "big: RETURN AVG(B.x), AVG(B.y), MIN(B.x), MAX(B.y), COUNT(B) AS n_b "
+    "PATTERN SEQ(A, B+) WITHIN 1 h"
+)
 
 
 def test_big_burst_fixture():
@@ -425,36 +508,66 @@ def test_results_are_partitioned_by_groupby(numeric):
     text = f"RETURN {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min"
     wl = Workload((burst_query("q1", within_s=60, groupby=("g",)),))
     expected = oracle(events, wl, with_magnitudes=True)
-    assert [(r["g"], r["window_start"]) for r in expected["q1"]] == [("g1", 0), ("g1", 60), ("g2", 0), ("g2", 60)]
+    assert [(r["g"], r["window_start"]) for r in expected["q1"]] == [
+        ("g1", 0),
+        ("g1", 60),
+        ("g2", 0),
+        ("g2", 60),
+    ]
     for r in expected["q1"]:
         f = seq_a_bplus_closed_form(2 if r["window_start"] == 0 else 1, groups[r["g"]])
         assert {k: r[k] for k in f} == f
-    assert_matches_oracle(run(events_to_table(events), text, numeric=numeric), expected, wl, numeric)
+    assert_matches_oracle(
+        run(events_to_table(events), text, numeric=numeric), expected, wl, numeric
+    )
     # GROUPBY on an int column, and on two columns
     for groupby in (("k",), ("g", "k")):
         text = f"RETURN {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY {', '.join(groupby)} WITHIN 1 min"
         wl = Workload((burst_query("q1", within_s=60, groupby=groupby),))
         expected = oracle(events, wl, with_magnitudes=True)
         assert expected["q1"], groupby
-        assert_matches_oracle(run(events_to_table(events), text, numeric=numeric), expected, wl, numeric)
+        assert_matches_oracle(
+            run(events_to_table(events), text, numeric=numeric), expected, wl, numeric
+        )
 
 
 def test_custom_time_and_type_column_names():
     events = burst_events(1, [[1], [2, 3]])
     table = events_to_table(events).rename_columns(
-        ["ev_time" if c == "time" else "ev_kind" if c == "type" else c for c in events_to_table(events).column_names])
-    (row,) = run(table, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s", time_col="ev_time",
-                 type_col="ev_kind", numeric="bigint")["q1"].to_pylist()
+        [
+            "ev_time" if c == "time" else "ev_kind" if c == "type" else c
+            for c in events_to_table(events).column_names
+        ]
+    )
+    (row,) = run(
+        table,
+        "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s",
+        time_col="ev_time",
+        type_col="ev_kind",
+        numeric="bigint",
+    )["q1"].to_pylist()
     assert row == {"window_start": 0, "window_end": 10, "count": "5"}
 
 
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 def test_empty_input_gives_empty_tables(numeric):
-    text = f"RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min; RETURN COUNT(*) PATTERN C+ WITHIN 5 s"
+    text = (
+        f"RETURN g, {BURST_RETURN} PATTERN SEQ(A, B+) GROUPBY g WITHIN 1 min; "
+        "RETURN COUNT(*) PATTERN C+ WITHIN 5 s"
+    )
     tables = run(events_to_table([]), text, numeric=numeric)
-    wl = Workload((burst_query("q1", within_s=60, groupby=("g",)),
-                   Query("q2", (PatternElement("C", True),), (Aggregate("COUNT", None, None, "count"),),
-                         within_ms=5000, slide_ms=5000)))
+    wl = Workload(
+        (
+            burst_query("q1", within_s=60, groupby=("g",)),
+            Query(
+                "q2",
+                (PatternElement("C", True),),
+                (Aggregate("COUNT", None, None, "count"),),
+                within_ms=5000,
+                slide_ms=5000,
+            ),
+        )
+    )
     assert_matches_oracle(tables, {"q1": [], "q2": []}, wl, numeric)
 
 
@@ -473,7 +586,9 @@ def test_null_time_is_an_error():
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
     times = table.column("ev_time").to_pylist()
     times[1] = None
-    table = table.set_column(table.column_names.index("ev_time"), "ev_time", pa.array(times, pa.int64()))
+    table = table.set_column(
+        table.column_names.index("ev_time"), "ev_time", pa.array(times, pa.int64())
+    )
     with pytest.raises(EventDataError, match="ev_time"):
         run(table, _SIMPLE, time_col="ev_time")
 
@@ -482,7 +597,9 @@ def test_null_type_is_an_error():
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), type="ev_kind")
     kinds = table.column("ev_kind").to_pylist()
     kinds[2] = None
-    table = table.set_column(table.column_names.index("ev_kind"), "ev_kind", pa.array(kinds, pa.string()))
+    table = table.set_column(
+        table.column_names.index("ev_kind"), "ev_kind", pa.array(kinds, pa.string())
+    )
     with pytest.raises(EventDataError, match="ev_kind"):
         run(table, _SIMPLE, type_col="ev_kind")
 
@@ -539,8 +656,7 @@ def test_dictionary_encoded_type_column(case, duplicate_names):
         names = enc.dictionary.to_pylist()
         idx = enc.indices.to_numpy(zero_copy_only=False).astype("int32")
         idx = idx + len(names) * (idx % 2)
-        enc = pa.DictionaryArray.from_arrays(pa.array(idx),
-                                             pa.array(names + names, pa.string()))
+        enc = pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(names + names, pa.string()))
     got = run(table.set_column(i, "type", enc), text, numeric="exact")
     want = run(table, text, numeric="exact")
     for name in wl.names:

@@ -5,17 +5,22 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import enumerate_trends
 
 from gpu_hamlet.pruning import may_complete
-from oracle import enumerate_trends
 
 PATTERNS = ["SEQ(A, B+, C)", "SEQ(A, B)", "B+", "SEQ(A+, C+)", "SEQ(A, B, C)"]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(PATTERNS), st.integers(1, 6),
-       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from("ABCD")),
-                max_size=24), st.sampled_from([np.int64, np.float64]))
+@given(
+    st.sampled_from(PATTERNS),
+    st.integers(1, 6),
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from("ABCD")), max_size=24
+    ),
+    st.sampled_from([np.int64, np.float64]),
+)
 def test_every_event_of_a_trend_is_kept(pattern, within, raw, dtype):
     """Events sorted by (run, time); a trend lies in one run and spans less than `within`."""
     types = [e.rstrip("+") for e in pattern.removeprefix("SEQ(").rstrip(")").split(", ")]
@@ -37,9 +42,13 @@ def test_every_event_of_a_trend_is_kept(pattern, within, raw, dtype):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 8),
-       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.integers(-1, 2)), max_size=40),
-       st.sampled_from([np.int64, np.float64]), st.booleans())
+@given(
+    st.integers(1, 3),
+    st.integers(1, 8),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.integers(-1, 2)), max_size=40),
+    st.sampled_from([np.int64, np.float64]),
+    st.booleans(),
+)
 def test_kept_events_are_exactly_those_between_a_start_and_an_end(k, within, raw, dtype, bounded):
     """The definition, one event at a time: matched, with a start at or before it (in stream
     order) and an end at or after it that itself has a start at or before it, all in its run and
@@ -57,8 +66,13 @@ def test_kept_events_are_exactly_those_between_a_start_and_an_end(k, within, raw
     def started(i):
         return any(pos[s] == 0 and close(s, i) for s in range(i + 1))
 
-    want = [i for i in range(len(ev)) if pos[i] >= 0 and started(i) and any(
-        pos[e] == k - 1 and started(e) and close(i, e) for e in range(i, len(ev)))]
+    want = [
+        i
+        for i in range(len(ev))
+        if pos[i] >= 0
+        and started(i)
+        and any(pos[e] == k - 1 and started(e) and close(i, e) for e in range(i, len(ev)))
+    ]
     assert may_complete(run, time, pos, k, w).tolist() == want
 
 

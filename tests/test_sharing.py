@@ -7,21 +7,28 @@ from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
+from compare import assert_matches_oracle, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import gpu_hamlet
-from compare import assert_matches_oracle, events_to_table
-from gpu_hamlet.datagen import load_hamlet_stream
-from gpu_hamlet.optimizer import COST_MODELS, CPU_COSTS, EngineCostModel, PaperCostModel, \
-    choose_shared
-from gpu_hamlet.pruning import may_complete
-from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
 from oracle import oracle
 
+import gpu_hamlet
+from gpu_hamlet.datagen import load_hamlet_stream
+from gpu_hamlet.optimizer import (
+    COST_MODELS,
+    CPU_COSTS,
+    EngineCostModel,
+    PaperCostModel,
+    choose_shared,
+)
+from gpu_hamlet.pruning import may_complete
+from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
+
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
-PAPER_QUERIES = ("q1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 100 s;"
-                 "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 100 s")
+PAPER_QUERIES = (
+    "q1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 100 s;"
+    "q2: RETURN COUNT(*) PATTERN SEQ(T3, T2+) WITHIN 100 s"
+)
 
 
 def test_paper_benefit_equations_9_to_11():
@@ -41,8 +48,7 @@ def test_paper_figure_4_5_snapshots():
     B burst, y is 34 and 19 at the second; 132 and 72 trends."""
     events = load_hamlet_stream(PAPER_STREAM)
     stats = RunStats()
-    res = gpu_hamlet.aggregate(events, PAPER_QUERIES, sharing="static", stats=stats,
-                               backend="cpu")
+    res = gpu_hamlet.aggregate(events, PAPER_QUERIES, sharing="static", stats=stats, backend="cpu")
     assert stats.snapshots == {"q1": [2.0, 34.0], "q2": [1.0, 19.0]}
     assert res["q1"].column("count").to_pylist() == [132]
     assert res["q2"].column("count").to_pylist() == [72]
@@ -55,7 +61,8 @@ def test_analysis_sets_template_and_pane():
         "a: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 min;"
         "b: RETURN COUNT(*) PATTERN SEQ(D, B+) WITHIN 15 min SLIDE 5 min;"
         "c: RETURN COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 min;"
-        "d: RETURN COUNT(*) PATTERN SEQ(A, C+) WITHIN 4 min")
+        "d: RETURN COUNT(*) PATTERN SEQ(A, C+) WITHIN 4 min"
+    )
     an = analyze(wl)
     (s,) = an.sets  # c groups differently; C+ occurs once
     assert s.kleene_type == "B" and s.names == ("a", "b")
@@ -79,17 +86,20 @@ def _burst_events(xs: list[int]) -> list[dict]:
 def test_event_level_snapshots_when_filters_differ_inside_a_burst():
     """Queries whose filters select different events of one burst need their own snapshots;
     results still equal the oracle."""
-    text = ("f1: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WHERE B.x < 5 WITHIN 100 s;"
-            "f2: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 100 s;"
-            "f3: RETURN COUNT(*), MAX(B.x) PATTERN SEQ(D, B+) WHERE B.x < 5 WITHIN 100 s;"
-            "f4: RETURN COUNT(B) PATTERN SEQ(D, B+, C) WITHIN 100 s")
+    text = (
+        "f1: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WHERE B.x < 5 WITHIN 100 s;"
+        "f2: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 100 s;"
+        "f3: RETURN COUNT(*), MAX(B.x) PATTERN SEQ(D, B+) WHERE B.x < 5 WITHIN 100 s;"
+        "f4: RETURN COUNT(B) PATTERN SEQ(D, B+, C) WITHIN 100 s"
+    )
     events = _burst_events([1, 7, 2, 9, 3, 4, 8, 1])
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl)
     for mode in ("static", "dynamic", "none"):
         stats = RunStats()
-        got = gpu_hamlet.aggregate(events_to_table(events), text, sharing=mode, stats=stats,
-                                   backend="cpu")
+        got = gpu_hamlet.aggregate(
+            events_to_table(events), text, sharing=mode, stats=stats, backend="cpu"
+        )
         assert_matches_oracle(got, expected, wl, "exact")
         if mode == "static":
             (s,) = stats.sets
@@ -121,13 +131,15 @@ def test_splits_and_merges_are_counted():
             events.append({"time": t, "type": "B", "x": 0})
             t += 1
     stats = RunStats()
-    got = gpu_hamlet.aggregate(events_to_table(events), text, stats=stats, numeric="float",
-                               backend="cpu")
+    got = gpu_hamlet.aggregate(
+        events_to_table(events), text, stats=stats, numeric="float", backend="cpu"
+    )
     (s,) = stats.sets
     assert (s.bursts, s.shared, s.unshared) == (5, 3, 2)
     assert (s.splits, s.merges) == (2, 2)
-    alone = gpu_hamlet.aggregate(events_to_table(events), text, sharing="none", numeric="float",
-                                 backend="cpu")
+    alone = gpu_hamlet.aggregate(
+        events_to_table(events), text, sharing="none", numeric="float", backend="cpu"
+    )
     for name in got:
         assert got[name].equals(alone[name])
 
@@ -142,10 +154,22 @@ def sharing_cases(draw):
         first = draw(st.sampled_from(["A", "D", None]))
         last = draw(st.sampled_from(["C", None]))
         elems = ([first] if first else []) + ["B+"] + ([last] if last else [])
-        aggs = draw(st.sampled_from(["COUNT(*)", "COUNT(*), SUM(B.x)", "COUNT(B), MIN(B.x)",
-                                     "AVG(B.y), MAX(B.y)", "COUNT(*), COUNT(B), SUM(B.y)"]))
-        conds = [f"B.x {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(0, 4))}"] \
-            if draw(st.booleans()) else []
+        aggs = draw(
+            st.sampled_from(
+                [
+                    "COUNT(*)",
+                    "COUNT(*), SUM(B.x)",
+                    "COUNT(B), MIN(B.x)",
+                    "AVG(B.y), MAX(B.y)",
+                    "COUNT(*), COUNT(B), SUM(B.y)",
+                ]
+            )
+        )
+        conds = (
+            [f"B.x {draw(st.sampled_from(['<', '>=', '!=']))} {draw(st.integers(0, 4))}"]
+            if draw(st.booleans())
+            else []
+        )
         where = ""
         if group.startswith(" WHERE"):
             where = " WHERE [g]" + "".join(f" AND {c}" for c in conds)
@@ -154,8 +178,10 @@ def sharing_cases(draw):
         w = draw(st.sampled_from([6, 12]))
         slide = draw(st.sampled_from([w, w // 2, w // 3]))
         grp = group if group == " GROUPBY g" else ""
-        queries.append(f"s{i}: RETURN {aggs} PATTERN SEQ({', '.join(elems)}){where}{grp} "
-                       f"WITHIN {w} s SLIDE {slide} s")
+        queries.append(
+            f"s{i}: RETURN {aggs} PATTERN SEQ({', '.join(elems)}){where}{grp} "
+            f"WITHIN {w} s SLIDE {slide} s"
+        )
     events, t = [], 0
     for _ in range(draw(st.integers(1, 4))):
         for ty in draw(st.lists(st.sampled_from("ACD"), min_size=0, max_size=2)):
@@ -164,16 +190,23 @@ def sharing_cases(draw):
         for _ in range(draw(st.integers(1, 7))):
             events.append((t, "B"))
             t += draw(st.integers(0, 1))
-    rows = [{"time": tm, "type": ty, "g": draw(st.sampled_from(["u", "v"])),
-             "x": draw(st.integers(0, 5)), "y": draw(st.integers(0, 8)) / 4} for tm, ty in events]
+    rows = [
+        {
+            "time": tm,
+            "type": ty,
+            "g": draw(st.sampled_from(["u", "v"])),
+            "x": draw(st.integers(0, 5)),
+            "y": draw(st.integers(0, 8)) / 4,
+        }
+        for tm, ty in events
+    ]
     for ty in "ABCD":  # every pattern type occurs
         rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
     return ";\n".join(queries), rows
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sharing_cases(), st.sampled_from(["exact", "float", "bigint"]),
-       st.floats(0.0, 30.0))
+@given(sharing_cases(), st.sampled_from(["exact", "float", "bigint"]), st.floats(0.0, 30.0))
 def test_shared_bursts_match_oracle(case, numeric, class_cost):
     """static, dynamic and none agree with the oracle; the dynamic optimizer runs with cost
     constants drawn so that its per-burst decisions (and pruned bursts) vary."""
@@ -186,8 +219,9 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
     for mode in ("static", "dynamic", "none"):
         stats = RunStats()
         with patch.dict(COST_MODELS, {"cpu": model}):
-            results[mode] = gpu_hamlet.aggregate(table, text, sharing=mode, numeric=numeric,
-                                                 stats=stats, backend="cpu")
+            results[mode] = gpu_hamlet.aggregate(
+                table, text, sharing=mode, numeric=numeric, stats=stats, backend="cpu"
+            )
         assert_matches_oracle(results[mode], expected, wl, numeric)
         if mode == "static":
             assert sum(s.shared for s in stats.sets) == sum(s.bursts for s in stats.sets)
@@ -195,7 +229,6 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
         for name in results["none"]:
             assert results["static"][name].equals(results["none"][name])
             assert results["dynamic"][name].equals(results["none"][name])
-
 
 
 def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
@@ -237,10 +270,14 @@ def test_sharable_set_stream_ignores_other_sets_queries():
     the same whether or not queries over A and B (another set) run in the same call (they used
     to split its C burst, through a mask cache shared by all sets)."""
     events = pa.table({"time": [0, 1, 2, 3, 4, 5], "type": ["D", "C", "B", "C", "A", "C"]})
-    c_set = ("RETURN COUNT(*) PATTERN SEQ(D, C+) WITHIN 10 s;"
-             "RETURN COUNT(C) PATTERN SEQ(D, C+) WITHIN 10 s")
-    b_set = ("RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s;"
-             "RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN 10 s;")
+    c_set = (
+        "RETURN COUNT(*) PATTERN SEQ(D, C+) WITHIN 10 s;"
+        "RETURN COUNT(C) PATTERN SEQ(D, C+) WITHIN 10 s"
+    )
+    b_set = (
+        "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s;"
+        "RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN 10 s;"
+    )
 
     def c_stats(text: str) -> dict:
         stats = gpu_hamlet.RunStats()

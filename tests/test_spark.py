@@ -10,30 +10,32 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pytest
+from compare import assert_matches_oracle, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import oracle
+from strategies import event_streams, workload_cases, workload_types
 
 import gpu_hamlet
-from compare import assert_matches_oracle, events_to_table
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.devices import choose_device
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
 from gpu_hamlet.spark.job import assign_tasks
 from gpu_hamlet.spark.worker import packed_columns
-from oracle import oracle
-from strategies import event_streams, workload_cases, workload_types
 
 WORKLOAD = (
     "grouped: RETURN g, COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B+, C) GROUPBY g "
     "WITHIN 30 s SLIDE 10 s;"
     "alone: RETURN COUNT(*), AVG(B.y), MIN(B.x) PATTERN SEQ(A, B+) WITHIN 20 s;"
-    "equiv: RETURN COUNT(B) PATTERN SEQ(C, B+) WHERE [g] AND B.x > 2 WITHIN 15 s")
+    "equiv: RETURN COUNT(B) PATTERN SEQ(C, B+) WHERE [g] AND B.x > 2 WITHIN 15 s"
+)
 
 
 def _sorted(table: pa.Table) -> pa.Table:
-    keys = [c for c in table.column_names if c != "window_end"][: table.column_names.index(
-        "window_start") + 1]
+    keys = [c for c in table.column_names if c != "window_end"][
+        : table.column_names.index("window_start") + 1
+    ]
     return table.sort_by([(k, "ascending") for k in keys])
 
 
@@ -49,42 +51,54 @@ def _assert_same(spark_results: dict, local: dict[str, pa.Table]) -> None:
         for col in want.column_names:
             a, b = got.column(col).to_pylist(), want.column(col).to_pylist()
             if pa.types.is_floating(want.schema.field(col).type):
-                np.testing.assert_allclose(np.array(a, float), np.array(b, float), rtol=1e-9,
-                                           err_msg=f"{name}.{col}")
+                np.testing.assert_allclose(
+                    np.array(a, float), np.array(b, float), rtol=1e-9, err_msg=f"{name}.{col}"
+                )
             else:
                 assert a == b, (name, col)
 
 
 @pytest.fixture(scope="module")
 def stream():
-    return kleene_stream(30_000, seed=5, types=("A", "B", "C"), n_groups=3,
-                         duplicate_time_fraction=0.2)
+    return kleene_stream(
+        30_000, seed=5, types=("A", "B", "C"), n_groups=3, duplicate_time_fraction=0.2
+    )
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 7])
 def test_same_as_engine_for_1_2_7_tasks(spark, stream, tasks):
     df = spark.createDataFrame(stream.to_pandas()).repartition(3)
-    _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=tasks),
-                 gpu_hamlet.aggregate(stream, WORKLOAD))
+    _assert_same(
+        trend_aggregate(df, WORKLOAD, num_tasks=tasks), gpu_hamlet.aggregate(stream, WORKLOAD)
+    )
 
 
 def test_float_and_bigint_modes(spark, stream):
     df = spark.createDataFrame(stream.to_pandas())
     for numeric in ("float", "bigint"):
-        _assert_same(trend_aggregate(df, WORKLOAD, numeric=numeric, num_tasks=3),
-                     gpu_hamlet.aggregate(stream, WORKLOAD, numeric=numeric))
+        _assert_same(
+            trend_aggregate(df, WORKLOAD, numeric=numeric, num_tasks=3),
+            gpu_hamlet.aggregate(stream, WORKLOAD, numeric=numeric),
+        )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                               HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.data())
 def test_random_cases_match_oracle(spark, data):
     text, wl = data.draw(workload_cases(max_queries=3))
     events = data.draw(event_streams(workload_types(wl)))
     table = events_to_table(events)
-    df = spark.createDataFrame(table.to_pandas(), schema=None) if events else \
-        spark.createDataFrame([], "time long, type string, g string, k long, x long, y double, "
-                                  "s string")
+    df = (
+        spark.createDataFrame(table.to_pandas(), schema=None)
+        if events
+        else spark.createDataFrame(
+            [], "time long, type string, g string, k long, x long, y double, s string"
+        )
+    )
     results = trend_aggregate(df, text, num_tasks=3)
     got = {name: _sorted(r.toArrow()) for name, r in results.items()}  # Spark has no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, "exact")
@@ -98,11 +112,19 @@ def test_skewed_group_is_split_and_exact(spark):
     g = np.where(rng.random(base.num_rows) < 0.9, 0, rng.integers(1, 10, base.num_rows))
     table = base.set_column(base.column_names.index("g"), "g", pa.array(g))
     df = spark.createDataFrame(table.to_pandas())
-    wl = ("RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 40 s SLIDE 20 s;"
-          "RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 60 s")
+    wl = (
+        "RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 40 s SLIDE 20 s;"
+        "RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 60 s"
+    )
     from pyspark.sql import functions as F
-    groups = df.groupBy("g").agg(F.count(F.lit(1)).alias("__n"), F.min("time").alias("__lo"),
-                                 F.max("time").alias("__hi")).collect()
+
+    groups = (
+        df.groupBy("g")
+        .agg(
+            F.count(F.lit(1)).alias("__n"), F.min("time").alias("__lo"), F.max("time").alias("__hi")
+        )
+        .collect()
+    )
     plan = {row[0]: row[1:] for row in assign_tasks(groups, ["g"], table.num_rows, 4, True)}
     tasks, t0, R, rmax = plan[0]
     assert rmax + 1 >= 4 and len(set(tasks)) == 4  # the big group: 4+ ranges on 4 tasks
@@ -118,22 +140,37 @@ def test_hot_group_shorter_than_a_window_is_split(spark):
     t = events.column("time").to_numpy()
     t = 0.25 + 50.0 * (t - t.min()) / max(1, t.max() - t.min())  # float seconds in [0.25, 50.25]
     events = events.set_column(events.column_names.index("time"), "time", pa.array(t))
-    events = events.set_column(events.column_names.index("g"), "g",
-                               pa.array(np.zeros(events.num_rows, np.int64)))
-    text = ("RETURN g, COUNT(*), SUM(B.x), MIN(B.y) PATTERN SEQ(A, B+, C) GROUPBY g "
-            "WITHIN 60 s SLIDE 20 s; RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 90 s")
+    events = events.set_column(
+        events.column_names.index("g"), "g", pa.array(np.zeros(events.num_rows, np.int64))
+    )
+    text = (
+        "RETURN g, COUNT(*), SUM(B.x), MIN(B.y) PATTERN SEQ(A, B+, C) GROUPBY g "
+        "WITHIN 60 s SLIDE 20 s; RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 90 s"
+    )
     df = spark.createDataFrame(events.to_pandas())
-    plan = assign_tasks([{"g": 0, "__n": events.num_rows, "__lo": 0.25, "__hi": 50.25}], ["g"],
-                        events.num_rows, 4, False)
+    plan = assign_tasks(
+        [{"g": 0, "__n": events.num_rows, "__lo": 0.25, "__hi": 50.25}],
+        ["g"],
+        events.num_rows,
+        4,
+        False,
+    )
     assert plan[0][-1] == 3 and plan[0][-2] < 60  # four slices, each shorter than a window
-    _assert_same(trend_aggregate(df, text, num_tasks=4, numeric="bigint"),
-                 gpu_hamlet.aggregate(events, text, numeric="bigint"))
+    _assert_same(
+        trend_aggregate(df, text, num_tasks=4, numeric="bigint"),
+        gpu_hamlet.aggregate(events, text, numeric="bigint"),
+    )
 
 
 def test_timestamp_time_column(spark, stream):
-    ts = stream.set_column(stream.column_names.index("time"), "time",
-                           stream.column("time").cast(pa.int64()).cast(pa.timestamp("s"))
-                           .cast(pa.timestamp("us", tz="UTC")))
+    ts = stream.set_column(
+        stream.column_names.index("time"),
+        "time",
+        stream.column("time")
+        .cast(pa.int64())
+        .cast(pa.timestamp("s"))
+        .cast(pa.timestamp("us", tz="UTC")),
+    )
     df = spark.createDataFrame(ts.to_pandas())
     _assert_same(trend_aggregate(df, WORKLOAD, num_tasks=2), gpu_hamlet.aggregate(ts, WORKLOAD))
 
@@ -157,10 +194,16 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     nulls = spark.createDataFrame([(1, "A"), (2, None)], "time long, type string")
     with pytest.raises(EventDataError, match="type column 'type' has 1 null"):
         trend_aggregate(nulls, "RETURN COUNT(*) PATTERN SEQ(A) WITHIN 1 min")
-    with pytest.warns(AbsentTypeWarning, match=r"query q2: event type 'D' of its pattern never "
-                                               r"occurs in column 'type'.*types present: A, B, C"):
-        trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min; "
-                            "RETURN COUNT(*) PATTERN SEQ(A, D) WITHIN 1 min")
+    with pytest.warns(
+        AbsentTypeWarning,
+        match=r"query q2: event type 'D' of its pattern never "
+        r"occurs in column 'type'.*types present: A, B, C",
+    ):
+        trend_aggregate(
+            df,
+            "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min; "
+            "RETURN COUNT(*) PATTERN SEQ(A, D) WITHIN 1 min",
+        )
 
 
 def test_choose_device_rules():
@@ -200,8 +243,9 @@ def test_gpu_resource_reaches_tasks_on_local_cluster(tmp_path):
         spark.stop()
     """)
     env = {k: v for k, v in __import__("os").environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=240, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env
+    )
     assert "DEVICES [3, 3]" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
 
 
@@ -210,9 +254,11 @@ def test_timestamp_ntz_from_parquet(spark, stream, tmp_path):
     aligned to the epoch, exactly as the in-process engine reads the same file."""
     import pyarrow.parquet as pq
 
-    naive = stream.set_column(stream.column_names.index("time"), "time",
-                              stream.column("time").cast(pa.timestamp("s"))
-                              .cast(pa.timestamp("us")))
+    naive = stream.set_column(
+        stream.column_names.index("time"),
+        "time",
+        stream.column("time").cast(pa.timestamp("s")).cast(pa.timestamp("us")),
+    )
     pq.write_table(naive, tmp_path / "events.parquet")
     df = spark.read.parquet(str(tmp_path / "events.parquet"))
     assert df.schema["time"].dataType.simpleString() == "timestamp_ntz"
@@ -227,8 +273,11 @@ def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
     rows = [(0, "A", "g1")] + [(i, "B", "g1") for i in range(1, 140)]
     df = spark.createDataFrame(rows, "time long, type string, g string")
     text = "big: RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 1000 s"
-    with pytest.raises(NumericOverflowError, match=r"query big: COUNT\(\*\) for group \(g='g1'\) "
-                                                   r"in window \[0, 1000\)"):
+    with pytest.raises(
+        NumericOverflowError,
+        match=r"query big: COUNT\(\*\) for group \(g='g1'\) "
+        r"in window \[0, 1000\)",
+    ):
         trend_aggregate(df, text, num_tasks=2)
     nulls = trend_aggregate(df, text, on_overflow="null", num_tasks=2)["big"].collect()
     assert [r["count"] for r in nulls] == [None]
@@ -236,33 +285,47 @@ def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
     assert [r["count"] for r in digits] == [str(2**139 - 1)]
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                               HealthCheck.function_scoped_fixture])
-@given(within=st.integers(3, 40), slide_div=st.integers(1, 4), tasks=st.integers(3, 6),
-       float_time=st.booleans(), seed=st.integers(0, 1000))
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    within=st.integers(3, 40),
+    slide_div=st.integers(1, 4),
+    tasks=st.integers(3, 6),
+    float_time=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_time_range_split_matches_engine(spark, within, slide_div, tasks, float_time, seed):
     """All events in one group, cut into time slices over several tasks (each answering the
     windows inside it; the second stage composes the crossing ones from pane summaries): same
     results as in-process, for random windows, slides and int or float times."""
-    events = kleene_stream(2000, seed=seed, types=("A", "B", "C"), mean_burst=6,
-                           duplicate_time_fraction=0.3)
+    events = kleene_stream(
+        2000, seed=seed, types=("A", "B", "C"), mean_burst=6, duplicate_time_fraction=0.3
+    )
     if float_time:
         t = events.column("time").to_numpy() * 0.5 + 0.25
         events = events.set_column(events.column_names.index("time"), "time", pa.array(t))
     slide = max(1, within // slide_div)
-    text = (f"RETURN COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B+, C) WITHIN {within} s "
-            f"SLIDE {slide} s;"
-            f"RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN {2 * within} s")
+    text = (
+        f"RETURN COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B+, C) WITHIN {within} s "
+        f"SLIDE {slide} s;"
+        f"RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN {2 * within} s"
+    )
     df = spark.createDataFrame(events.to_pandas())
-    _assert_same(trend_aggregate(df, text, num_tasks=tasks, numeric="bigint"),
-                 gpu_hamlet.aggregate(events, text, numeric="bigint"))
+    _assert_same(
+        trend_aggregate(df, text, num_tasks=tasks, numeric="bigint"),
+        gpu_hamlet.aggregate(events, text, numeric="bigint"),
+    )
 
 
 def test_empty_events_give_empty_results(spark):
     empty = spark.createDataFrame([], "time long, type string, x long")
     for tasks in (1, 3):
-        res = trend_aggregate(empty, "RETURN COUNT(*), SUM(A.x) PATTERN SEQ(A) WITHIN 60 s",
-                              num_tasks=tasks)
+        res = trend_aggregate(
+            empty, "RETURN COUNT(*), SUM(A.x) PATTERN SEQ(A) WITHIN 60 s", num_tasks=tasks
+        )
         got = res["q1"].toArrow()
         assert got.num_rows == 0
         assert got.column_names == ["window_start", "window_end", "count", "sum_A_x"]
@@ -282,9 +345,12 @@ def test_shard_labels_hash_to_their_tasks(spark):
         df = spark.createDataFrame([(v, t) for v, t in zip(labels, want)], "v long, t long")
         got = df.repartition(tasks, "v").select("t", F.spark_partition_id().alias("p")).collect()
         assert all(r.t == r.p for r in got)
-    edge = np.asarray([0, -1, 2**63 - 1, -2**63, 2**40 + 7], np.int64)
-    rows = spark.createDataFrame([(int(v),) for v in edge], "v long").select(
-        F.pmod(F.hash("v"), F.lit(5)).alias("p")).collect()
+    edge = np.asarray([0, -1, 2**63 - 1, -(2**63), 2**40 + 7], np.int64)
+    rows = (
+        spark.createDataFrame([(int(v),) for v in edge], "v long")
+        .select(F.pmod(F.hash("v"), F.lit(5)).alias("p"))
+        .collect()
+    )
     assert partition_of(edge, 5).tolist() == [r.p for r in rows]
 
 
@@ -303,9 +369,11 @@ def test_result_columns_are_packed_into_typed_slots():
     """Every query's columns get distinct slots of their own type, and the intermediate table is
     as wide as the most columns of each type any one query has, not the sum over queries."""
     f64, i64, dec = pa.float64(), pa.int64(), pa.decimal128(38, 2)
-    schemas = (pa.schema([("g", i64), ("a", f64), ("b", f64)]),
-               pa.schema([("x", dec), ("y", f64)]),
-               pa.schema([("g", i64), ("h", i64), ("c", f64), ("d", dec), ("e", dec)]))
+    schemas = (
+        pa.schema([("g", i64), ("a", f64), ("b", f64)]),
+        pa.schema([("x", dec), ("y", f64)]),
+        pa.schema([("g", i64), ("h", i64), ("c", f64), ("d", dec), ("e", dec)]),
+    )
     types, slots = packed_columns(schemas)
     assert sorted(map(str, types)) == sorted(map(str, [i64, i64, f64, f64, dec, dec]))
     for schema, mine in zip(schemas, slots):

@@ -7,27 +7,34 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from compare import assert_matches_oracle, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import gpu_hamlet
-from compare import assert_matches_oracle, events_to_table
-from gpu_hamlet.datagen import kleene_stream
-from gpu_hamlet.engine import Context
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.summaries import Cut, compose, summarize
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 from test_spark import _assert_same, _sorted
 
+import gpu_hamlet
+from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.engine import Context
+from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.summaries import Cut, compose, summarize
 
-def split_and_compose(events: pa.Table, text: str, cut: Cut, numeric: str = "exact",
-                      sharing: str = "dynamic") -> dict[str, pa.Table]:
+
+def split_and_compose(
+    events: pa.Table, text: str, cut: Cut, numeric: str = "exact", sharing: str = "dynamic"
+) -> dict[str, pa.Table]:
     """What the Spark job does with a cut group, in-process: every slice on its own, then the
     second stage per query."""
     wl = parse_workload(text)
-    opts = dict(backend="cpu", sharing=sharing, numeric=numeric, on_overflow="error",
-                time_col="time", type_col="type")
+    opts = dict(
+        backend="cpu",
+        sharing=sharing,
+        numeric=numeric,
+        on_overflow="error",
+        time_col="time",
+        type_col="type",
+    )
     ctx = Context.of(events, wl, "cpu", numeric, "time", "type", False)
     slices = cut.slice_of(ctx.ev.time)
     inside: dict[str, list] = {q.name: [] for q in wl}
@@ -39,8 +46,9 @@ def split_and_compose(events: pa.Table, text: str, cut: Cut, numeric: str = "exa
             summaries[q.name].append(summ[q.name])
     out = {}
     for q in wl:
-        crossing = compose(summaries[q.name], ctx.plans[q.name], ctx.ev.table.schema,
-                           ctx.ev.axis, cut, opts)
+        crossing = compose(
+            summaries[q.name], ctx.plans[q.name], ctx.ev.table.schema, ctx.ev.axis, cut, opts
+        )
         out[q.name] = _sorted(pa.concat_tables(inside[q.name] + [crossing]))
     return out
 
@@ -52,14 +60,20 @@ def test_cut_streams_match_oracle(data):
     events = data.draw(event_streams(workload_types(wl), max_time=12))
     numeric = data.draw(st.sampled_from(["exact", "bigint", "float"]))
     time_type = data.draw(st.sampled_from(["int", "float"]))
-    cut = Cut(data.draw(st.integers(-2, 8)), data.draw(st.integers(1, 6)),
-              data.draw(st.integers(1, 4)))
+    cut = Cut(
+        data.draw(st.integers(-2, 8)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    )
     if time_type == "float":  # boundaries at or between the integer event times
         cut = Cut(cut.t0 + data.draw(st.sampled_from([0.0, 0.5])), cut.R, cut.rmax)
     table = events_to_table(events, time_type=time_type)
     got = split_and_compose(table, text, cut, numeric)
-    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric,
-                          time_type=table.schema.field("time").type)
+    assert_matches_oracle(
+        got,
+        oracle(events, wl, with_magnitudes=True),
+        wl,
+        numeric,
+        time_type=table.schema.field("time").type,
+    )
 
 
 @pytest.mark.parametrize("R", [7, 13, 50])
@@ -67,18 +81,23 @@ def test_cut_streams_match_oracle(data):
 def test_cut_kleene_stream_matches_engine(R, numeric):
     """Thousands of events with bursts and equal timestamps, slices shorter and longer than the
     windows, sliding and tumbling windows, GROUPBY and equivalence, string MIN/MAX."""
-    events = kleene_stream(3000, seed=1, types=("A", "B", "C"), mean_burst=6, n_groups=3,
-                           duplicate_time_fraction=0.3)
+    events = kleene_stream(
+        3000, seed=1, types=("A", "B", "C"), mean_burst=6, n_groups=3, duplicate_time_fraction=0.3
+    )
     s = pa.array(np.array(["x", "yy", "b", "zz"])[events.column("x").to_numpy() % 4])
     events = events.append_column("s", s)
-    text = ("RETURN g, COUNT(*), SUM(B.x), MAX(B.y), MIN(B.s), MAX(B.s) PATTERN SEQ(A, B+, C) "
-            "GROUPBY g WITHIN 30 s SLIDE 10 s;"
-            "RETURN COUNT(B), AVG(B.y) PATTERN SEQ(A, B+) WITHIN 20 s;"
-            "RETURN COUNT(B) PATTERN SEQ(C, B+) WHERE [g] AND B.x > 2 WITHIN 15 s")
+    text = (
+        "RETURN g, COUNT(*), SUM(B.x), MAX(B.y), MIN(B.s), MAX(B.s) PATTERN SEQ(A, B+, C) "
+        "GROUPBY g WITHIN 30 s SLIDE 10 s;"
+        "RETURN COUNT(B), AVG(B.y) PATTERN SEQ(A, B+) WITHIN 20 s;"
+        "RETURN COUNT(B) PATTERN SEQ(C, B+) WHERE [g] AND B.x > 2 WITHIN 15 s"
+    )
     tmax = int(events.column("time").to_numpy().max())
     cut = Cut(5, R, max(1, (tmax - 5) // R))
-    _assert_same(split_and_compose(events, text, cut, numeric),
-                 gpu_hamlet.aggregate(events, text, numeric=numeric))
+    _assert_same(
+        split_and_compose(events, text, cut, numeric),
+        gpu_hamlet.aggregate(events, text, numeric=numeric),
+    )
 
 
 def test_crossing_and_near_agree_at_float_boundaries():

@@ -6,36 +6,49 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import numpy as np
+from compare import assert_matches_oracle, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import gpu_hamlet
-from compare import assert_matches_oracle, events_to_table
-from gpu_hamlet.engine import QueryRun
-from gpu_hamlet.window_copies import window_copies
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
+import gpu_hamlet
+from gpu_hamlet.engine import QueryRun
+from gpu_hamlet.window_copies import window_copies
+
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), st.booleans(), st.sampled_from(["exact", "float"]),
-       st.sampled_from(["none", "static"]))
+@given(
+    st.data(),
+    st.booleans(),
+    st.sampled_from(["exact", "float"]),
+    st.sampled_from(["none", "static"]),
+)
 def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing):
     text, wl = data.draw(workload_cases())
     events = data.draw(event_streams(workload_types(wl)))
     expected = oracle(events, wl, with_magnitudes=True)
     with patch.object(QueryRun, "_windows_cheaper", return_value=copies):
-        got = gpu_hamlet.aggregate(events_to_table(events), text, numeric=numeric,
-                                   sharing=sharing, backend="cpu")
+        got = gpu_hamlet.aggregate(
+            events_to_table(events), text, numeric=numeric, sharing=sharing, backend="cpu"
+        )
     assert_matches_oracle(got, expected, wl, numeric)
 
 
 def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
-    dense = events_to_table([{"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1,
-                              "y": 0.0, "s": "u"} for t in range(4000)])
+    dense = events_to_table(
+        [
+            {"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1, "y": 0.0, "s": "u"}
+            for t in range(4000)
+        ]
+    )
     # Sparse: 2000 partitions of one A then one B (a lone event would be pruned: no trend).
-    sparse = events_to_table([{"time": t, "type": "AB"[t % 2], "g": "g1", "k": t // 2, "x": 1,
-                               "y": 0.0, "s": "u"} for t in range(4000)])
+    sparse = events_to_table(
+        [
+            {"time": t, "type": "AB"[t % 2], "g": "g1", "k": t // 2, "x": 1, "y": 0.0, "s": "u"}
+            for t in range(4000)
+        ]
+    )
     text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [k] WITHIN 300 s SLIDE 100 s"
     chosen = []
     original = QueryRun._windows_cheaper
@@ -45,8 +58,13 @@ def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
         return chosen[-1]
 
     with patch.object(QueryRun, "_windows_cheaper", spy):
-        gpu_hamlet.aggregate(dense, text.replace(" WHERE [k]", ""), backend="cpu",
-                             numeric="float", on_overflow="null")
+        gpu_hamlet.aggregate(
+            dense,
+            text.replace(" WHERE [k]", ""),
+            backend="cpu",
+            numeric="float",
+            on_overflow="null",
+        )
         gpu_hamlet.aggregate(sparse, text, backend="cpu", numeric="float", on_overflow="null")
     assert chosen == [False, True]
 
@@ -58,11 +76,16 @@ def test_window_copies_list_every_window_of_every_event(data, a, extra):
     copies ordered by partition, window, event. Negative panes and gaps of empty windows."""
     n = a + extra
     m = data.draw(st.integers(0, 30))
-    pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)),
-                             np.int64))
+    pid = np.sort(
+        np.asarray(data.draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)), np.int64)
+    )
     pane = np.asarray(data.draw(st.lists(st.integers(-20, 60), min_size=m, max_size=m)), np.int64)
     pane = pane[np.lexsort((pane, pid))]
-    want = sorted((int(pid[e]), k, e) for e in range(m)
-                  for k in range(-100, 100) if k * a <= pane[e] < k * a + n)
+    want = sorted(
+        (int(pid[e]), k, e)
+        for e in range(m)
+        for k in range(-100, 100)
+        if k * a <= pane[e] < k * a + n
+    )
     rep, win = window_copies(pid, pane, a, n, len(want))
     assert [(int(pid[e]), int(k), int(e)) for e, k in zip(rep, win)] == want

@@ -10,8 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import MODES, Settings
-from report import MODE_HEADERS, Panel, line_panels, markdown_table, mode_cells, mode_ratios, \
-    mode_series
+from report import (
+    MODE_HEADERS,
+    Panel,
+    line_panels,
+    markdown_table,
+    mode_cells,
+    mode_ratios,
+    mode_series,
+)
 from workloads import rides, rides_kleene_sharing
 
 NAME = "events"
@@ -28,28 +35,54 @@ def run(s: Settings) -> dict:
     for epm in size["rates"]:
         events = rides(size["events"], epm)
         modes = s.engine.compare(events, workload, s.repeat)
-        points.append({"events_per_minute": epm, "events": events.num_rows, "queries": QUERIES,
-                       "modes": modes, **mode_ratios(modes)})
-    return {"experiment": NAME, "paper": PAPER,
-            "stream": "ridesharing, burstiness 0.5 (mean Travel burst 26)",
-            "workload": f"Kleene-sharing, {QUERIES} queries over Travel+, [driver], GROUPBY "
-                        "district, WITHIN 10 min",
-            "points": points}
+        points.append(
+            {
+                "events_per_minute": epm,
+                "events": events.num_rows,
+                "queries": QUERIES,
+                "modes": modes,
+                **mode_ratios(modes),
+            }
+        )
+    return {
+        "experiment": NAME,
+        "paper": PAPER,
+        "stream": "ridesharing, burstiness 0.5 (mean Travel burst 26)",
+        "workload": f"Kleene-sharing, {QUERIES} queries over Travel+, [driver], GROUPBY "
+        "district, WITHIN 10 min",
+        "points": points,
+    }
 
 
 def plot(result: dict, path: Path) -> None:
     pts = result["points"]
-    line_panels(path, f"Throughput vs events per minute ({result['paper']}; ridesharing)", [
-        Panel("throughput", "events per minute", "events / s",
-              mode_series(pts, "events_per_minute", "events_per_s", MODES), logx=True),
-        Panel("peak memory", "events per minute", "MiB",
-              mode_series(pts, "events_per_minute", "peak_mib", MODES), logx=True),
-    ])
+    line_panels(
+        path,
+        f"Throughput vs events per minute ({result['paper']}; ridesharing)",
+        [
+            Panel(
+                "throughput",
+                "events per minute",
+                "events / s",
+                mode_series(pts, "events_per_minute", "events_per_s", MODES),
+                logx=True,
+            ),
+            Panel(
+                "peak memory",
+                "events per minute",
+                "MiB",
+                mode_series(pts, "events_per_minute", "peak_mib", MODES),
+                logx=True,
+            ),
+        ],
+    )
 
 
 def table(result: dict) -> str:
-    rows = [[f"{p['events_per_minute']:,}", f"{p['events']:,}", *mode_cells(p)]
-            for p in result["points"]]
+    rows = [
+        [f"{p['events_per_minute']:,}", f"{p['events']:,}", *mode_cells(p)]
+        for p in result["points"]
+    ]
     return markdown_table(["events/min", "events", *MODE_HEADERS], rows)
 
 

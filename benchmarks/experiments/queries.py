@@ -10,8 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import MODES, Settings
-from report import MODE_HEADERS, Panel, line_panels, markdown_table, mode_cells, mode_ratios, \
-    mode_series
+from report import (
+    MODE_HEADERS,
+    Panel,
+    line_panels,
+    markdown_table,
+    mode_cells,
+    mode_ratios,
+    mode_series,
+)
 from workloads import rides, rides_diverse, rides_kleene_sharing
 
 NAME = "queries"
@@ -29,23 +36,39 @@ def run(s: Settings) -> dict:
     for kind, make in WORKLOADS.items():
         for n in size["queries"]:
             modes = s.engine.compare(events, make(n), s.repeat)
-            points.append({"workload": kind, "queries": n, "events": events.num_rows,
-                           "modes": modes, **mode_ratios(modes)})
-    return {"experiment": NAME, "paper": PAPER,
-            "stream": f"ridesharing, {EVENTS_PER_MINUTE:,} events per minute, burstiness 0.5",
-            "workload": "Kleene-sharing (Travel+, [driver], GROUPBY district, 10 min) and "
-                        "diverse (Travel+ / LocationUpdate+, 5-20 min, groupings, filters)",
-            "points": points}
+            points.append(
+                {
+                    "workload": kind,
+                    "queries": n,
+                    "events": events.num_rows,
+                    "modes": modes,
+                    **mode_ratios(modes),
+                }
+            )
+    return {
+        "experiment": NAME,
+        "paper": PAPER,
+        "stream": f"ridesharing, {EVENTS_PER_MINUTE:,} events per minute, burstiness 0.5",
+        "workload": "Kleene-sharing (Travel+, [driver], GROUPBY district, 10 min) and "
+        "diverse (Travel+ / LocationUpdate+, 5-20 min, groupings, filters)",
+        "points": points,
+    }
 
 
 def plot(result: dict, path: Path) -> None:
     panels = []
     for kind in WORKLOADS:
         pts = [p for p in result["points"] if p["workload"] == kind]
-        panels.append(Panel(f"{kind}: throughput", "queries", "events / s",
-                            mode_series(pts, "queries", "events_per_s", MODES), logy=True))
-    line_panels(path, f"Throughput vs number of queries ({result['paper']}; ridesharing)",
-                panels)
+        panels.append(
+            Panel(
+                f"{kind}: throughput",
+                "queries",
+                "events / s",
+                mode_series(pts, "queries", "events_per_s", MODES),
+                logy=True,
+            )
+        )
+    line_panels(path, f"Throughput vs number of queries ({result['paper']}; ridesharing)", panels)
 
 
 def table(result: dict) -> str:

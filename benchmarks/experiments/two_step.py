@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from gpu_hamlet import parse_workload
-from gpu_hamlet.datagen import kleene_sharing_workload
 from harness import Settings
 from report import Panel, line_panels, markdown_table, ratio, secs
 from workloads import RIDESHARING_OTHERS, rides
+
+from gpu_hamlet import parse_workload
+from gpu_hamlet.datagen import kleene_sharing_workload
 
 NAME = "two_step"
 PAPER = "Fig. 9 (MCEP)"
@@ -66,7 +67,7 @@ def two_step(rows: list[dict], workload, budget_s: float) -> tuple[float, dict] 
         out = recv.recv() if recv.poll(budget_s) else None
     except EOFError:  # the child ended without an answer: it failed, it was not slow
         child.join()
-        raise RuntimeError(f"the two-step enumerator failed (exit code {child.exitcode})")
+        raise RuntimeError(f"the two-step enumerator failed (exit code {child.exitcode})") from None
     child.kill()
     child.join()
     return out
@@ -82,8 +83,12 @@ def run(s: Settings) -> dict:
         dyn = s.engine.compare(events, text, s.repeat, modes=("dynamic",))["dynamic"]
         tables = s.engine.run(events, text, "dynamic")
         engine_totals = {q: float(sum(t["count"].to_pylist())) for q, t in tables.items()}
-        point = {"events_per_minute": epm, "events": events.num_rows,
-                 "trends": sum(engine_totals.values()), "dynamic": dyn}
+        point = {
+            "events_per_minute": epm,
+            "events": events.num_rows,
+            "trends": sum(engine_totals.values()),
+            "dynamic": dyn,
+        }
         if over is not None:
             point["two_step"] = {"status": f"not run: {over:,} events per minute was over budget"}
         else:
@@ -94,44 +99,85 @@ def run(s: Settings) -> dict:
             else:
                 seconds, totals = done
                 diff = max(abs(totals[q] - v) / max(v, 1.0) for q, v in engine_totals.items())
-                point["two_step"] = {"status": "ok", "seconds": seconds,
-                                     "events_per_s": events.num_rows / seconds,
-                                     "max_relative_difference": diff}
+                point["two_step"] = {
+                    "status": "ok",
+                    "seconds": seconds,
+                    "events_per_s": events.num_rows / seconds,
+                    "max_relative_difference": diff,
+                }
                 point["two_step/dynamic"] = ratio(seconds, dyn["seconds"])
         points.append(point)
-    return {"experiment": NAME, "paper": PAPER,
-            "stream": f"ridesharing, burstiness 0, one driver and district, {MINUTES} minutes",
-            "workload": f"Kleene-sharing, {QUERIES} queries over Travel+, WITHIN 1 min",
-            "budget_s": size["budget_s"], "points": points}
+    return {
+        "experiment": NAME,
+        "paper": PAPER,
+        "stream": f"ridesharing, burstiness 0, one driver and district, {MINUTES} minutes",
+        "workload": f"Kleene-sharing, {QUERIES} queries over Travel+, WITHIN 1 min",
+        "budget_s": size["budget_s"],
+        "points": points,
+    }
 
 
 def plot(result: dict, path: Path) -> None:
     pts = result["points"]
     xs = [p["events_per_minute"] for p in pts]
-    line_panels(path, f"gpu-hamlet vs two-step trend construction ({result['paper']})", [
-        Panel("time", "events per minute (1-minute windows)", "seconds",
-              {"dynamic": (xs, [p["dynamic"]["seconds"] for p in pts]),
-               "two-step": (xs, [p["two_step"].get("seconds") for p in pts])}, logy=True),
-        Panel("trends (COUNT(*) over all queries and windows)", "events per minute", "trends",
-              {"trends": (xs, [p["trends"] or None for p in pts])}, logy=True),
-    ])
+    line_panels(
+        path,
+        f"gpu-hamlet vs two-step trend construction ({result['paper']})",
+        [
+            Panel(
+                "time",
+                "events per minute (1-minute windows)",
+                "seconds",
+                {
+                    "dynamic": (xs, [p["dynamic"]["seconds"] for p in pts]),
+                    "two-step": (xs, [p["two_step"].get("seconds") for p in pts]),
+                },
+                logy=True,
+            ),
+            Panel(
+                "trends (COUNT(*) over all queries and windows)",
+                "events per minute",
+                "trends",
+                {"trends": (xs, [p["trends"] or None for p in pts])},
+                logy=True,
+            ),
+        ],
+    )
 
 
 def table(result: dict) -> str:
     rows = []
     for p in result["points"]:
         ts = p["two_step"]
-        rows.append([p["events_per_minute"], p["events"], f"{p['trends']:,.0f}",
-                     secs(p["dynamic"]["seconds"]),
-                     secs(ts["seconds"]) if ts["status"] == "ok" else ts["status"],
-                     f"{p['two_step/dynamic']:,.1f}x" if "two_step/dynamic" in p else "-"])
-    return markdown_table(["events/min", "events", "trends", "gpu-hamlet (dynamic)", "two-step",
-                           "two-step / gpu-hamlet"], rows)
+        rows.append(
+            [
+                p["events_per_minute"],
+                p["events"],
+                f"{p['trends']:,.0f}",
+                secs(p["dynamic"]["seconds"]),
+                secs(ts["seconds"]) if ts["status"] == "ok" else ts["status"],
+                f"{p['two_step/dynamic']:,.1f}x" if "two_step/dynamic" in p else "-",
+            ]
+        )
+    return markdown_table(
+        [
+            "events/min",
+            "events",
+            "trends",
+            "gpu-hamlet (dynamic)",
+            "two-step",
+            "two-step / gpu-hamlet",
+        ],
+        rows,
+    )
 
 
 def headline(result: dict) -> dict:
     done = [p for p in result["points"] if "two_step/dynamic" in p]
     over = [p["events_per_minute"] for p in result["points"] if p["two_step"]["status"] != "ok"]
-    return {"two-step/dynamic at the largest finished point":
-            done[-1]["two_step/dynamic"] if done else None,
-            "first events/min over budget": over[0] if over else None}
+    return {
+        "two-step/dynamic at the largest finished point": done[-1]["two_step/dynamic"]
+        if done
+        else None,
+        "first events/min over budget": over[0] if over else None,
+    }

@@ -3,7 +3,8 @@
 rings: the semirings as device functions; panes: segmenting; segments: segment maps; windows:
 window composition; reduce: sums over equivalence partitions; burst_ids: burst detection; scan:
 device prefix sums; bursts: graphlet coefficients; launch: geometry and chunking; device_data:
-Arrow to device, RMM; backend: `GpuBackend`. Importing this package imports numba.cuda (the simulator when
+Arrow to device, RMM; backend: `GpuBackend`. Importing this package imports numba.cuda (the
+simulator when
 NUMBA_ENABLE_CUDASIM=1).
 """
 

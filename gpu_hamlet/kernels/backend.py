@@ -55,7 +55,7 @@ def _stack(rows: list[np.ndarray], width: int) -> np.ndarray:
     """Int64 rows of different lengths as one [len(rows), width] array, zero-padded."""
     out = np.zeros((len(rows), width), np.int64)
     for i, r in enumerate(rows):
-        out[i, :r.shape[0]] = r
+        out[i, : r.shape[0]] = r
     return out
 
 
@@ -86,8 +86,11 @@ class SegmentRuns:
         self.call_runs, self.call_events = [0], [0]
         mseg = []
         for q, (_, pid, seg, _, _, _, mu, _, ms, _, _, _, _) in enumerate(calls):
-            b = boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])) if pid.size \
+            b = (
+                boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1]))
+                if pid.size
                 else np.zeros(1, np.int64)
+            )
             bounds.append(b[1:] + e_off)
             qid.append(np.full(b.shape[0] - 1, q, np.int64))
             mseg.append(np.where(ms >= 0, ms + mu_off, -1))
@@ -112,11 +115,12 @@ class SegmentRuns:
         self.snap = cat([c[11] for c in calls])
         tpls = [c[9] for c in calls]
         self.pred_ptr = _stack([t.pred_ptr for t in tpls], self.k + 1)
-        self.pred_idx = _stack([t.pred_idx for t in tpls], max(1, *(t.pred_idx.shape[0]
-                                                                    for t in tpls)))
+        self.pred_idx = _stack(
+            [t.pred_idx for t in tpls], max(1, *(t.pred_idx.shape[0] for t in tpls))
+        )
         self.is_start = _stack([t.is_start.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.is_end = _stack([t.is_end.astype(np.int64) for t in tpls], self.k).astype(bool)
-        self.carry = _stack([t.carry[:self.ncols - 1] for t in tpls], self.ncols - 1)
+        self.carry = _stack([t.carry[: self.ncols - 1] for t in tpls], self.ncols - 1)
         item = np.dtype(self.dtype).itemsize * self.lanes
         per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
         # weights and snapshot, time, pos, mseg; rows and labels of described weights
@@ -135,17 +139,39 @@ class SegmentRuns:
         if self.described:  # the calls' events e0..e1-1, each call's part of them
             c0 = np.searchsorted(self.call_events, e0, side="right") - 1
             c1 = np.searchsorted(self.call_events, e1, side="left")
-            W = device_weights([(self.weights[j], max(e0, self.call_events[j]) -
-                                 self.call_events[j], min(e1, self.call_events[j + 1]) -
-                                 self.call_events[j]) for j in range(c0, c1)])
+            W = device_weights(
+                [
+                    (
+                        self.weights[j],
+                        max(e0, self.call_events[j]) - self.call_events[j],
+                        min(e1, self.call_events[j + 1]) - self.call_events[j],
+                    )
+                    for j in range(c0, c1)
+                ]
+            )
         else:
             W = to_device(self.weights[:, e0:e1])
-        args = (to_device(self.bounds[r0:r1 + 1] - e0), to_device(self.qid[r0:r1]),
-                to_device(self.time[e0:e1]), to_device(self.pos[e0:e1]),
-                W, to_device(self.mu), to_device(self.kc),
-                to_device(self.mseg[e0:e1]), to_device(self.pred_ptr), to_device(self.pred_idx),
-                to_device(self.is_start), to_device(self.is_end), np.int64(self.k), self.full,
-                to_device(self.carry), dsnap, maps, work, np.int64(self.param))
+        args = (
+            to_device(self.bounds[r0 : r1 + 1] - e0),
+            to_device(self.qid[r0:r1]),
+            to_device(self.time[e0:e1]),
+            to_device(self.pos[e0:e1]),
+            W,
+            to_device(self.mu),
+            to_device(self.kc),
+            to_device(self.mseg[e0:e1]),
+            to_device(self.pred_ptr),
+            to_device(self.pred_idx),
+            to_device(self.is_start),
+            to_device(self.is_end),
+            np.int64(self.k),
+            self.full,
+            to_device(self.carry),
+            dsnap,
+            maps,
+            work,
+            np.int64(self.param),
+        )
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 
 
@@ -160,10 +186,12 @@ class GpuBackend:
         self.budget = max_device_bytes
         use_rmm_pool()
 
-    def segment_maps(self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap,
-                     param=0):
-        return self.segment_maps_many([(ring, pid, seg, time, pos, weights, mu, k, mseg,
-                                        template, full, snap, param)])[0]
+    def segment_maps(
+        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0
+    ):
+        return self.segment_maps_many(
+            [(ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param)]
+        )[0]
 
     def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
         """segment_maps of several calls (queries), one launch per shape (ring, channels,
@@ -185,13 +213,11 @@ class GpuBackend:
                 e0, e1 = runs.call_events[j], runs.call_events[j + 1]
                 snap[...] = runs.snap[e0:e1]
                 starts = runs.bounds[r0:r1] - e0
-                out[i] = (maps[r0:r1], pid[starts].astype(np.int64),
-                          seg[starts].astype(np.int64))
+                out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
         return out
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
-        return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals,
-                                           param)])[0]
+        return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals, param)])[0]
 
     def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
         """compose_windows of several calls, one launch per shape (ring, map size, windowing,
@@ -206,15 +232,23 @@ class GpuBackend:
             dense, firsts, offsets = [], [], [0]
             for i in members:
                 run_pid = calls[i][2]
-                new = np.r_[True, run_pid[1:] != run_pid[:-1]] if run_pid.size else \
-                    np.zeros(0, bool)
+                new = (
+                    np.r_[True, run_pid[1:] != run_pid[:-1]] if run_pid.size else np.zeros(0, bool)
+                )
                 dense.append(np.cumsum(new) - 1 + offsets[-1])
                 firsts.append(run_pid[new])
                 offsets.append(offsets[-1] + int(new.sum()))
             ring, _, _, _, a, n, finals, param = calls[members[0]]
             vals, win_pid, win_k = self._compose(
-                ring, np.concatenate([calls[i][1] for i in members]), np.concatenate(dense),
-                np.concatenate([calls[i][3] for i in members]), a, n, finals, param)
+                ring,
+                np.concatenate([calls[i][1] for i in members]),
+                np.concatenate(dense),
+                np.concatenate([calls[i][3] for i in members]),
+                a,
+                n,
+                finals,
+                param,
+            )
             cut = np.searchsorted(win_pid, offsets)
             for j, i in enumerate(members):
                 w0, w1 = cut[j], cut[j + 1]
@@ -236,9 +270,16 @@ class GpuBackend:
             m0, m1 = lo[w0], hi[w1 - 1]
             dout = cuda.device_array((w1 - w0, nf, lanes), dtype)
             work = cuda.device_array((w1 - w0, 3, D, D, lanes), dtype)
-            kernel[grid(w1 - w0)](to_device(maps[m0:m1]), to_device(lo[w0:w1] - m0),
-                                  to_device(hi[w0:w1] - m0), to_device(flip[w0:w1] - m0), dfinals,
-                                  dout, work, np.int64(param))
+            kernel[grid(w1 - w0)](
+                to_device(maps[m0:m1]),
+                to_device(lo[w0:w1] - m0),
+                to_device(hi[w0:w1] - m0),
+                to_device(flip[w0:w1] - m0),
+                dfinals,
+                dout,
+                work,
+                np.int64(param),
+            )
             dout.copy_to_host(out[w0:w1])
         return out, win_pid, win_k
 
@@ -275,12 +316,15 @@ class GpuBackend:
         for members in groups.values():
             rows = np.cumsum([0] + [calls[i][1].shape[0] for i in members])
             ring, _, _, param = calls[members[0]]
-            sums = self._reduce(ring, np.concatenate([calls[i][1] for i in members]),
-                                np.concatenate([calls[i][2] + r for i, r in zip(members, rows)]),
-                                param)
+            sums = self._reduce(
+                ring,
+                np.concatenate([calls[i][1] for i in members]),
+                np.concatenate([calls[i][2] + r for i, r in zip(members, rows)]),
+                param,
+            )
             ends = np.cumsum([0] + [calls[i][2].shape[0] for i in members])
             for j, i in enumerate(members):
-                out[i] = sums[ends[j]:ends[j + 1]]
+                out[i] = sums[ends[j] : ends[j + 1]]
         return out
 
     def _reduce(self, ring, values, starts, param):
@@ -293,8 +337,9 @@ class GpuBackend:
         for g0, g1 in chunks(row * (1 + np.diff(bounds)), self.budget):
             b0, b1 = bounds[g0], bounds[g1]
             dout = cuda.device_array((g1 - g0, nf, lanes), dtype)
-            kernel[grid((g1 - g0) * nf)](to_device(values[b0:b1]),
-                                         to_device(bounds[g0:g1 + 1] - b0), dout, np.int64(param))
+            kernel[grid((g1 - g0) * nf)](
+                to_device(values[b0:b1]), to_device(bounds[g0 : g1 + 1] - b0), dout, np.int64(param)
+            )
             dout.copy_to_host(out[g0:g1])
         return out
 
@@ -326,8 +371,10 @@ class GpuBackend:
             starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
             cut = np.searchsorted(starts, offsets)
             for j, i in enumerate(members):
-                out[i] = (seg[offsets[j]:offsets[j + 1]],
-                          starts[cut[j]:cut[j + 1]] - offsets[j])
+                out[i] = (
+                    seg[offsets[j] : offsets[j + 1]],
+                    starts[cut[j] : cut[j + 1]] - offsets[j],
+                )
         return out
 
     def burst_ids(self, pid, pane, time, is_e):
@@ -350,8 +397,12 @@ class GpuBackend:
         item = np.dtype(dtype).itemsize * lanes
         per_piece = item * (3 * nch + 2) + 8
         per_event = item * nch + 8 + (16 if described else 0)  # + rows and labels
-        cost = item * (nch + 1) + 8 + per_piece * np.diff(bounds) + \
-            per_event * np.diff(ev_bounds[bounds])
+        cost = (
+            item * (nch + 1)
+            + 8
+            + per_piece * np.diff(bounds)
+            + per_event * np.diff(ev_bounds[bounds])
+        )
         for b0, b1 in chunks(cost, self.budget):
             p0, p1 = bounds[b0], bounds[b1]
             e0, e1 = ev_bounds[p0], ev_bounds[p1]
@@ -360,13 +411,20 @@ class GpuBackend:
             pk = cuda.device_array((p1 - p0, nch, lanes), dtype)
             work = cuda.device_array((p1 - p0, nch, 1, lanes), dtype)
             piece_kernel(ring)[grid(p1 - p0)](
-                to_device(ev_bounds[p0:p1 + 1] - e0), to_device(time[e0:e1]),
-                device_weights([(weights, e0, e1)]) if described else
-                to_device(weights[:, e0:e1]), g, pmu, pk, work, np.int64(param))
+                to_device(ev_bounds[p0 : p1 + 1] - e0),
+                to_device(time[e0:e1]),
+                device_weights([(weights, e0, e1)]) if described else to_device(weights[:, e0:e1]),
+                g,
+                pmu,
+                pk,
+                work,
+                np.int64(param),
+            )
             dmu = cuda.device_array((b1 - b0, 1, lanes), dtype)
             dk = cuda.device_array((b1 - b0, nch, lanes), dtype)
-            fold_kernel(ring)[grid(b1 - b0)](to_device(bounds[b0:b1 + 1] - p0), g, pmu, pk,
-                                              dmu, dk, np.int64(param))
+            fold_kernel(ring)[grid(b1 - b0)](
+                to_device(bounds[b0 : b1 + 1] - p0), g, pmu, pk, dmu, dk, np.int64(param)
+            )
             dmu.copy_to_host(MU[b0:b1])
             dk.copy_to_host(K[b0:b1])
         return MU, K

@@ -50,8 +50,9 @@ def _ids(group, mixed, numbered, out):
         out[i] = numbered[i] - 1 if mixed[group[i] - 1] == 0 else -1
 
 
-def device_burst_ids(pid: np.ndarray, pane: np.ndarray, t: np.ndarray,
-                     is_e: np.ndarray) -> tuple[np.ndarray, int]:
+def device_burst_ids(
+    pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray
+) -> tuple[np.ndarray, int]:
     """Burst ids of events that hold whole partitions (numbered from 0), and how many bursts."""
     n = pid.shape[0]
     dpid, dpane, dt, de = (to_device(a) for a in (pid, pane, t, is_e))
@@ -67,4 +68,4 @@ def device_burst_ids(pid: np.ndarray, pane: np.ndarray, t: np.ndarray,
     numbered = inclusive_scan(start)
     out = cuda.device_array(n, np.int64)
     _ids[blocks](group, mixed, numbered, out)
-    return out.copy_to_host(), int(numbered[n - 1:n].copy_to_host()[0])
+    return out.copy_to_host(), int(numbered[n - 1 : n].copy_to_host()[0])

@@ -19,8 +19,9 @@ from numba import cuda
 from gpu_hamlet.kernels.rings import device_ring
 
 
-def pieces(seg_id: np.ndarray, t: np.ndarray, groups: int, nseg: int
-           ) -> tuple[np.ndarray, np.ndarray]:
+def pieces(
+    seg_id: np.ndarray, t: np.ndarray, groups: int, nseg: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(first event of every piece, then the number of events; first piece of every burst, then
     the number of pieces) for events sorted by burst `seg_id` and time: a piece is `groups`
     consecutive timestamp groups of one burst, the last one of a burst possibly fewer."""
@@ -104,8 +105,9 @@ def fold_kernel(ring: str):
             g2 = load(G, q, 0)
             mu = add(mu, mul(g, load(PMU, q, 0), prm), prm)
             for ch in range(nch):
-                store(K, b, ch, add(mul(g2, load(K, b, ch), prm),
-                                    mul(g, load(PK, q, ch), prm), prm))
+                store(
+                    K, b, ch, add(mul(g2, load(K, b, ch), prm), mul(g, load(PK, q, ch), prm), prm)
+                )
             g = mul(g, g2, prm)
         store(MU, b, 0, mu)
 

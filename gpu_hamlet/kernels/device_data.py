@@ -7,7 +7,7 @@ and untested in CI (the simulator covers the plain copy path only).
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

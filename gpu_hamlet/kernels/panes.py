@@ -24,10 +24,12 @@ def _mark_kernel(is_float: bool):
     """kernel(pid, t, width, first, skip, seg, start): events skip.. of the chunk get their pane
     and start flag; `first` marks the first event of each call (a run starts there)."""
     if is_float:
+
         @cuda.jit(device=True)
         def pane(x, w):
             return int64(math.floor(x / w))
     else:
+
         @cuda.jit(device=True)
         def pane(x, w):
             return x // w
@@ -54,8 +56,9 @@ def _scatter(start, numbered, base, out):
         out[numbered[i] - 1] = base + i
 
 
-def device_panes(pid: np.ndarray, t: np.ndarray, width: int | float, first: np.ndarray,
-                 e0: int, e1: int) -> tuple[np.ndarray, np.ndarray]:
+def device_panes(
+    pid: np.ndarray, t: np.ndarray, width: int | float, first: np.ndarray, e0: int, e1: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Panes of events e0..e1-1 of a concatenated stream and the indices (into the stream) of
     the runs starting among them."""
     n = e1 - e0
@@ -67,10 +70,11 @@ def device_panes(pid: np.ndarray, t: np.ndarray, width: int | float, first: np.n
     start = cuda.device_array(n, np.bool_)
     is_float = t.dtype.kind == "f"
     w = np.float64(width) if is_float else np.int64(width)
-    _mark_kernel(is_float)[grid(e1 - c0)](to_device(pid[c0:e1]), to_device(t[c0:e1]), w,
-                                          to_device(first[c0:e1]), skip, seg, start)
+    _mark_kernel(is_float)[grid(e1 - c0)](
+        to_device(pid[c0:e1]), to_device(t[c0:e1]), w, to_device(first[c0:e1]), skip, seg, start
+    )
     numbered = inclusive_scan(start)
-    count = int(numbered[n - 1:n].copy_to_host()[0])
+    count = int(numbered[n - 1 : n].copy_to_host()[0])
     out = cuda.device_array(max(count, 1), np.int64)
     _scatter[grid(n)](start, numbered, np.int64(e0), out)
     return seg.copy_to_host(), out.copy_to_host()[:count]

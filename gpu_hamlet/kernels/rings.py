@@ -12,7 +12,8 @@ every prime.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from numba import cuda
@@ -76,8 +77,9 @@ def _xfloat() -> DeviceRing:
     def is_zero(a):
         return a[0] == 0.0
 
-    return DeviceRing(zero, one, _ignoring_prm(ops.xf_add), _ignoring_prm(ops.xf_mul), is_zero,
-                      _load2, _store2)
+    return DeviceRing(
+        zero, one, _ignoring_prm(ops.xf_add), _ignoring_prm(ops.xf_mul), is_zero, _load2, _store2
+    )
 
 
 def _modp() -> DeviceRing:
@@ -121,8 +123,9 @@ def _minreach() -> DeviceRing:
     def is_zero(a):
         return a[0] == 0
 
-    return DeviceRing(zero, one, _ignoring_prm(ops.mr_add), _ignoring_prm(ops.mr_mul), is_zero,
-                      _load2, _store2)
+    return DeviceRing(
+        zero, one, _ignoring_prm(ops.mr_add), _ignoring_prm(ops.mr_mul), is_zero, _load2, _store2
+    )
 
 
 _RINGS = {"xfloat": _xfloat, "modp": _modp, "minreach": _minreach}

@@ -26,8 +26,9 @@ def segment_kernel(ring: str):
     zero, one, add, mul, is_zero, load, store = R
 
     @device
-    def apply_event(X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k,
-                    ncols, snap, prm):
+    def apply_event(
+        X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols, snap, prm
+    ):
         stride = k + 1
         cst = X.shape[0] - 1
         m = mseg[i]
@@ -96,8 +97,27 @@ def segment_kernel(ring: str):
                     store(M, ch * stride + r, ch * stride + q, load(X, r, j + 1))
 
     @cuda.jit
-    def kernel(starts, qid, t, pos, W, MU, K, mseg, pred_ptrs, pred_idxs, is_starts, is_ends, k,
-               full, carries, snap, maps, work, prm):
+    def kernel(
+        starts,
+        qid,
+        t,
+        pos,
+        W,
+        MU,
+        K,
+        mseg,
+        pred_ptrs,
+        pred_idxs,
+        is_starts,
+        is_ends,
+        k,
+        full,
+        carries,
+        snap,
+        maps,
+        work,
+        prm,
+    ):
         r = cuda.grid(1)
         if r >= starts.shape[0] - 1:
             return
@@ -117,13 +137,47 @@ def segment_kernel(ring: str):
             while j < end and t[j] == t[i]:
                 j += 1
             if j == i + 1:
-                apply_event(X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
-                            nch, k, ncols, snap, prm)
+                apply_event(
+                    X,
+                    X,
+                    i,
+                    pos[i],
+                    W,
+                    MU,
+                    K,
+                    mseg,
+                    pred_ptr,
+                    pred_idx,
+                    is_start,
+                    is_end,
+                    nch,
+                    k,
+                    ncols,
+                    snap,
+                    prm,
+                )
             else:
                 clear(Dl, D, ncols)
                 for e in range(i, j):
-                    apply_event(X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
-                                is_end, nch, k, ncols, snap, prm)
+                    apply_event(
+                        X,
+                        Dl,
+                        e,
+                        pos[e],
+                        W,
+                        MU,
+                        K,
+                        mseg,
+                        pred_ptr,
+                        pred_idx,
+                        is_start,
+                        is_end,
+                        nch,
+                        k,
+                        ncols,
+                        snap,
+                        prm,
+                    )
                 for a in range(D - 1):
                     for b in range(ncols):
                         d = load(Dl, a, b)

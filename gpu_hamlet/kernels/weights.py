@@ -35,11 +35,18 @@ def device_column(src: Source):
     cache = src.attrs.device
     if src.key not in cache:
         col = src.attrs.ev.table.column(src.attr)
-        direct = col.null_count == 0 and not src.valid and (
-            (src.form == "float" and pa.types.is_float64(col.type))
-            or (src.form == "key" and (pa.types.is_int64(col.type)
-                                       or pa.types.is_timestamp(col.type))
-                and src.attrs.keys_are_values(src.attr)))
+        direct = (
+            col.null_count == 0
+            and not src.valid
+            and (
+                (src.form == "float" and pa.types.is_float64(col.type))
+                or (
+                    src.form == "key"
+                    and (pa.types.is_int64(col.type) or pa.types.is_timestamp(col.type))
+                    and src.attrs.keys_are_values(src.attr)
+                )
+            )
+        )
         if direct and cudf_available():
             cache[src.key] = arrow_to_device(src.attrs.ev.table, [src.attr])[src.attr]
         else:
@@ -67,10 +74,15 @@ def device_weights(parts: list[tuple[EventWeights, int, int]]):
         for c, s in enumerate(w.sources):
             if s is not None:
                 src[j, c] = sources.setdefault(s.key, (len(sources), s))[0]
-    args = (to_device(np.cumsum([0] + n_of).astype(np.int64)),
-            to_device(np.concatenate([w.rows[a:b] for w, a, b in parts])),
-            to_device(np.concatenate([w.labels[a:b] for w, a, b in parts])),
-            to_device(kind), to_device(on), to_device(src), W)
+    args = (
+        to_device(np.cumsum([0] + n_of).astype(np.int64)),
+        to_device(np.concatenate([w.rows[a:b] for w, a, b in parts])),
+        to_device(np.concatenate([w.labels[a:b] for w, a, b in parts])),
+        to_device(kind),
+        to_device(on),
+        to_device(src),
+        W,
+    )
     kernel = weights_kernel(ring)
     blocks = grid(n * nch)
     kernel[blocks](cuda.device_array(1, np.float64 if ring == "xfloat" else np.int64), -1, *args)
@@ -86,6 +98,7 @@ def weights_kernel(ring: str):
     zero weight of unweighted entries); with s >= 0, the entries whose channel reads column s."""
 
     if ring == "xfloat":
+
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
             if kind == _NONE:
@@ -95,13 +108,17 @@ def weights_kernel(ring: str):
                 m, e = math.frexp(abs(v) if kind == _ABS else v)
                 W[c, i, 0] = m
                 W[c, i, 1] = e
+
         one = 1.0
     elif ring == "modp":
+
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
             W[c, i, 0] = 0 if kind == _NONE else v
+
         one = 1
     else:
+
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
             if kind == _NONE or v == _NO_RANK:  # no weight, or a null value
@@ -110,6 +127,7 @@ def weights_kernel(ring: str):
             else:
                 W[c, i, 0] = 1
                 W[c, i, 1] = ~v if kind == _INV_KEY else v
+
         one = 0
 
     @cuda.jit

@@ -59,8 +59,19 @@ def plan_kernel(part_starts, run_seg, a, n, offsets, lo_out, hi_out, flip_out, k
     p = cuda.grid(1)
     if p >= part_starts.shape[0] - 1:
         return
-    w = _walk(run_seg, part_starts[p], part_starts[p + 1], a, n, lo_out, hi_out, flip_out, k_out,
-              offsets[p], fill)
+    w = _walk(
+        run_seg,
+        part_starts[p],
+        part_starts[p + 1],
+        a,
+        n,
+        lo_out,
+        hi_out,
+        flip_out,
+        k_out,
+        offsets[p],
+        fill,
+    )
     if not fill:
         offsets[p + 1] = w
 

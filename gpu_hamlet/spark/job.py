@@ -29,27 +29,41 @@ import re
 import time
 from typing import Any
 
-from gpu_hamlet.engine import aggregate
 from gpu_hamlet import errors
+from gpu_hamlet.engine import aggregate
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns, warn_absent_types
 from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.sharing import RunStats
+from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.spark.worker import (
-    GROUP_COL, QUERY_COL, SHARD_COL, SUMMARY_COL, ShardJob, StatsParam, compose_group,
+    GROUP_COL,
+    QUERY_COL,
+    SHARD_COL,
+    SUMMARY_COL,
+    ShardJob,
+    StatsParam,
+    compose_group,
 )
+from gpu_hamlet.workload import Workload
 
 SHARDS_COL = "__shards"
 log = logging.getLogger("gpu_hamlet")
-from gpu_hamlet.workload import Workload
 
 
-def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
-                    sharing: str = "dynamic", numeric: str = "exact", on_overflow: str = "error",
-                    time_col: str = "time", type_col: str = "type",
-                    num_tasks: int | None = None, stats: RunStats | None = None
-                    ) -> dict[str, Any]:
+def trend_aggregate(
+    df: Any,
+    workload: Workload | str,
+    *,
+    backend: str = "auto",
+    sharing: str = "dynamic",
+    numeric: str = "exact",
+    on_overflow: str = "error",
+    time_col: str = "time",
+    type_col: str = "type",
+    num_tasks: int | None = None,
+    stats: RunStats | None = None,
+) -> dict[str, Any]:
     """Answer every query of `workload` over the Spark DataFrame `df`; one DataFrame per query.
 
     Options are those of `gpu_hamlet.aggregate`. `num_tasks` is the number of engine tasks, and
@@ -59,29 +73,48 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import (
-        DoubleType, FloatType, IntegralType, StringType, TimestampNTZType, TimestampType,
+        DoubleType,
+        FloatType,
+        IntegralType,
+        StringType,
+        TimestampNTZType,
+        TimestampType,
     )
 
     wl = parse_workload(workload) if isinstance(workload, str) else workload
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise EventDataError(f"column '{missing[0]}' is missing from the events "
-                             f"(columns: {', '.join(df.columns)})")
+        raise EventDataError(
+            f"column '{missing[0]}' is missing from the events (columns: {', '.join(df.columns)})"
+        )
     events = df.select(*columns)
     ttype = events.schema[time_col].dataType
-    if not isinstance(ttype, (TimestampType, TimestampNTZType, IntegralType, DoubleType,
-                              FloatType)):
-        raise EventDataError(f"time column '{time_col}' has unsupported type "
-                             f"{ttype.simpleString()}: use a timestamp, or int or float seconds")
+    if not isinstance(
+        ttype, (TimestampType, TimestampNTZType, IntegralType, DoubleType, FloatType)
+    ):
+        raise EventDataError(
+            f"time column '{time_col}' has unsupported type "
+            f"{ttype.simpleString()}: use a timestamp, or int or float seconds"
+        )
     if not isinstance(events.schema[type_col].dataType, StringType):
-        raise EventDataError(f"type column '{type_col}' must hold strings, not "
-                             f"{events.schema[type_col].dataType.simpleString()}")
-    options = dict(backend=backend, sharing=sharing, numeric=numeric, on_overflow=on_overflow,
-                   time_col=time_col, type_col=type_col)
+        raise EventDataError(
+            f"type column '{type_col}' must hold strings, not "
+            f"{events.schema[type_col].dataType.simpleString()}"
+        )
+    options = dict(
+        backend=backend,
+        sharing=sharing,
+        numeric=numeric,
+        on_overflow=on_overflow,
+        time_col=time_col,
+        type_col=type_col,
+    )
     empty = to_arrow_schema(events.schema).empty_table()
-    schemas = {n: t.schema for n, t in aggregate(empty, wl, **{**options, "backend": "cpu"},
-                                                 part=True).items()}
+    schemas = {
+        n: t.schema
+        for n, t in aggregate(empty, wl, **{**options, "backend": "cpu"}, part=True).items()
+    }
 
     spark = df.sparkSession
     tasks = num_tasks or spark.sparkContext.defaultParallelism
@@ -104,8 +137,11 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     # a string comparison per type and row.
     type_names = tuple(sorted({t for q in wl for t in q.types}))
     per_type = events.groupBy(*keys, type_col).agg(
-        F.count(F.lit(1)).alias("__n"), F.min(time_col).alias("__lo"),
-        F.max(time_col).alias("__hi"), F.count(time_col).alias("__times"))
+        F.count(F.lit(1)).alias("__n"),
+        F.min(time_col).alias("__lo"),
+        F.max(time_col).alias("__hi"),
+        F.count(time_col).alias("__times"),
+    )
 
     def total(col: Any) -> Any:  # 0, not null, over no rows (no keys and no events)
         return F.coalesce(F.sum(col), F.lit(0))
@@ -113,12 +149,18 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     def of_type(cond: Any) -> Any:
         return total(F.when(cond, F.col("__n")).otherwise(0))
 
-    groups = per_type.groupBy(*keys).agg(
-        total("__n").alias("__n"), F.expr(ticks.format("min(__lo)")).alias("__lo"),
-        F.expr(ticks.format("max(__hi)")).alias("__hi"), total("__times").alias("__times"),
-        of_type(F.col(type_col).isNull()).alias("__null_types"),
-        *[of_type(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)]
-    ).collect()
+    groups = (
+        per_type.groupBy(*keys)
+        .agg(
+            total("__n").alias("__n"),
+            F.expr(ticks.format("min(__lo)")).alias("__lo"),
+            F.expr(ticks.format("max(__hi)")).alias("__hi"),
+            total("__times").alias("__times"),
+            of_type(F.col(type_col).isNull()).alias("__null_types"),
+            *[of_type(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)],
+        )
+        .collect()
+    )
     null_time = sum(r["__n"] - r["__times"] for r in groups)
     null_type = sum(r["__null_types"] for r in groups)
     if null_time:
@@ -131,27 +173,38 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
         present = [r[0] for r in events.select(type_col).distinct().limit(1000).collect()]
         warn_absent_types(wl, present, type_col)
     plan = assign_tasks(groups, keys, total, tasks, integral)
-    log.info("statistics of %d events in %d group(s): %.1f s; %d task(s), %d split "
-             "group(s)", total, len(groups), time.perf_counter() - started, tasks,
-             sum(1 for p in plan if p[-1] is not None))
+    log.info(
+        "statistics of %d events in %d group(s): %.1f s; %d task(s), %d split group(s)",
+        total,
+        len(groups),
+        time.perf_counter() - started,
+        tasks,
+        sum(1 for p in plan if p[-1] is not None),
+    )
     started = time.perf_counter()
 
     # 3. a shard label per group, and per time slice of a cut group, that hashes to its task.
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+
     nk = len(keys)
     labels = iter(shard_labels([t for row in plan for t in row[nk]], tasks))
     rows, cuts = [], {}
     for row in plan:
-        t0, R, rmax = row[nk + 1:]
+        t0, R, rmax = row[nk + 1 :]
         shards = [next(labels) for _ in row[nk]]
         if rmax is not None:
             cuts.update({label: (r, t0, R, rmax) for r, label in enumerate(shards)})
         rows.append(row[:nk] + (shards, t0, R, rmax))
     tick_type = LongType() if integral else DoubleType()
-    pschema = StructType([StructField(f"__key{i}", events.schema[k].dataType)
-                          for i, k in enumerate(keys)] + [
-        StructField(SHARDS_COL, ArrayType(LongType())), StructField("__t0", tick_type),
-        StructField("__R", tick_type), StructField("__rmax", LongType())])
+    pschema = StructType(
+        [StructField(f"__key{i}", events.schema[k].dataType) for i, k in enumerate(keys)]
+        + [
+            StructField(SHARDS_COL, ArrayType(LongType())),
+            StructField("__t0", tick_type),
+            StructField("__R", tick_type),
+            StructField("__rmax", LongType()),
+        ]
+    )
     pdf = F.broadcast(spark.createDataFrame(rows, pschema))
     # Null-safe: a null GROUPBY value is a group like any other.
     on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(keys)]
@@ -166,44 +219,57 @@ def trend_aggregate(df: Any, workload: Workload | str, *, backend: str = "auto",
     r = F.expr(f"{since} div __R" if integral else f"floor({since} / __R)")
     r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col("__rmax"))
     r = F.when(F.col("__R").isNull(), F.lit(0).cast("long")).otherwise(r)
-    typed = typed.select(*columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int"))
-                         .alias(SHARD_COL))
+    typed = typed.select(
+        *columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int")).alias(SHARD_COL)
+    )
     names = tuple(q.name for q in wl)
     acc = None if stats is None else spark.sparkContext.accumulator(RunStats(), StatsParam())
-    job = ShardJob(wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts,
-                   type_names, acc)
+    job = ShardJob(
+        wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts, type_names, acc
+    )
     # Time order within each shard is all the engine's sort needs (gpu_hamlet/partitions.py):
     # sorting by the other partition attributes as well costs Spark more than it saves there.
-    wide = (typed.repartition(tasks, SHARD_COL).sortWithinPartitions(SHARD_COL, time_col)
-            .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True)))
+    wide = (
+        typed.repartition(tasks, SHARD_COL)
+        .sortWithinPartitions(SHARD_COL, time_col)
+        .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True))
+    )
     try:
         wide = wide.localCheckpoint(eager=True)
     except Exception as exc:  # a task's error arrives wrapped in Spark's PythonException
         raise _task_error(exc) from None
     if stats is not None:
         stats.add(acc.value)
-    log.info("engine pass (shuffle, sort, %d queries): %.1f s", len(wl),
-             time.perf_counter() - started)
+    log.info(
+        "engine pass (shuffle, sort, %d queries): %.1f s", len(wl), time.perf_counter() - started
+    )
 
     if any(p[-1] is not None for p in plan):
         # 5. the crossing windows of cut groups, from their slices' summaries.
         started = time.perf_counter()
         summaries = wide.filter(F.col(SUMMARY_COL).isNotNull())
         crossing = summaries.groupBy(QUERY_COL, GROUP_COL).applyInArrow(
-            functools.partial(compose_group, job), from_arrow_schema(job.result_schema, prefer_timestamp_ntz=True))
-        wide = wide.filter(F.col(SUMMARY_COL).isNull()).drop(GROUP_COL, SUMMARY_COL) \
+            functools.partial(compose_group, job),
+            from_arrow_schema(job.result_schema, prefer_timestamp_ntz=True),
+        )
+        wide = (
+            wide.filter(F.col(SUMMARY_COL).isNull())
+            .drop(GROUP_COL, SUMMARY_COL)
             .unionByName(crossing)
+        )
         try:
             wide = wide.localCheckpoint(eager=True)
         except Exception as exc:
             raise _task_error(exc) from None
-        log.info("windows across cuts from pane summaries: %.1f s",
-                 time.perf_counter() - started)
+        log.info("windows across cuts from pane summaries: %.1f s", time.perf_counter() - started)
 
     # SQL strings: two py4j calls per query, where Column objects take a few per column.
-    return {name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
-        *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)])
-        for i, name in enumerate(names)}
+    return {
+        name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
+            *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)]
+        )
+        for i, name in enumerate(names)
+    }
 
 
 def type_codes(col: Any, type_names: tuple[str, ...]) -> Any:
@@ -232,8 +298,9 @@ def _task_error(exc: Exception) -> Exception:
     return exc
 
 
-def assign_tasks(groups: list, keys: list[str], total: int, tasks: int,
-                 integral: bool) -> list[tuple]:
+def assign_tasks(
+    groups: list, keys: list[str], total: int, tasks: int, integral: bool
+) -> list[tuple]:
     """A plan row per group of the shard key: (key values..., task per slice, t0, R, last slice).
 
     Groups holding more than one task's fair share of the events are cut into time slices of R
@@ -274,8 +341,9 @@ def assign_tasks(groups: list, keys: list[str], total: int, tasks: int,
             continue
         t0, R, rmax = cuts.get(gi, (None, None, None))
         n_ranges = 1 if rmax is None else rmax + 1
-        plan.append(tuple(row[k] for k in keys)
-                    + ([task_of[(gi, r)] for r in range(n_ranges)], t0, R, rmax))
+        plan.append(
+            tuple(row[k] for k in keys) + ([task_of[(gi, r)] for r in range(n_ranges)], t0, R, rmax)
+        )
     return plan
 
 

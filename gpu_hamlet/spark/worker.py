@@ -6,7 +6,8 @@ plain data (the workload, options and Arrow schemas).
 
 A shard is the rows of one group of the common GROUPBY values, or of one time slice of a cut
 group, named by its label `__shard`. Rows arrive sorted by label and time in several Arrow
-batches; the last shard of a batch may continue in the next one, so its rows are carried over and processed with it. A
+batches; the last shard of a batch may continue in the next one, so its rows are carried over and
+processed with it. A
 slice of a cut group answers the windows inside it and emits, per query, one summary row: the
 maps of its segments near its boundaries (gpu_hamlet/summaries.py). The second stage receives all
 summary rows of one (query, group) and composes the windows that cross the cuts.
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +38,9 @@ SHARD_COL = "__shard"  # the label of a row's group or slice (gpu_hamlet/spark/p
 GROUP_COL, SUMMARY_COL = "__group", "__summary"
 
 
-def packed_columns(schemas: tuple[pa.Schema, ...]) -> tuple[tuple[pa.DataType, ...],
-                                                            tuple[tuple[int, ...], ...]]:
+def packed_columns(
+    schemas: tuple[pa.Schema, ...],
+) -> tuple[tuple[pa.DataType, ...], tuple[tuple[int, ...], ...]]:
     """Slots shared by all queries' result columns: the r-th column of a type in any query goes
     to that type's r-th slot. Returns the slot types and, per query, the slot of each column.
 
@@ -88,8 +90,10 @@ class ShardJob:
         """Result rows of every query in one table: the query's index, then the slots its columns
         are packed into (packed_columns; null where a query has fewer columns)."""
         types, _ = self.layout
-        return pa.schema([pa.field(QUERY_COL, pa.int32())]
-                         + [pa.field(slot_name(n), t) for n, t in enumerate(types)])
+        return pa.schema(
+            [pa.field(QUERY_COL, pa.int32())]
+            + [pa.field(slot_name(n), t) for n, t in enumerate(types)]
+        )
 
     def columns(self, i: int) -> list[tuple[str, str]]:
         """(slot column, result column name) of query i, in its result's order."""
@@ -100,7 +104,8 @@ class ShardJob:
         """What the engine tasks emit: result rows, and summary rows of cut groups (the group's
         shard key and the pickled summary; null in result rows)."""
         return self.result_schema.append(pa.field(GROUP_COL, pa.binary())).append(
-            pa.field(SUMMARY_COL, pa.binary()))
+            pa.field(SUMMARY_COL, pa.binary())
+        )
 
     def task_options(self) -> dict:
         options = dict(self.options)
@@ -108,7 +113,8 @@ class ShardJob:
             if options["backend"] == "gpu":
                 raise RuntimeError(
                     "backend='gpu', but this Spark task has no GPU: neither CUDA_VISIBLE_DEVICES "
-                    "nor a 'gpu' task resource (spark.task.resource.gpu.amount)")
+                    "nor a 'gpu' task resource (spark.task.resource.gpu.amount)"
+                )
             options["backend"] = "cpu"
         return options
 
@@ -121,8 +127,9 @@ class ShardJob:
         at = None
         for batch in batches:
             at = batch.schema.get_field_index(options["type_col"]) if at is None else at
-            batch = batch.set_column(at, options["type_col"],
-                                     pa.DictionaryArray.from_arrays(batch.column(at), names))
+            batch = batch.set_column(
+                at, options["type_col"], pa.DictionaryArray.from_arrays(batch.column(at), names)
+            )
             table = pa.Table.from_batches([batch])
             if carry is not None:
                 table = pa.concat_tables([carry, table])
@@ -140,11 +147,13 @@ class ShardJob:
         differ = np.flatnonzero(labels != labels[-1])
         return int(differ[-1]) + 1 if differ.size else 0
 
-    def _process(self, table: pa.Table, wl, options: dict, stats: RunStats | None
-                 ) -> Iterator[pa.RecordBatch]:
+    def _process(
+        self, table: pa.Table, wl, options: dict, stats: RunStats | None
+    ) -> Iterator[pa.RecordBatch]:
         """The shards of `table`: whole groups in one engine call, each slice of a cut group in
         its own; each call's sharing decisions are added to `stats` (one RunStats per call:
         aggregate() keeps one list of snapshots per query)."""
+
         def recorded(call, *args):
             one = None if stats is None else RunStats()
             out = call(*args, {**options, "stats": one})
@@ -174,16 +183,21 @@ class ShardJob:
             shard = events.slice(int(a), int(b - a))
             inside, summaries = recorded(summarize, shard, wl, slices)
             yield from self._wide(inside, self.wide_schema)
-            group = pickle.dumps(tuple(grouping_values(shard.column(k).slice(0, 1))[0].as_py()
-                                       for k in self.keys))
-            rows = [(self.names.index(name), pickle.dumps(
-                {"part": r, "cut": slices, "schema": shard.schema, "summary": s}))
-                    for name, s in summaries.items() if s is not None]
+            group = pickle.dumps(
+                tuple(grouping_values(shard.column(k).slice(0, 1))[0].as_py() for k in self.keys)
+            )
+            rows = [
+                (
+                    self.names.index(name),
+                    pickle.dumps({"part": r, "cut": slices, "schema": shard.schema, "summary": s}),
+                )
+                for name, s in summaries.items()
+                if s is not None
+            ]
             if rows:
                 yield _summary_rows(rows, group, self.wide_schema)
 
-    def _wide(self, results: dict[str, pa.Table], schema: pa.Schema
-              ) -> Iterator[pa.RecordBatch]:
+    def _wide(self, results: dict[str, pa.Table], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for i, name in enumerate(self.names):
             t = results.get(name)
             if t is None or not t.num_rows:
@@ -215,20 +229,20 @@ def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through f
     options = job.task_options()
     i = table.column(QUERY_COL)[0].as_py()
     name = job.names[i]
-    blobs = sorted((pickle.loads(b) for b in table.column(SUMMARY_COL).to_pylist()),
-                   key=lambda x: x["part"])
+    blobs = sorted(
+        (pickle.loads(b) for b in table.column(SUMMARY_COL).to_pylist()), key=lambda x: x["part"]
+    )
     schema = blobs[0]["schema"]
     q = job.workload.queries[i]
     axis = time_axis(schema.field(options["time_col"]).type, options["time_col"])
     plan = plan_query(q, axis, schema, options["numeric"])
-    result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"],
-                     options)
-    return pa.Table.from_batches(list(job._wide({name: result}, job.result_schema)),
-                                 schema=job.result_schema)
+    result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"], options)
+    return pa.Table.from_batches(
+        list(job._wide({name: result}, job.result_schema)), schema=job.result_schema
+    )
 
 
-def _summary_rows(rows: list[tuple[int, bytes]], group: bytes, schema: pa.Schema
-                  ) -> pa.RecordBatch:
+def _summary_rows(rows: list[tuple[int, bytes]], group: bytes, schema: pa.Schema) -> pa.RecordBatch:
     """One summary row per query: the query's index, the group and the pickled summary."""
     n = len(rows)
     cols = [pa.array([i for i, _ in rows], pa.int32())]
