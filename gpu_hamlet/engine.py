@@ -654,10 +654,16 @@ class QueryRun:
         k = int(win.k[keep][i])
         w = self.plan.windowing
         start, end = self.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
+        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
+        ways = []
+        if agg.func != "AVG" and kind != "float":  # exact in bigint mode
+            ways.append("numeric='bigint' for exact digits of any size")
+            if self.numeric == "exact":
+                ways.append("numeric='float' for float64")
+        ways.append("on_overflow='null'")
         return (
             f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
-            f"[{start.as_py()}, {end.as_py()}) {what}; use numeric='bigint' for exact "
-            f"digits of any size, numeric='float' for float64, or on_overflow='null'"
+            f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways)
         )
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:

@@ -92,7 +92,7 @@ class Token:
 
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 #: Alternative spellings accepted for operators, mapped to the canonical one.
 # fmt: off
 _SYMBOLS: dict[str, str] = {
@@ -479,7 +479,7 @@ class _Parser:
             return self._advance().value
         if tok.kind is Kind.NUMBER:
             self._advance()
-            if "." not in tok.value:
+            if "." not in tok.value and "e" not in tok.value.lower():
                 return int(tok.value)
             # A float only when it holds the number written (its shortest form reads back as
             # it): `x < 9007199254740993.5` must not become `x < 9007199254740994`.

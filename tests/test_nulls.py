@@ -217,6 +217,12 @@ def test_nan_in_a_summed_attribute_is_named_without_bigint_advice(numeric):
             numeric=numeric,
         )
     assert "bigint" not in str(err.value)
+    # The advice works as written (exponent literals parse).
+    advice = str(err.value).split("e.g. ")[1]
+    got = gpu_hamlet.aggregate(
+        table, f"RETURN AVG(B.x) PATTERN SEQ(A, B+, C) {advice} WITHIN 10 s", backend="cpu"
+    )
+    assert got["q1"].to_pylist()[0]["avg_B_x"] == 1.5
     # MIN and MAX order NaN above every number, as Spark does.
     got = gpu_hamlet.aggregate(
         table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend="cpu"
@@ -341,3 +347,22 @@ def test_absent_type_through_spark_warns_once(spark):
             num_tasks=2,
         )
     assert results["q1"].count() == 1 and results["q2"].count() == 0
+
+
+def test_overflow_advice_names_only_the_ways_out_of_the_mode():
+    """float mode's overflow points to bigint and on_overflow, not to float mode itself."""
+    table = _abc([1e300, 1e300], pa.float64())
+    text = "RETURN SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    with pytest.raises(gpu_hamlet.NumericOverflowError) as err:
+        gpu_hamlet.aggregate(_abc([1e308] * 3, pa.float64()), text, backend="cpu")
+    assert "bigint" not in str(err.value) and "on_overflow='null'" in str(err.value)
+    assert gpu_hamlet.aggregate(table, text, backend="cpu")["q1"]["sum_B_x"][0].as_py() == 4e300
+    counts = _abc([1] * 130, pa.int64())
+    with pytest.raises(gpu_hamlet.NumericOverflowError) as err:
+        gpu_hamlet.aggregate(
+            counts,
+            "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1000 s",
+            backend="cpu",
+            numeric="exact",
+        )
+    assert "numeric='bigint'" in str(err.value) and "numeric='float'" in str(err.value)
