@@ -1,6 +1,6 @@
 """The number systems the trend state is propagated in, for the numba kernels.
 
-Every event is a linear map on the trend state (DESIGN.md section 3), so one kernel serves every
+Every event is a linear map on the trend state (docs/architecture.md section 2), so one kernel serves every
 numeric need once it is written over a semiring. An element is a tuple of `lanes` numbers stored
 in the last axis of the state arrays. A ring is chosen by the *type* of a small tag namedtuple
 passed to the kernels: numba compiles one specialisation per ring and caches it on disk, and the

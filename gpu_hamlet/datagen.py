@@ -1,4 +1,4 @@
-"""Event stream generators and loaders for tests and benchmarks (DESIGN.md section 7).
+"""Event stream generators and loaders for tests and benchmarks (BENCHMARKS.md).
 
 Every generator is deterministic for a seed (one `numpy.random.Generator` per call), fully
 vectorised (no Python loop per event: ten million events take a few seconds) and returns a

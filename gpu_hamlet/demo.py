@@ -22,7 +22,7 @@ DEMO_SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",  # progress bars would garble the demo's output
 }
 
-#: Why the demo's counts are so large (DESIGN.md section 3).
+#: Why the demo's counts are so large (docs/architecture.md section 2).
 WHY_HUGE = (
     "Why the counts are huge: a burst of n matching events holds 2^n - 1 trends (every "
     "non-empty subset, in time order), so a 100-event burst alone holds 1.3e30; "

@@ -22,7 +22,7 @@ _DRIVER_LIBS = ("libcuda.so.1", "libcuda.so", "nvcuda.dll")
 def cuda_visible() -> bool:
     """Whether a real CUDA device is visible to this process (never the simulator).
 
-    CuPy answers when it is installed (DESIGN.md: 'when CuPy sees a device'); otherwise the CUDA
+    CuPy answers when it is installed; otherwise the CUDA
     driver is asked directly, which honours CUDA_VISIBLE_DEVICES like every CUDA library."""
     try:
         import cupy

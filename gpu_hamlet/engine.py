@@ -9,7 +9,7 @@ Per query the engine
    results, which rows exist, and magnitude bounds; residue runs modulo as many primes as those
    bounds require give exact integers; a MINREACH run gives MIN/MAX;
 3. composes segment maps into windows, adds up the equivalence partitions of each group, and
-   converts to the output types of DESIGN.md section 2.
+   converts to the output types of docs/semantics.md.
 """
 
 from __future__ import annotations

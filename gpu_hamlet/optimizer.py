@@ -44,7 +44,7 @@ class EngineCostModel:
     (b * coef_s per weighted channel, plus the count), each query applies one macro event (which
     costs `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do
     not apply here: there
-    is no predecessor scan (DESIGN.md section 3).
+    is no predecessor scan (docs/architecture.md section 2).
     """
 
     base_s: float

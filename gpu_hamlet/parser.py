@@ -1,4 +1,4 @@
-"""Parser of the workload language (DESIGN.md section 2): text in, `Workload` out.
+"""Parser of the workload language (docs/semantics.md): text in, `Workload` out.
 
 A hand-written tokenizer and recursive-descent parser: the grammar is small, and writing it by hand
 keeps the project free of a parser-generator dependency and lets every error name the query, the

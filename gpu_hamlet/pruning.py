@@ -1,7 +1,7 @@
 """Dropping events that cannot be part of any trend, before any kernel runs.
 
 A trend is a sequence of events at pattern positions 0, 1, ..., k-1 in time order, all in one
-partition and one window (DESIGN.md section 2). An event that is in no trend changes no aggregate,
+partition and one window (docs/semantics.md). An event that is in no trend changes no aggregate,
 and removing it removes no trend and creates none (skip-till-any-match has no negation or
 contiguity), so every result is unchanged. An event can only be in a trend when its run (its
 partition, or its partition's window) holds a position-0 event at or before it and a

@@ -2,8 +2,8 @@
 
 ``assert_matches_oracle(tables, expected, workload, numeric)`` checks, for every query of the
 workload: the column names and order (GROUPBY columns, ``window_start``, ``window_end``, then the
-aggregates in RETURN order), the Arrow types of the value columns for the numeric mode (DESIGN.md
-section 2 and 5), the row order, and every value:
+aggregates in RETURN order), the Arrow types of the value columns for the numeric mode
+(docs/semantics.md sections 5 and 7), the row order, and every value:
 
 * ``numeric="exact"``: COUNT(*), COUNT(E) and SUM of int attributes are ``decimal128(38, 0)`` and
   equal exactly (null where the exact value is 10^38 or more and ``on_overflow="null"``);

@@ -1,4 +1,4 @@
-"""Brute-force ground truth for event trend aggregation (DESIGN.md sections 2 and 6).
+"""Brute-force ground truth for event trend aggregation (docs/semantics.md).
 
 This module enumerates every trend, one by one, so it is exponential in the length of a burst and
 meant for small inputs only. It must stay obviously correct: it shares no code with the engine and

@@ -1,7 +1,7 @@
 """Hypothesis strategies: random workloads (query-language text) and small event streams.
 
 * ``workloads()`` draws workload TEXT; ``workload_cases()`` draws ``(text, Workload)`` where the
-  Workload is built here, independently of the parser, with the meaning DESIGN.md section 2 gives
+  Workload is built here, independently of the parser, with the meaning docs/semantics.md gives
   the text (so the oracle can run on it while the engine parses the text itself).
 * ``event_streams(types)`` draws a small list of event dicts over the attributes of
   :data:`EVENT_ATTRS`, with integer times in a small range (duplicate timestamps are common), in
@@ -227,7 +227,7 @@ def workload_cases(
 def workloads(
     min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
 ) -> st.SearchStrategy[str]:
-    """Random workload text in the query language (DESIGN.md section 2)."""
+    """Random workload text in the query language (docs/semantics.md)."""
     return workload_cases(min_queries, max_queries, window_unit_ms).map(lambda case: case[0])
 
 

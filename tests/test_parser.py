@@ -1,4 +1,4 @@
-"""Tests of the workload language parser (DESIGN.md section 2, "Query language")."""
+"""Tests of the workload language parser (docs/semantics.md section 4, "Query language")."""
 
 from __future__ import annotations
 

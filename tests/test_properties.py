@@ -1,4 +1,4 @@
-"""The engine against the brute-force oracle (DESIGN.md sections 2, 5 and 6).
+"""The engine against the brute-force oracle (docs/semantics.md).
 
 Property tests draw random workloads (text, parsed by the engine; the oracle runs on a Workload
 built independently by tests/strategies.py) and small event streams, and compare every aggregate
