@@ -153,10 +153,9 @@ def _split(args: tuple, parts: int) -> list[tuple]:
 
 def cpu_all_cores_seconds(calls: list[tuple], repeat: int, workers: int) -> float:
     """Best wall time of the same calls on the CPU backend spread over `workers` processes, as
-    Spark's partitions and time slices would spread them: each call is cut between its runs into
-    one piece per worker, and one pool runs the pieces of all calls. The pieces are in the workers'
-    memory
-    (forked after they are cut) before the clock starts, like the GPU's inputs on the device;
+    Spark's partitions and time slices would spread them: each call is cut between its runs into one
+    piece per worker, and one pool runs the pieces of all calls. The pieces are in the workers'
+    memory (forked after they are cut) before the clock starts, like the GPU's inputs on the device;
     the workers only ever run the CPU backend."""
     global _PIECES
     _PIECES = [piece for args in calls for piece in _split(args, workers)]

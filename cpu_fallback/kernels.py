@@ -1,7 +1,7 @@
 """numba kernels of the CPU backend, written once over a semiring (cpu_fallback/rings.py).
 
-State layout (docs/architecture.md section 2). A query with k pattern positions and `nch` channels keeps, per
-channel, one running sum per position plus the final accumulator, and a constant:
+State layout (docs/architecture.md section 2). A query with k pattern positions and `nch` channels
+keeps, per channel, one running sum per position plus the final accumulator, and a constant:
 component `ch * (k + 1) + p` is position p of channel ch, `ch * (k + 1) + k` its final value, and
 the last component (`D - 1`) the constant 1. Channel 0 counts trends; channel ch > 0 carries a
 weighted count (COUNT(E): weight 1 on E events; SUM(E.a): weight a; MIN/MAX: the rank of a).

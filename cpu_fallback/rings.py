@@ -1,10 +1,11 @@
 """The number systems the trend state is propagated in, for the numba kernels.
 
-Every event is a linear map on the trend state (docs/architecture.md section 2), so one kernel serves every
-numeric need once it is written over a semiring. An element is a tuple of `lanes` numbers stored
-in the last axis of the state arrays. A ring is chosen by the *type* of a small tag namedtuple
-passed to the kernels: numba compiles one specialisation per ring and caches it on disk, and the
-tag carries the ring's run-time parameter (the modulus), so one compiled kernel serves every prime.
+Every event is a linear map on the trend state (docs/architecture.md section 2), so one kernel
+serves every numeric need once it is written over a semiring. An element is a tuple of `lanes`
+numbers stored in the last axis of the state arrays. A ring is chosen by the *type* of a small tag
+namedtuple passed to the kernels: numba compiles one specialisation per ring and caches it on disk,
+and the tag carries the ring's run-time parameter (the modulus), so one compiled kernel serves every
+prime.
 
 - `XFloat`: float64 mantissa with its own tracked binary exponent. Trend counts grow like 2^n, so
   plain float64 overflows on bursts of ~1000 events; a per-element exponent also keeps small

@@ -39,12 +39,11 @@ class EngineCostModel:
     """This engine's cost of one burst for one class of queries, in seconds (per backend).
 
     A query's kernel pays `base_s` per event plus `event_s` per event and state channel; `k` is the
-    class's queries and `width` their channels added up. Not shared, each query runs the burst's
-    b events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once
-    (b * coef_s per weighted channel, plus the count), each query applies one macro event (which
-    costs `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do
-    not apply here: there
-    is no predecessor scan (docs/architecture.md section 2).
+    class's queries and `width` their channels added up. Not shared, each query runs the burst's b
+    events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once (b *
+    coef_s per weighted channel, plus the count), each query applies one macro event (which costs
+    `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not
+    apply here: there is no predecessor scan (docs/architecture.md section 2).
     """
 
     base_s: float

@@ -2,11 +2,12 @@
 
 A skewed group (gpu_hamlet/spark/job.py) is cut at boundary times into slices handled by different
 tasks. A window inside one slice is answered by that slice's task. A window that crosses a boundary
-is the product of the segment maps of its panes (docs/architecture.md section 2), whichever slice they lie
-in, so each slice also hands over the maps of its segments near its boundaries (`summarize`); a pane
-cut by a boundary arrives as two partial maps, which compose like any two segments. The second
-stage (`compose`) multiplies a group's summaries into exactly the crossing windows. Every trend is
-counted once: a window is answered either by one slice or, whole, by the second stage.
+is the product of the segment maps of its panes (docs/architecture.md section 2), whichever slice
+they lie in, so each slice also hands over the maps of its segments near its boundaries
+(`summarize`); a pane cut by a boundary arrives as two partial maps, which compose like any two
+segments. The second stage (`compose`) multiplies a group's summaries into exactly the crossing
+windows. Every trend is counted once: a window is answered either by one slice or, whole, by the
+second stage.
 
 Maps travel in every number system the results need: XFLOAT (float results and magnitudes), exact
 integers (residue maps joined by the Chinese remainder theorem, so the second stage can reduce them

@@ -335,8 +335,8 @@ def test_json_lines_with_a_time_unit(spark, tmp_path):
 
 
 def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
-    """Numeric times with no unit stay seconds ((docs/semantics.md section 1)), but epoch milliseconds stop the run
-    with a message that names the value and suggests --time-unit ms."""
+    """Numeric times with no unit stay seconds (docs/semantics.md section 1), but epoch
+    milliseconds stop the run with a message that names the value and suggests --time-unit ms."""
     path = tmp_path / "events.csv"
     path.write_text("type,time\nT1,1612137600000\nT2,1612137601000\n")
     wl, _ = _inputs(tmp_path)

@@ -4,11 +4,10 @@ and the second stage that composes the pane summaries of cut groups, as `applyIn
 Everything here is shipped to executors, so it lives inside the installed package and holds only
 plain data (the workload, options and Arrow schemas).
 
-A shard is the rows of one group of the common GROUPBY values, or of one time slice of a cut
-group, named by its label `__shard`. Rows arrive sorted by label and time in several Arrow
-batches; the last shard of a batch may continue in the next one, so its rows are carried over and
-processed with it. A
-slice of a cut group answers the windows inside it and emits, per query, one summary row: the
+A shard is the rows of one group of the common GROUPBY values, or of one time slice of a cut group,
+named by its label `__shard`. Rows arrive sorted by label and time in several Arrow batches; the
+last shard of a batch may continue in the next one, so its rows are carried over and processed with
+it. A slice of a cut group answers the windows inside it and emits, per query, one summary row: the
 maps of its segments near its boundaries (gpu_hamlet/summaries.py). The second stage receives all
 summary rows of one (query, group) and composes the windows that cross the cuts.
 """
