@@ -59,7 +59,7 @@ BATCH_EVENTS = 50_000_000
 class AggregateOptions(TypedDict, total=False):
     """Keyword options of `aggregate`, for callers that keep them in a dict and pass `**options`."""
 
-    backend: str
+    backend: str | Backend
     sharing: str
     numeric: str
     on_overflow: str
@@ -73,7 +73,7 @@ def aggregate(
     events: Any,
     workload: Workload | str,
     *,
-    backend: str = "auto",
+    backend: str | Backend = "auto",
     sharing: str = "dynamic",
     numeric: str = "exact",
     on_overflow: str = "error",
@@ -182,7 +182,7 @@ class Context:
         cls,
         events: Any,
         workload: Workload | str,
-        backend: str,
+        backend: str | Backend,
         numeric: str,
         time_col: str,
         type_col: str,
