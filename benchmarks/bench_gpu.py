@@ -28,6 +28,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 from bench_engine import TYPES, kleene_queries
@@ -92,7 +93,12 @@ def gpu_kernel_seconds(calls: list[tuple], repeat: int, budget: int) -> float:
         for r0, r1 in chunks(runs.cost, budget):
             launch = runs.upload(r0, r1)
             cuda.synchronize()
-            total += best_time(lambda run=launch.run: (run(), cuda.synchronize()), repeat)
+
+            def once(run: Callable[[], None] = launch.run) -> None:
+                run()
+                cuda.synchronize()
+
+            total += best_time(once, repeat)
             del launch
     return total
 

@@ -108,13 +108,14 @@ def main() -> None:
                     }
                 )
             best_other = min(res["static"], res["none"])
-            s = rows[-1]["stats"] or {}
+            last = rows[-1]["stats"] or {}
             print(
                 f"{label:>34} | {n:3d} q | none {res['none']:7.3f} s  static "
                 f"{res['static']:7.3f} s  dynamic {res['dynamic']:7.3f} s | none/dynamic "
                 f"{res['none'] / res['dynamic']:5.2f}x  dynamic/best "
-                f"{res['dynamic'] / best_other:4.2f} | dynamic shared {s.get('shared', 0)}"
-                f"/{s.get('bursts', 0)} bursts, {s.get('event_snapshots', 0)} event snapshots",
+                f"{res['dynamic'] / best_other:4.2f} | dynamic shared {last.get('shared', 0)}"
+                f"/{last.get('bursts', 0)} bursts, {last.get('event_snapshots', 0)} event "
+                "snapshots",
                 flush=True,
             )
     if args.json:

@@ -28,9 +28,12 @@ from bench_spark import workload
 
 from gpu_hamlet import aggregate
 from gpu_hamlet.datagen import ridesharing
+from gpu_hamlet.engine import AggregateOptions
 from gpu_hamlet.parser import parse_workload
 
-OPTIONS = dict(backend="cpu", sharing="dynamic", numeric="float", on_overflow="null", part=True)
+OPTIONS = AggregateOptions(
+    backend="cpu", sharing="dynamic", numeric="float", on_overflow="null", part=True
+)
 
 
 def task_share(n_events: int, n_queries: int, tasks: int) -> list[pa.Table]:

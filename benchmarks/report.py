@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,9 @@ class Panel:
     title: str
     xlabel: str
     ylabel: str
-    series: dict[str, tuple[Sequence[float], Sequence[float | None]]] = field(default_factory=dict)
+    series: Mapping[str, tuple[Sequence[float], Sequence[float | None]]] = field(
+        default_factory=dict
+    )
     logy: bool = False
     logx: bool = False
 

@@ -107,7 +107,11 @@ class Attributes:
         kinds, on, sources = [], [], []
         for ch in channels:
             kinds.append(_KINDS[ch.kind])
-            on.append(label_of[ch.type] if ch.kind != "count" else -1)
+            if ch.kind == "count":
+                on.append(-1)
+            else:
+                assert ch.type is not None, "only the trend count has no event type"
+                on.append(label_of[ch.type])
             sources.append(
                 Source(
                     self,
@@ -151,20 +155,20 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
     if _identity_keys(col):
         keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
-        def back(k: np.ndarray) -> pa.Array:
+        def back_identity(k: np.ndarray) -> pa.Array:
             return pa.array(k, pa.int64()).cast(t)
 
-        return keys, back
+        return keys, back_identity
     if pa.types.is_floating(t):
         v = _filled(col).to_numpy(zero_copy_only=False).astype(np.float64)
         keys = _float_keys(np.where(np.isnan(v), np.nan, v))
         if col.null_count:
             keys[~col.is_valid().to_numpy(zero_copy_only=False)] = NO_RANK
 
-        def back(k: np.ndarray) -> pa.Array:
+        def back_float(k: np.ndarray) -> pa.Array:
             return pa.array(_float_keys(k).view(np.float64)).cast(t)
 
-        return keys, back
+        return keys, back_float
     uniq = pc.unique(col.drop_null())
     uniq = uniq.take(pc.array_sort_indices(uniq))
     keys = (

@@ -118,7 +118,7 @@ _DURATION_MEAN = {
     "Refund": 60.0,
     "Complaint": 300.0,
 }
-_SPEED = {  # type: (mean, sd)
+_SPEED = {  # (mean, sd)
     "Travel": (32.0, 12.0),
     "Reroute": (25.0, 10.0),
     "LocationUpdate": (20.0, 15.0),
@@ -159,7 +159,7 @@ def _strings(names: Sequence[str], codes: np.ndarray) -> pa.ChunkedArray:
     return pa.chunked_array(chunks, type=pa.string())
 
 
-def _cdf(weights: Sequence[float]) -> np.ndarray:
+def _cdf(weights: Sequence[float] | np.ndarray) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     cdf = np.cumsum(w / w.sum())
     cdf[-1] = 1.0
@@ -576,7 +576,7 @@ def load_hamlet_workload(path: str | os.PathLike, *, within: str = "100000 s") -
     """
     with open(os.fspath(path), encoding="utf-8") as fh:
         lines = fh.read().splitlines()
-    out = []
+    out: list[str] = []
     for lineno, line in enumerate(lines, start=1):
         line = line.strip()
         if not line:
@@ -694,10 +694,10 @@ def diverse_workload(
             pattern = f"SEQ({x}, {e}+)"
         else:
             pattern = f"SEQ({x}, {e}+, {y})" if rng.random() < 0.5 else f"SEQ({x}, {y}, {e}+)"
-        group = str(groupby[rng.integers(len(groupby))])
-        kf = kleene_filters[rng.integers(len(kleene_filters))].format(E=e)
-        of = other_filters[rng.integers(len(other_filters))].format(X=x) if length > 1 else ""
-        window = windows_min[rng.integers(len(windows_min))]
+        group = str(groupby[int(rng.integers(len(groupby)))])
+        kf = kleene_filters[int(rng.integers(len(kleene_filters)))].format(E=e)
+        of = other_filters[int(rng.integers(len(other_filters)))].format(X=x) if length > 1 else ""
+        window = windows_min[int(rng.integers(len(windows_min)))]
         agg = aggs[i % len(aggs)].format(E=e, a=attribute)
         returns = ", ".join(filter(None, [group, "COUNT(*)", agg]))
         out.append(

@@ -84,7 +84,7 @@ def warm_up_kernels(
     time_col = options["time_col"]
 
     def run() -> None:
-        aggregate(sample, workload, require_all_types=False, **options)
+        aggregate(sample, workload, part=True, **options)
         ticks = sample[time_col].cast(pa.int64()).to_numpy()
         if not ticks.size:
             return
@@ -96,7 +96,7 @@ def warm_up_kernels(
         ]
         axis = time_axis(sample.schema.field(time_col).type, time_col)
         for q in workload:
-            summaries = [p[q.name] for p in parts if p[q.name] is not None]
+            summaries = [s for s in (p[q.name] for p in parts) if s is not None]
             if summaries:
                 plan = plan_query(q, axis, sample.schema, options["numeric"])
                 compose(summaries, plan, sample.schema, axis, cut, options)

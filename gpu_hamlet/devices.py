@@ -52,7 +52,8 @@ def simulator_enabled() -> bool:
     from numba.core import config
 
     config.reload_config()
-    return bool(config.ENABLE_CUDASIM)
+    # numba's config sets its options as module globals at run time (reload_config)
+    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
 
 
 def enable_simulator() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -56,11 +56,24 @@ SHARING_MODES = ("dynamic", "static", "none")
 BATCH_EVENTS = 50_000_000
 
 
+class AggregateOptions(TypedDict, total=False):
+    """Keyword options of `aggregate`, for callers that keep them in a dict and pass `**options`."""
+
+    backend: str | Backend
+    sharing: str
+    numeric: str
+    on_overflow: str
+    time_col: str
+    type_col: str
+    stats: RunStats | None
+    part: bool
+
+
 def aggregate(
     events: Any,
     workload: Workload | str,
     *,
-    backend: str = "auto",
+    backend: str | Backend = "auto",
     sharing: str = "dynamic",
     numeric: str = "exact",
     on_overflow: str = "error",
@@ -169,7 +182,7 @@ class Context:
         cls,
         events: Any,
         workload: Workload | str,
-        backend: str,
+        backend: str | Backend,
         numeric: str,
         time_col: str,
         type_col: str,
@@ -199,11 +212,11 @@ def _check_window_bounds(
     span = int(ev.time.min()), int(ev.time.max())
     for q in wl:
         plan = plans[q.name]
-        w = plan.windowing
-        if ev.axis.window_overflow(*span, w.within, w.slide) is None:
+        within, slide = int(plan.windowing.within), int(plan.windowing.slide)  # integer ticks
+        if ev.axis.window_overflow(*span, within, slide) is None:
             continue
         t = ev.time[matcher.positions(q, plan.template) >= 0]
-        fault = ev.axis.window_overflow(t.min(), t.max(), w.within, w.slide) if t.size else None
+        fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
             raise EventDataError(f"query {q.name}: {fault}")
 
@@ -225,6 +238,11 @@ class Windows:
     k: np.ndarray  # window index per output row
     rep: np.ndarray  # an event row of the group, for the GROUPBY values
     grouped: bool  # whether several partitions add up into one row
+
+
+def _null_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """`values` as an object array, None where `mask`."""
+    return np.where(mask, np.array(None, dtype=object), values)
 
 
 class QueryRun:
@@ -265,34 +283,36 @@ class QueryRun:
             if len(shared) == 1
             else None
         )
+        macro_src: np.ndarray | None  # per row: the shared burst source, or -1
+        macro_seg: np.ndarray | None  # per row: the source's coefficient segment, or -1
         if fast is not None:  # the set stream's slots q matches, already pruned
-            qidx, self.rows, self.time, self.pid, self.macro_seg, self.pos = fast
-            self.macro_src = None  # one source: derived from macro_seg
+            qidx, self.rows, self.time, self.pid, macro_seg, self.pos = fast
+            macro_src = None  # one source: derived from macro_seg
         elif not shared:  # every event in partition order; pos is -1 where q matches none
             qidx = None  # the identity
             self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
             self.pos = matcher.positions(q, tpl)[keys.order]
-            self.macro_src = self.macro_seg = None
+            macro_src = macro_seg = None
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
             # Shared bursts collapse into macro events: (source, coefficient segment) per row.
-            self.macro_src = np.full(qidx.shape[0], -1, np.int64)
-            self.macro_seg = np.full(qidx.shape[0], -1, np.int64)
+            macro_src = np.full(qidx.shape[0], -1, np.int64)
+            macro_seg = np.full(qidx.shape[0], -1, np.int64)
             for s_i, sb in enumerate(shared):
                 inj = sb.inject(q.name, qidx)
                 if inj is None:
                     continue
                 qidx = qidx[inj.keep]
-                self.macro_src = self.macro_src[inj.keep]
-                self.macro_seg = self.macro_seg[inj.keep]
-                self.macro_src[inj.macro] = s_i
-                self.macro_seg[inj.macro] = inj.segment
+                macro_src = macro_src[inj.keep]
+                macro_seg = macro_seg[inj.keep]
+                macro_src[inj.macro] = s_i
+                macro_seg[inj.macro] = inj.segment
             self.rows = keys.order[qidx]
             self.time = ev.time[self.rows]
             self.pos = matcher.positions(q, tpl, self.rows)
             for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
-                self.pos[self.macro_src == s_i] = tpl.position[sb.sset.kleene_type]
+                self.pos[macro_src == s_i] = tpl.position[sb.sset.kleene_type]
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
         self._check_values(matcher)
@@ -303,14 +323,15 @@ class QueryRun:
                 else may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
             )
             qidx = sel if qidx is None else qidx[sel]
-            per_event = ("rows", "pid", "pos", "time")
-            per_event += ("macro_seg",) if self.macro_seg is not None else ()
-            per_event += ("macro_src",) if self.macro_src is not None else ()
-            self._keep(sel, per_event)
-        if self.macro_seg is None:  # no shared bursts: no macro rows
-            self.macro_seg = np.full(self.pos.shape[0], -1, np.int64)
-        if self.macro_src is None:  # at most one source: rows with a segment are its macro rows
-            self.macro_src = np.where(self.macro_seg >= 0, 0, -1)
+            self._keep(sel, ("rows", "pid", "pos", "time"))
+            macro_seg = macro_seg[sel] if macro_seg is not None else None
+            macro_src = macro_src[sel] if macro_src is not None else None
+        if macro_seg is None:  # no shared bursts: no macro rows
+            macro_seg = np.full(self.pos.shape[0], -1, np.int64)
+        if macro_src is None:  # at most one source: rows with a segment are its macro rows
+            macro_src = np.where(macro_seg >= 0, 0, -1)
+        self.macro_seg: np.ndarray = macro_seg
+        self.macro_src: np.ndarray = macro_src
         self.macro = self.macro_src >= 0
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
@@ -362,9 +383,11 @@ class QueryRun:
     def _into_windows(self) -> None:
         """Copy every event into each window holding its pane; windows become the segments."""
         a, n = self.plan.windowing.a, self.plan.windowing.n
-        first = -((n - 1 - self.seg) // a)  # ceil((pane - n + 1) / a)
-        total = int((self.seg // a - first + 1).sum())
-        rep, k = window_copies(self.pid, self.seg, a, n, total)
+        seg = self.seg
+        assert seg is not None, "events are segmented first"
+        first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
+        total = int((seg // a - first + 1).sum())
+        rep, k = window_copies(self.pid, seg, a, n, total)
         self._keep(rep)
         self.seg = k
         self.full = False
@@ -380,6 +403,7 @@ class QueryRun:
         for agg in q.aggregates:
             if agg.func not in ("SUM", "AVG"):
                 continue
+            assert agg.type is not None, "SUM and AVG take TYPE.attr"
             col = self.ev.table.column(agg.attr)
             t = col.type
             if pa.types.is_floating(t):
@@ -418,8 +442,8 @@ class QueryRun:
         labels = np.where(self.macro, -1, self.pos) if self.sources else self.pos
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.position, p)
         dtype, lanes = layout(ring)
-        mus = [np.zeros((0, 1, lanes), dtype)]
-        ks = [np.zeros((0, len(channels), lanes), dtype)]
+        mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
+        ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
         mseg = np.full(self.pos.shape[0], -1, np.int64)
         offset = 0
         for s_i, sb in enumerate(self.sources):
@@ -448,7 +472,7 @@ class QueryRun:
         tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
-        snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
+        snap: np.ndarray = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         maps, run_pid, run_seg = yield (
             "segment_maps",
             (
@@ -563,7 +587,7 @@ class QueryRun:
         for i, ch in enumerate(plan.exact):
             ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
             if ch in over:
-                ints = np.where(over[ch], None, ints)
+                ints = _null_where(over[ch], ints)
             out[ch] = ints
         return out
 
@@ -580,6 +604,7 @@ class QueryRun:
             if ch.kind == "max":
                 keys = ~keys
             reach = vals[:, i, 0] > 0  # some trend holds an event of the type with a value
+            assert ch.attr is not None, "MIN and MAX take TYPE.attr"
             typ = self.plan.attr_types[ch.attr]
             if not reach.any():
                 out[ch] = pa.nulls(len(reach), typ)
@@ -616,7 +641,7 @@ class QueryRun:
         if ch in exact:
             ints = exact[ch]
             if self.numeric == "bigint":
-                return bigint_strings(np.where(empty, None, ints), scale)
+                return bigint_strings(_null_where(empty, ints), scale)
             bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool) & ~empty
             if bad.any():
                 if self.on_overflow == "error":
@@ -626,7 +651,7 @@ class QueryRun:
                             agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i
                         )
                     )
-            return decimal_array(np.where(bad | empty, None, ints), scale)
+            return decimal_array(_null_where(bad | empty, ints), scale)
         vals = xfloat_to_float(*lin[ch]) / 10.0**scale
         return self._float_column(agg, vals, win, keep, empty)
 

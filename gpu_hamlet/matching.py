@@ -86,6 +86,7 @@ def compare(col: pa.ChunkedArray, op: str, value: Literal) -> pa.ChunkedArray:
     compared exactly with any number; float columns with the literal as the nearest float64
     (Spark's cast of a literal to double); strings as strings."""
     if pa.types.is_integer(col.type) or pa.types.is_decimal(col.type):
+        assert not isinstance(value, str), "Matcher.dropped rejects strings for numeric columns"
         return _exact_compare(col, op, _exact_value(value))
     if pa.types.is_floating(col.type):
         return _OPS[op](col, pa.scalar(float(Decimal(value))))  # 10^400: inf, no error
@@ -149,6 +150,7 @@ class Matcher:
         for f in q.filters:
             drop = self.dropped(q, f)
             if where is not None:
+                assert rows is not None, "`where` indexes into `rows`"
                 at = where[drop[rows[where]]]
             else:
                 at = drop if rows is None else drop[rows]

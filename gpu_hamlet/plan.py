@@ -161,7 +161,8 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
     kinds = {name: attr_kind(t) for name, t in attr_types.items()}
     nullable = {name for name in attr_types if schema.field(name).nullable}
     for agg in query.aggregates:
-        if agg.func in ("SUM", "AVG") and kinds[agg.attr] == "other":
+        # The parser gives SUM and AVG an attribute; only COUNT has none.
+        if agg.func in ("SUM", "AVG") and agg.attr is not None and kinds[agg.attr] == "other":
             raise WorkloadError(
                 f"{agg} needs a numeric column, but '{agg.attr}' is {attr_types[agg.attr]}",
                 query=query.name,

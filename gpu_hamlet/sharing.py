@@ -136,6 +136,18 @@ class Injection:
     segment: np.ndarray  # coefficient segment of each macro row
 
 
+@dataclass
+class _Slots:
+    """The set stream with each analysed burst collapsed to a slot at its first event: per slot,
+    its index into the sorted order, partition id, event row, time, and burst (-1 for none)."""
+
+    idx: np.ndarray
+    pid: np.ndarray
+    rows: np.ndarray
+    time: np.ndarray
+    burst: np.ndarray
+
+
 class SharedBursts:
     """Bursts of one sharable set over one input, the optimizer's decisions, and coefficients."""
 
@@ -191,9 +203,10 @@ class SharedBursts:
         self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
         self.burst_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
         self.segidx = np.zeros((nf, 0), np.int64)
-        self.expand = np.zeros(nf, bool)  # groups with unshared analysed bursts to expand
-        self.slot_idx = self.slot_rows = self.slot_time = self.slot_burst = None
-        self.slot_pid = None
+        self.expand: np.ndarray = np.zeros(
+            nf, bool
+        )  # groups with unshared analysed bursts to expand
+        self.slots: _Slots | None = None  # None when there is no burst
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
@@ -224,11 +237,13 @@ class SharedBursts:
         first = burst_id >= 0
         first[1:] &= burst_id[1:] != burst_id[:-1]
         slots = np.flatnonzero((burst_id < 0) | first)
-        self.slot_idx = self.set_idx[slots]
-        self.slot_pid = set_pid[slots]
-        self.slot_rows = rows[slots]
-        self.slot_time = t[slots]
-        self.slot_burst = burst_id[slots]
+        self.slots = _Slots(
+            idx=self.set_idx[slots],
+            pid=set_pid[slots],
+            rows=rows[slots],
+            time=t[slots],
+            burst=burst_id[slots],
+        )
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
             self._stats(
@@ -277,7 +292,7 @@ class SharedBursts:
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
-        self.expand = ((counts > 0) & (self.segidx < 0)).any(axis=1)
+        self.expand = np.asarray(((counts > 0) & (self.segidx < 0)).any(axis=1))
         self._stats(decide, cls_size, is_rep, analysed, all_pid)
         # Events of each shared class, in segment order (reps in order, bursts in order).
         seg_events, seg_ids = [], []
@@ -336,18 +351,17 @@ class SharedBursts:
         and window length share the starts' reach. None when some burst must be expanded
         (then `inject` applies)."""
         g = int(self.group[self.index[q.name]])
-        if self.slot_idx is None or self.expand[g]:
+        sl = self.slots
+        if sl is None or self.expand[g]:
             return None
-        code, seg, by_code, code_start = self._group_slots(g)
+        code, seg, by_code, code_start = self._group_slots(g, sl)
         ncodes = max(len(self.ev.type_names), 1)
         pos_of_code = matcher.position_of_code(tpl, extra=2)
         pos_of_code[ncodes] = tpl.position[self.sset.kleene_type]
 
         def matched(idx: np.ndarray) -> np.ndarray:
             c = code[idx]
-            return matcher.filtered(
-                q, pos_of_code[c], self.slot_rows[idx], np.flatnonzero(c < ncodes)
-            )
+            return matcher.filtered(q, pos_of_code[c], sl.rows[idx], np.flatnonzero(c < ncodes))
 
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
             """The slots q matches at position p, and a key for them: they depend only on p's
@@ -368,19 +382,17 @@ class SharedBursts:
             return key, self._typed[key]
 
         if prune:
-            time = self.slot_time
+            time = sl.time
             if self._time_max is None:
                 self._time_max = float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
             key, starts = at_position(0)
             if (key, within) not in self._reach:
-                self._reach[(key, within)] = reach(
-                    self.slot_pid, time, starts, within, bounded, highest
-                )
+                self._reach[(key, within)] = reach(sl.pid, time, starts, within, bounded, highest)
             flo, fhi = self._reach[(key, within)]
             idx = ranges(
                 *spans(
-                    self.slot_pid,
+                    sl.pid,
                     time,
                     flo,
                     fhi,
@@ -396,22 +408,22 @@ class SharedBursts:
         keep = pos >= 0
         idx = idx[keep]
         return (
-            self.slot_idx[idx],
-            self.slot_rows[idx],
-            self.slot_time[idx],
-            self.slot_pid[idx],
+            sl.idx[idx],
+            sl.rows[idx],
+            sl.time[idx],
+            sl.pid[idx],
             seg[idx],
             pos[keep],
         )
 
-    def _group_slots(self, g: int) -> tuple[np.ndarray, ...]:
+    def _group_slots(self, g: int, sl: _Slots) -> tuple[np.ndarray, ...]:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
         ncodes, other burst slots, which the group matches nothing of, ncodes + 1), the macro
         segment per slot or -1, and the slots ordered by code with each code's start."""
         if g not in self._slots:
             ncodes = max(len(self.ev.type_names), 1)
             seg_g = self.segidx[g]
-            b = self.slot_burst
+            b = sl.burst
             seg = (
                 np.where(b >= 0, seg_g[np.maximum(b, 0)], -1)
                 if seg_g.size
@@ -419,7 +431,7 @@ class SharedBursts:
             )
             code = np.where(seg >= 0, ncodes, ncodes + 1).astype(np.int32)
             plain = np.flatnonzero(b < 0)
-            code[plain] = self.ev.type_codes[self.slot_rows[plain]]
+            code[plain] = self.ev.type_codes[sl.rows[plain]]
             # Codes are few: a 16-bit stable argsort is NumPy's linear-time radix sort.
             by_code = np.argsort(
                 code.astype(np.uint16) if ncodes + 2 < 2**16 else code, kind="stable"

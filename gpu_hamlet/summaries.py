@@ -77,7 +77,7 @@ class Cut:
 
 def summarize(
     events: pa.Table, workload: Workload, cut: Cut, options: dict
-) -> tuple[dict[str, pa.Table], dict[str, dict]]:
+) -> tuple[dict[str, pa.Table], dict[str, dict | None]]:
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
     ctx = Context.of(
@@ -96,7 +96,7 @@ def summarize(
         inside[name] = table.filter(pa.array(~crossing))
     reach = max(p.windowing.within for p in ctx.plans.values())
     near = cut.near(ctx.ev.time, reach)
-    out: dict[str, dict] = {}
+    out: dict[str, dict | None] = {}
     if near.any():
         ctx = Context.of(
             ctx.ev.table.filter(pa.array(near)),
@@ -238,7 +238,8 @@ class SummaryRun(QueryRun):
         self.pos = self.pid  # one entry per run: QueryRun.table() only asks whether any exist
         self.full = True
         self.snapshots = None
-        self.attrs = _MergedValues(parts, plan)
+        # Duck-typed: of the event attributes, a SummaryRun only asks order_keys (in _minmax).
+        self.attrs = _MergedValues(parts, plan)  # type: ignore[assignment]
 
     def _segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
         if ring == "xfloat":

@@ -81,7 +81,7 @@ class EventWeights:
     def host(self) -> np.ndarray:
         """The weights as a host array."""
         dtype, lanes = layout(self.ring)
-        W = np.zeros(self.shape, dtype)
+        W: np.ndarray = np.zeros(self.shape, dtype)
         if self.ring == "minreach":
             W[:, :, 1] = NO_RANK
         for c, kind in enumerate(self.kinds):
@@ -91,11 +91,14 @@ class EventWeights:
             src = self.sources[c]
             v = src.host()[self.rows[at]] if src is not None else None
             if self.ring == "xfloat":
-                v = np.ones(at.size) if kind == Kind.ONE else v
+                if kind == Kind.ONE:
+                    v = np.ones(at.size)
+                assert v is not None, "only COUNT(E) (Kind.ONE) has no source"
                 W[c, at, 0], W[c, at, 1] = np.frexp(np.abs(v) if kind == Kind.ABS else v)
             elif self.ring == "modp":
                 W[c, at, 0] = 1 if kind == Kind.ONE else v
             else:
+                assert v is not None, "MIN and MAX channels have a source"
                 has = v != NO_RANK
                 W[c, at, 0] = has
                 W[c, at, 1] = np.where(has, ~v if kind == Kind.INV_KEY else v, NO_RANK)

@@ -11,6 +11,7 @@ sweeps as in the paper: events per minute at 50 queries (Fig. 12(a, c), 13(a)) a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from harness import MODES, Settings
 from report import (
@@ -28,8 +29,16 @@ NAME = "dynamic"
 PAPER = "Fig. 12, 13"
 QUERIES = 50
 EVENTS_PER_MINUTE = 3_000
-FULL = {"events": 300_000, "rates": [2_000, 3_000, 4_000], "queries": [20, 40, 60, 80, 100]}
-QUICK = {"events": 30_000, "rates": [2_000, 4_000], "queries": [20, 100]}
+
+
+class Size(TypedDict):
+    events: int
+    rates: list[int]
+    queries: list[int]
+
+
+FULL: Size = {"events": 300_000, "rates": [2_000, 3_000, 4_000], "queries": [20, 40, 60, 80, 100]}
+QUICK: Size = {"events": 30_000, "rates": [2_000, 4_000], "queries": [20, 100]}
 
 
 def run(s: Settings) -> dict:

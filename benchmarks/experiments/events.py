@@ -8,6 +8,7 @@ strategy (every query alone) on this engine's kernels.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from harness import MODES, Settings
 from report import (
@@ -24,8 +25,15 @@ from workloads import rides, rides_kleene_sharing
 NAME = "events"
 PAPER = "Fig. 9(c), 11(c-d)"
 QUERIES = 50
-FULL = {"events": 400_000, "rates": [2_500, 5_000, 10_000, 20_000, 40_000]}
-QUICK = {"events": 40_000, "rates": [5_000, 20_000]}
+
+
+class Size(TypedDict):
+    events: int
+    rates: list[int]
+
+
+FULL: Size = {"events": 400_000, "rates": [2_500, 5_000, 10_000, 20_000, 40_000]}
+QUICK: Size = {"events": 40_000, "rates": [5_000, 20_000]}
 
 
 def run(s: Settings) -> dict:

@@ -8,6 +8,7 @@ three groupings, with filters that split bursts into several classes).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from harness import MODES, Settings
 from report import (
@@ -25,8 +26,15 @@ NAME = "queries"
 PAPER = "Fig. 9(d), 11(h)"
 EVENTS_PER_MINUTE = 10_000
 WORKLOADS = {"kleene-sharing": rides_kleene_sharing, "diverse": rides_diverse}
-FULL = {"events": 300_000, "queries": [5, 10, 25, 50, 75, 100]}
-QUICK = {"events": 30_000, "queries": [5, 25, 100]}
+
+
+class Size(TypedDict):
+    events: int
+    queries: list[int]
+
+
+FULL: Size = {"events": 300_000, "queries": [5, 10, 25, 50, 75, 100]}
+QUICK: Size = {"events": 30_000, "queries": [5, 25, 100]}
 
 
 def run(s: Settings) -> dict:

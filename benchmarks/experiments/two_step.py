@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import TypedDict
 
 from harness import Settings
 from report import Panel, line_panels, markdown_table, ratio, secs
@@ -31,14 +32,22 @@ PAPER = "Fig. 9 (MCEP)"
 QUERIES = 5
 MINUTES = 20
 ORACLE = Path(__file__).resolve().parents[2] / "tests" / "oracle.py"
-FULL = {"rates": [10, 20, 30, 40, 50, 60, 70, 80, 100, 150, 200], "budget_s": 10.0}
-QUICK = {"rates": [10, 20, 30, 40, 50], "budget_s": 2.0}
+
+
+class Size(TypedDict):
+    rates: list[int]
+    budget_s: float
+
+
+FULL: Size = {"rates": [10, 20, 30, 40, 50, 60, 70, 80, 100, 150, 200], "budget_s": 10.0}
+QUICK: Size = {"rates": [10, 20, 30, 40, 50], "budget_s": 2.0}
 
 
 def load_oracle() -> ModuleType:
     """tests/oracle.py as a module (the tests import it from their own folder)."""
     if "oracle" not in sys.modules:
         spec = importlib.util.spec_from_file_location("oracle", ORACLE)
+        assert spec is not None and spec.loader is not None, f"cannot load {ORACLE}"
         module = importlib.util.module_from_spec(spec)
         sys.modules["oracle"] = module  # dataclasses look their module up while it loads
         spec.loader.exec_module(module)

@@ -108,7 +108,9 @@ class SegmentRuns:
         # Described weights are built on the device per chunk (gpu_hamlet/kernels/weights.py);
         # only arrays given built are concatenated here.
         self.described = all(isinstance(w, EventWeights) for w in ws)
-        self.weights = ws if self.described else cat([as_array(w) for w in ws], axis=1)
+        self.weights: list[EventWeights] | np.ndarray = (
+            ws if self.described else cat([as_array(w) for w in ws], axis=1)
+        )
         nch = ws[0].shape[0]
         self.mu, self.kc = cat([c[6] for c in calls]), cat([c[7] for c in calls])
         self.mseg = cat(mseg)
@@ -136,7 +138,7 @@ class SegmentRuns:
         maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
         work = cuda.device_array((r1 - r0, 2, self.D, self.ncols, self.lanes), self.dtype)
         dsnap = to_device(self.snap[e0:e1])
-        if self.described:  # the calls' events e0..e1-1, each call's part of them
+        if isinstance(self.weights, list):  # described: each call's part of events e0..e1-1
             c0 = np.searchsorted(self.call_events, e0, side="right") - 1
             c1 = np.searchsorted(self.call_events, e1, side="left")
             W = device_weights(
@@ -196,11 +198,11 @@ class GpuBackend:
     def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
         """segment_maps of several calls (queries), one launch per shape (ring, channels,
         pattern length, columns, modulus) and device-memory chunk, not per call."""
-        out: list[tuple] = [None] * len(calls)
+        out: dict[int, tuple] = {}  # by call
         for members in shape_groups(calls):
             group = [calls[i] for i in members]
             runs = SegmentRuns(group)
-            maps = np.empty(runs.maps_shape(runs.n), runs.dtype)
+            maps: np.ndarray = np.empty(runs.maps_shape(runs.n), runs.dtype)
             for r0, r1 in chunks(runs.cost, self.budget):
                 launch = runs.upload(r0, r1)
                 launch.run()
@@ -214,7 +216,7 @@ class GpuBackend:
                 snap[...] = runs.snap[e0:e1]
                 starts = runs.bounds[r0:r1] - e0
                 out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
-        return out
+        return [out[i] for i in range(len(calls))]
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals, param)])[0]
@@ -222,7 +224,7 @@ class GpuBackend:
     def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
         """compose_windows of several calls, one launch per shape (ring, map size, windowing,
         finals, modulus): each call's partitions are renumbered after the previous call's."""
-        out: list[tuple] = [None] * len(calls)
+        out: dict[int, tuple] = {}  # by call
         groups: dict[tuple, list[int]] = {}
         for i, (ring, maps, _, _, a, n, finals, param) in enumerate(calls):
             key = (ring, maps.shape[1:], int(a), int(n), tuple(finals.tolist()), int(param))
@@ -254,7 +256,7 @@ class GpuBackend:
                 w0, w1 = cut[j], cut[j + 1]
                 pid = firsts[j][win_pid[w0:w1] - offsets[j]].astype(np.int64)
                 out[i] = (vals[w0:w1], pid, win_k[w0:w1])
-        return out
+        return [out[i] for i in range(len(calls))]
 
     def _compose(self, ring, maps, run_pid, run_seg, a, n, finals, param):
         dtype, lanes = layout(ring)
@@ -309,7 +311,7 @@ class GpuBackend:
 
     def reduce_sorted_many(self, calls: list[tuple]) -> list[np.ndarray]:
         """reduce_sorted of several calls, one launch per shape (ring, row shape, modulus)."""
-        out: list[np.ndarray] = [None] * len(calls)
+        out: dict[int, np.ndarray] = {}  # by call
         groups: dict[tuple, list[int]] = {}
         for i, (ring, values, _, param) in enumerate(calls):
             groups.setdefault((ring, values.shape[1:], int(param)), []).append(i)
@@ -325,7 +327,7 @@ class GpuBackend:
             ends = np.cumsum([0] + [calls[i][2].shape[0] for i in members])
             for j, i in enumerate(members):
                 out[i] = sums[ends[j] : ends[j + 1]]
-        return out
+        return [out[i] for i in range(len(calls))]
 
     def _reduce(self, ring, values, starts, param):
         dtype, lanes = layout(ring)
@@ -350,7 +352,7 @@ class GpuBackend:
         """segments of several calls, one launch per shape (pane width, time type) and
         device-memory chunk: the calls' events side by side, a run starting at each call's
         first event."""
-        out: list[tuple] = [None] * len(calls)
+        out: dict[int, tuple] = {}  # by call
         groups: dict[tuple, list[int]] = {}
         for i, (_, time, width) in enumerate(calls):
             groups.setdefault((width, time.dtype.kind == "f"), []).append(i)
@@ -362,20 +364,20 @@ class GpuBackend:
             time = np.concatenate([calls[i][1] for i in members])
             first = np.zeros(n, bool)
             first[offsets[:-1][offsets[:-1] < n]] = True
-            seg, starts = np.empty(n, np.int64), []
+            seg, parts = np.empty(n, np.int64), []
             step = max(1, self.budget // per_event)
             for e0 in range(0, n, step):
                 e1 = min(n, e0 + step)
                 seg[e0:e1], s = device_panes(pid, time, calls[members[0]][2], first, e0, e1)
-                starts.append(s)
-            starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+                parts.append(s)
+            starts = np.concatenate(parts) if parts else np.zeros(0, np.int64)
             cut = np.searchsorted(starts, offsets)
             for j, i in enumerate(members):
                 out[i] = (
                     seg[offsets[j] : offsets[j + 1]],
                     starts[cut[j] : cut[j + 1]] - offsets[j],
                 )
-        return out
+        return [out[i] for i in range(len(calls))]
 
     def burst_ids(self, pid, pane, time, is_e):
         out = np.empty(pid.shape[0], np.int64)

@@ -86,8 +86,8 @@ def device_weights(parts: list[tuple[EventWeights, int, int]]):
     kernel = weights_kernel(ring)
     blocks = grid(n * nch)
     kernel[blocks](cuda.device_array(1, np.float64 if ring == "xfloat" else np.int64), -1, *args)
-    for s, source in sources.values():
-        kernel[blocks](device_column(source), s, *args)
+    for num, source in sources.values():
+        kernel[blocks](device_column(source), num, *args)
     return W
 
 

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from gpu_hamlet import errors
-from gpu_hamlet.engine import aggregate
+from gpu_hamlet.engine import AggregateOptions, aggregate
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.events import used_columns, warn_absent_types
 from gpu_hamlet.parser import parse_workload
@@ -102,7 +102,7 @@ def trend_aggregate(
             f"type column '{type_col}' must hold strings, not "
             f"{events.schema[type_col].dataType.simpleString()}"
         )
-    options = dict(
+    options = AggregateOptions(
         backend=backend,
         sharing=sharing,
         numeric=numeric,
@@ -111,10 +111,8 @@ def trend_aggregate(
         type_col=type_col,
     )
     empty = to_arrow_schema(events.schema).empty_table()
-    schemas = {
-        n: t.schema
-        for n, t in aggregate(empty, wl, **{**options, "backend": "cpu"}, part=True).items()
-    }
+    on_cpu: AggregateOptions = {**options, "backend": "cpu", "part": True}
+    schemas = {n: t.schema for n, t in aggregate(empty, wl, **on_cpu).items()}
 
     spark = df.sparkSession
     tasks = num_tasks or spark.sparkContext.defaultParallelism
@@ -143,19 +141,19 @@ def trend_aggregate(
         F.count(time_col).alias("__times"),
     )
 
-    def total(col: Any) -> Any:  # 0, not null, over no rows (no keys and no events)
+    def sum0(col: Any) -> Any:  # 0, not null, over no rows (no keys and no events)
         return F.coalesce(F.sum(col), F.lit(0))
 
     def of_type(cond: Any) -> Any:
-        return total(F.when(cond, F.col("__n")).otherwise(0))
+        return sum0(F.when(cond, F.col("__n")).otherwise(0))
 
     groups = (
         per_type.groupBy(*keys)
         .agg(
-            total("__n").alias("__n"),
+            sum0("__n").alias("__n"),
             F.expr(ticks.format("min(__lo)")).alias("__lo"),
             F.expr(ticks.format("max(__hi)")).alias("__hi"),
-            total("__times").alias("__times"),
+            sum0("__times").alias("__times"),
             of_type(F.col(type_col).isNull()).alias("__null_types"),
             *[of_type(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)],
         )
@@ -239,6 +237,7 @@ def trend_aggregate(
     except Exception as exc:  # a task's error arrives wrapped in Spark's PythonException
         raise _task_error(exc) from None
     if stats is not None:
+        assert acc is not None  # made above whenever stats is given
         stats.add(acc.value)
     log.info(
         "engine pass (shuffle, sort, %d queries): %.1f s", len(wl), time.perf_counter() - started

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from gpu_hamlet.devices import choose_device
-from gpu_hamlet.engine import aggregate
+from gpu_hamlet.engine import AggregateOptions, aggregate
 from gpu_hamlet.events import time_axis
 from gpu_hamlet.partitions import grouping_values
 from gpu_hamlet.plan import plan_query
@@ -75,7 +75,7 @@ class ShardJob:
     names: tuple[str, ...]
     schemas: tuple[pa.Schema, ...]  # each query's result schema
     keys: tuple[str, ...]  # common GROUPBY attributes
-    options: dict
+    options: AggregateOptions
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
     type_names: tuple[str, ...]  # the type column arrives as codes into these
     stats: Accumulator | None = None  # of RunStats: each task adds its sharing decisions
@@ -106,8 +106,8 @@ class ShardJob:
             pa.field(SUMMARY_COL, pa.binary())
         )
 
-    def task_options(self) -> dict:
-        options = dict(self.options)
+    def task_options(self) -> AggregateOptions:
+        options = self.options.copy()
         if options["backend"] != "cpu" and choose_device() is None:
             if options["backend"] == "gpu":
                 raise RuntimeError(
@@ -147,7 +147,7 @@ class ShardJob:
         return int(differ[-1]) + 1 if differ.size else 0
 
     def _process(
-        self, table: pa.Table, wl, options: dict, stats: RunStats | None
+        self, table: pa.Table, wl, options: AggregateOptions, stats: RunStats | None
     ) -> Iterator[pa.RecordBatch]:
         """The shards of `table`: whole groups in one engine call, each slice of a cut group in
         its own; each call's sharing decisions are added to `stats` (one RunStats per call:
