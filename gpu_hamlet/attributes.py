@@ -31,6 +31,11 @@ class Attributes:
         # call by the GPU backend (gpu_hamlet/kernels/weights.py).
         self.device: dict[tuple, object] = {}
 
+    @property
+    def table(self) -> pa.Table:
+        """The event table the columns come from."""
+        return self.ev.table
+
     def column(self, attr: str) -> pa.Array:
         return self.ev.table.column(attr).combine_chunks()
 

@@ -11,16 +11,37 @@ per query only rows and labels travel, not the weights (gpu_hamlet/kernels/weigh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from cpu_fallback.rings import NO_RANK, layout
 
-if TYPE_CHECKING:
-    from gpu_hamlet.attributes import Attributes
+
+class Columns(Protocol):
+    """The event table's columns in every number form, converted once per call: what a `Source`
+    reads (gpu_hamlet/attributes.py `Attributes` is the one implementation; a protocol here keeps
+    the imports one-way)."""
+
+    @property
+    def table(self) -> pa.Table: ...
+
+    #: Device copies of converted columns, by `Source.key`, kept for the call by the GPU backend.
+    device: dict[tuple, Any]
+
+    def floats(self, attr: str) -> np.ndarray: ...
+
+    def residues(self, attr: str, p: int) -> np.ndarray: ...
+
+    def validity(self, form: str, attr: str) -> np.ndarray: ...
+
+    def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]: ...
+
+    def keys_are_values(self, attr: str) -> bool: ...
 
 
 class Kind(IntEnum):
@@ -40,7 +61,7 @@ class Source:
     (values mod `p`) or 'key' (int64 order keys, NO_RANK for null), over all event rows; with
     `valid`, the column's validity (1, or 0 for null) in that form instead of its values."""
 
-    attrs: Attributes
+    attrs: Columns
     form: str
     attr: str
     p: int = 0

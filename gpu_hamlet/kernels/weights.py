@@ -34,7 +34,7 @@ def device_column(src: Source):
     and copied once."""
     cache = src.attrs.device
     if src.key not in cache:
-        col = src.attrs.ev.table.column(src.attr)
+        col = src.attrs.table.column(src.attr)
         direct = (
             col.null_count == 0
             and not src.valid
@@ -48,7 +48,7 @@ def device_column(src: Source):
             )
         )
         if direct and cudf_available():
-            cache[src.key] = arrow_to_device(src.attrs.ev.table, [src.attr])[src.attr]
+            cache[src.key] = arrow_to_device(src.attrs.table, [src.attr])[src.attr]
         else:
             cache[src.key] = to_device(src.host())
     return cache[src.key]
