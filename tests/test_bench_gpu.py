@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -161,6 +161,7 @@ def test_explain_keeps_the_query_units(tmp_path, capsys):
     assert "workload pane: 90 s" in out
 
 
+@pytest.mark.spark
 def test_spark_submit_entry_script(tmp_path):
     """The README's spark-submit line, with the local profile, writes every query's dataset."""
     import os

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 
 import compile_kernels
+import pytest
+
+pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
 
 
 def test_launches_are_recorded_with_what_rebuilds_their_kernels(tmp_path):

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from gpu_hamlet.cli import DEMO_WORKLOAD, main
 from gpu_hamlet.datagen import ridesharing
 from gpu_hamlet.demo import describe_data
@@ -67,6 +69,7 @@ WARM_UP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path):
     """A kernel over a ring (its arithmetic made by the rings' factory) is compiled by the first
     process and loaded from NUMBA_CACHE_DIR by the next: what every Spark worker relies on."""

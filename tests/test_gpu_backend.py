@@ -20,6 +20,8 @@ from gpu_hamlet.backend import select_backend
 from gpu_hamlet.devices import cuda_visible
 from gpu_hamlet.errors import NumericOverflowError
 
+pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
+
 try:
     from compare import assert_matches_oracle, events_to_table
     from oracle import oracle

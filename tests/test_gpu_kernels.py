@@ -31,6 +31,8 @@ from gpu_hamlet.kernels.weights import device_weights
 from gpu_hamlet.parser import parse_workload
 from gpu_hamlet.plan import Channel
 
+pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
+
 try:
     from compare import events_to_table
     from test_properties import OVERFLOW_TEXT, burst_events, cases, overflow_events

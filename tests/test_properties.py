@@ -93,6 +93,7 @@ def test_parser_reads_generated_workloads(case):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(cases())
 def test_engine_matches_oracle_in_every_numeric_mode(case):

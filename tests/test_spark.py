@@ -213,6 +213,7 @@ def test_choose_device_rules():
     assert choose_device(env={}, addresses=[]) is None
 
 
+@pytest.mark.spark
 def test_gpu_resource_reaches_tasks_on_local_cluster(tmp_path):
     """Spark's local-cluster master with a fake discovery script: each task picks the GPU
     address Spark assigned it (no CUDA_VISIBLE_DEVICES)."""
