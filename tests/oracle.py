@@ -56,7 +56,7 @@ MAGNITUDE_KEY = "__magnitude__"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -278,7 +278,7 @@ def _passes(event: dict, filters: Sequence[Any]) -> bool:
         v = event.get(f.attr)
         if v is None:
             return False  # SQL: a comparison with null is not true
-        if not _OPS[f.op](v, _literal(v, f.value)):
+        if not COMPARISONS[f.op](v, _literal(v, f.value)):
             return False
     return True
 

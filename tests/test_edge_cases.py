@@ -5,7 +5,6 @@ type; durations too long for it. In-process on both backends, and through Spark.
 from __future__ import annotations
 
 import math
-import operator
 import struct
 from decimal import Decimal
 from fractions import Fraction
@@ -15,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from compare import assert_matches_oracle
-from oracle import oracle
+from oracle import COMPARISONS, oracle
 
 import gpu_hamlet
 from gpu_hamlet.errors import EventDataError, WorkloadError
@@ -23,14 +22,7 @@ from gpu_hamlet.spark import trend_aggregate
 
 BACKENDS = ["cpu", "gpu"]
 I64 = 2**63 - 1
-_PY_OPS = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+_PY_OPS = COMPARISONS  # the query language's operators as Python's
 
 
 def _run(events: pa.Table, text: str, **options) -> dict[str, pa.Table]:
