@@ -162,7 +162,7 @@ def select_backend(name: str | Backend) -> Backend:
     if name not in ("auto", "cpu", "gpu"):
         raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {name!r}")
     if name == "gpu" and simulator_enabled():
-        log.info("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+        _say_once("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         return _gpu()
     visible = name != "cpu" and not simulator_enabled() and cuda_visible()
     if name == "gpu" and not visible:
@@ -173,14 +173,25 @@ def select_backend(name: str | Backend) -> Backend:
             "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow)."
         )
     if visible:
-        log.info("backend=%s uses the GPU backend", name)
+        _say_once(f"backend={name} uses the GPU backend")
         return _gpu()
     from cpu_fallback import CpuBackend
 
     if name == "auto":
         why = "numba.cuda is the simulator" if simulator_enabled() else "no CUDA device is visible"
-        log.info("backend=auto uses the CPU backend (%s)", why)
+        _say_once(f"backend=auto uses the CPU backend ({why})")
     return CpuBackend()
+
+
+_said: set[str] = set()
+
+
+def _say_once(choice: str) -> None:
+    """Log a backend choice at INFO the first time this process makes it (a Spark task, or a
+    demo's warm-up, calls the engine many times)."""
+    if choice not in _said:
+        _said.add(choice)
+        log.info(choice)
 
 
 def _gpu() -> Backend:
