@@ -39,22 +39,9 @@ def test_run_round_trip(spark, tmp_path, capsys):
     a second run may replace that result with --mode overwrite (and print its --stats)."""
     wl, events = _inputs(tmp_path)
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--workload",
-                str(wl),
-                "--events",
-                str(events),
-                "--out",
-                str(out),
-                "--sharing",
-                "static",
-            ]
-        )
-        == 0
-    )
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+    run += ["--sharing", "static"]
+    assert main(run) == 0
     printed = capsys.readouterr().out
     assert "read 14 events" in printed and "q1: 1 rows" in printed
     expected = gpu_hamlet.aggregate(pq.read_table(events), WORKLOAD, backend="cpu")
@@ -64,28 +51,7 @@ def test_run_round_trip(spark, tmp_path, capsys):
     assert pq.read_table(out / "q1").column("count").to_pylist() == [132]
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "q1", "q2"]
 
-    assert (
-        main(
-            [
-                "run",
-                "--workload",
-                str(wl),
-                "--events",
-                str(events),
-                "--out",
-                str(out),
-                "--sharing",
-                "static",
-                "--mode",
-                "overwrite",
-                "--out-format",
-                "json",
-                "--stats",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert main(run + ["--mode", "overwrite", "--out-format", "json", "--stats", "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in printed
     rows = [
