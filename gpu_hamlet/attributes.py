@@ -27,6 +27,7 @@ class Attributes:
         self._residues: dict[tuple[str, int], np.ndarray] = {}
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._valid: dict[str, np.ndarray | None] = {}
+        self._unaddable: dict[str, pa.Array | None] = {}
         # Device copies of the converted columns (Source.key -> device array), kept for the
         # call by the GPU backend (gpu_hamlet/kernels/weights.py).
         self.device: dict[tuple, object] = {}
@@ -48,6 +49,22 @@ class Attributes:
                 None if not col.null_count else col.is_valid().to_numpy(zero_copy_only=False)
             )
         return self._valid[attr]
+
+    def unaddable(self, attr: str) -> pa.Array | None:
+        """Where a float column is NaN or infinite, or a decimal256 column holds more than 38
+        digits (None when nowhere): values SUM and AVG cannot add (outside bigint mode, for the
+        digits). Found once per column for all queries."""
+        if attr not in self._unaddable:
+            col = self.column(attr)
+            t = col.type
+            bad = None
+            if pa.types.is_floating(t):
+                bad = pc.invert(pc.is_finite(col)).fill_null(False)
+            elif pa.types.is_decimal(t) and t.precision > 38:
+                limit = pa.scalar(10 ** (38 - t.scale), t)
+                bad = pc.greater_equal(pc.abs(col), limit).fill_null(False)
+            self._unaddable[attr] = bad if bad is not None and pc.any(bad).as_py() else None
+        return self._unaddable[attr]
 
     def floats(self, attr: str) -> np.ndarray:
         """float64 values (unscaled for decimals), 0 for nulls."""

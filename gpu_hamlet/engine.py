@@ -403,29 +403,21 @@ class QueryRun:
         for agg in q.aggregates:
             if agg.func not in ("SUM", "AVG"):
                 continue
-            assert agg.type is not None, "SUM and AVG take TYPE.attr"
-            col = self.ev.table.column(agg.attr)
-            t = col.type
+            assert agg.type is not None and agg.attr is not None, "SUM and AVG take TYPE.attr"
+            t = self.ev.table.schema.field(agg.attr).type
             if pa.types.is_floating(t):
-                bad = pc.invert(pc.is_finite(col)).fill_null(False)
                 what = "NaN or infinite values"
                 advice = (
                     f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
                     f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308"
                 )
             elif pa.types.is_decimal(t) and t.bit_width > 128 and self.numeric != "bigint":
-                bad = (
-                    pc.greater_equal(pc.abs(col), pa.scalar(10 ** (38 - t.scale), t)).fill_null(
-                        False
-                    )
-                    if t.precision > 38
-                    else None
-                )
                 what = "values of more than 38 digits"
                 advice = "use numeric='bigint' to add them exactly"
             else:
                 continue
-            if bad is None or not pc.any(bad).as_py():
+            bad = self.attrs.unaddable(agg.attr)
+            if bad is None:
                 continue
             pos = matcher.positions(q, self.tpl) if pos is None else pos
             of_type = np.flatnonzero(pos == self.tpl.position[agg.type])
