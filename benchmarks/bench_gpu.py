@@ -63,8 +63,8 @@ def nvidia_smi() -> str:
 
 def record_segment_calls(events, text: str, numeric: str) -> list[tuple]:
     from cpu_fallback import CpuBackend
-    from gpu_hamlet.backend import RecordingBackend
-    from gpu_hamlet.weights import as_array
+    from gpu_hamlet.core.weights import as_array
+    from gpu_hamlet.engine.backend import RecordingBackend
 
     rec = RecordingBackend(CpuBackend())
     gpu_hamlet.aggregate(

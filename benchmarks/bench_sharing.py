@@ -22,7 +22,7 @@ from harness import best_time
 
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
-from gpu_hamlet.sharing import RunStats
+from gpu_hamlet.engine.sharing import RunStats
 
 TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
 OTHERS = [t for t in TYPES if t != "B"]

@@ -39,8 +39,8 @@ from unittest import mock
 import pyarrow.parquet as pq
 
 from gpu_hamlet.datagen import ridesharing
-from gpu_hamlet.events import used_columns
-from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.engine.events import used_columns
+from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.spark import job as spark_job
 from gpu_hamlet.spark.job import type_codes
 from gpu_hamlet.spark.worker import ShardJob

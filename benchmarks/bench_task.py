@@ -28,8 +28,8 @@ from bench_spark import workload
 
 from gpu_hamlet import aggregate
 from gpu_hamlet.datagen import ridesharing
-from gpu_hamlet.engine import AggregateOptions
-from gpu_hamlet.parser import parse_workload
+from gpu_hamlet.engine.evaluate import AggregateOptions
+from gpu_hamlet.query.parser import parse_workload
 
 OPTIONS = AggregateOptions(
     backend="cpu", sharing="dynamic", numeric="float", on_overflow="null", part=True

@@ -1,4 +1,5 @@
-"""Calibrate the optimizer's cost model (gpu_hamlet/optimizer.py, EngineCostModel) on a backend.
+"""Calibrate the optimizer's cost model (gpu_hamlet/engine/optimizer.py, EngineCostModel) on a
+backend.
 
     python benchmarks/calibrate_costs.py [--backend cpu] [--events 400000]
 
@@ -22,10 +23,10 @@ import numpy as np
 from harness import best_time
 
 import gpu_hamlet
-from gpu_hamlet.backend import select_backend
 from gpu_hamlet.datagen import kleene_stream
-from gpu_hamlet.plan import Template
-from gpu_hamlet.sharing import RunStats
+from gpu_hamlet.engine.backend import select_backend
+from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.query.plan import Template
 
 
 def main() -> None:

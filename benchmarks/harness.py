@@ -26,10 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 import gpu_hamlet
-from gpu_hamlet.sharing import RunStats
+from gpu_hamlet.engine.sharing import RunStats
 
 MODES = ("dynamic", "static", "none")
-#: Fields of gpu_hamlet.sharing.SharingStats added up over a run's sharable sets.
+#: Fields of gpu_hamlet.engine.sharing.SharingStats added up over a run's sharable sets.
 SHARING_FIELDS = (
     "bursts",
     "burst_events",

@@ -28,7 +28,7 @@ from pathlib import Path
 from experiments import EXPERIMENTS
 from harness import Engine, Settings
 
-from gpu_hamlet.backend import select_backend
+from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.errors import GpuHamletError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The CPU backend: numba kernels over the semirings of cpu_fallback/rings.py."""
+"""The CPU backend: numba kernels over the semirings of gpu_hamlet/core/rings.py."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import numpy as np
 from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
-from cpu_fallback.rings import make_tag
-from gpu_hamlet.weights import as_array
+from gpu_hamlet.core.rings import make_tag
+from gpu_hamlet.core.weights import as_array
 
 
 class CpuBackend:
     """Runs every engine step with numba on the host (weights described by columns and rows,
-    gpu_hamlet/weights.py, are built here on the host)."""
+    gpu_hamlet/core/weights.py, are built here on the host)."""
 
     name = "cpu"
 

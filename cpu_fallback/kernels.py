@@ -1,4 +1,4 @@
-"""numba kernels of the CPU backend, written once over a semiring (cpu_fallback/rings.py).
+"""numba kernels of the CPU backend, written once over a semiring (gpu_hamlet/core/rings.py).
 
 State layout (docs/architecture.md section 2). A query with k pattern positions and `nch` channels
 keeps, per channel, one running sum per position plus the final accumulator, and a constant:
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from cpu_fallback.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, r_zero
+from gpu_hamlet.core.rings import r_add, r_is_zero, r_load, r_mul, r_one, r_store, r_zero
 
 
 @njit(cache=True)
@@ -31,7 +31,8 @@ def _apply_event(
 ):
     # Reads X, adds into Dst (which may be X itself for a lone event: every channel reads its own
     # predecessors before writing, and channel 0, which the others read through c, is written last).
-    # A macro event (a shared burst, gpu_hamlet/sharing.py; mseg[i] >= 0 names its coefficients)
+    # A macro event (a shared burst, gpu_hamlet/engine/sharing.py; mseg[i] >= 0 names its
+    # coefficients)
     # adds MU*c and MU*z + K*c instead of c and z + W*c; its c, the burst's snapshot, is recorded
     # in `snap` (column 0).
     stride = k + 1

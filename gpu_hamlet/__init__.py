@@ -4,7 +4,8 @@
 workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
 """
 
-from gpu_hamlet.engine import aggregate
+from gpu_hamlet.engine.evaluate import aggregate
+from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import (
     AbsentTypeWarning,
     EventDataError,
@@ -12,9 +13,8 @@ from gpu_hamlet.errors import (
     NumericOverflowError,
     WorkloadError,
 )
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.sharing import RunStats
-from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 __version__ = "0.1.0"
 

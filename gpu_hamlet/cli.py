@@ -33,7 +33,7 @@ from gpu_hamlet.cli_io import (
     write_results,
 )
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
-from gpu_hamlet.workload import Workload
+from gpu_hamlet.query.workload import Workload
 
 log = logging.getLogger("gpu_hamlet")
 
@@ -171,7 +171,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpu_hamlet.sharing import analyze
+    from gpu_hamlet.engine.sharing import analyze
 
     workload = _read_workload(args.workload)
     fmt = input_format(args.events, args.in_format) if args.events else None

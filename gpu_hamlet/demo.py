@@ -74,10 +74,10 @@ def warm_up_kernels(
     Which kernel signatures run depends on the data (windows of many panes, sliding windows), so
     the sample is every k-th event over the whole time span, at most `max_events` of them
     (`events` in time order, as gpu_hamlet/datagen.py makes them)."""
-    from gpu_hamlet.engine import aggregate
-    from gpu_hamlet.events import time_axis
-    from gpu_hamlet.plan import plan_query
-    from gpu_hamlet.summaries import Cut, compose, summarize
+    from gpu_hamlet.engine.evaluate import aggregate
+    from gpu_hamlet.engine.summaries import Cut, compose, summarize
+    from gpu_hamlet.query.plan import plan_query
+    from gpu_hamlet.query.time_axis import time_axis
 
     step = max(1, -(-events.num_rows // max_events))
     sample = events.take(np.arange(0, events.num_rows, step))

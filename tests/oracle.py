@@ -68,7 +68,8 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
 
 @dataclass(frozen=True)
 class Elem:
-    """A pattern element (duck-type compatible with ``gpu_hamlet.workload.PatternElement``)."""
+    """A pattern element (duck-type compatible with
+    ``gpu_hamlet.query.workload.PatternElement``)."""
 
     type: str
     kleene: bool = False

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 __all__ = [
     "TYPES",

@@ -222,7 +222,7 @@ RIDE_OTHERS = ("Request", "Pickup", "Dropoff", "Cancel")
 
 def test_kleene_sharing_workload_shares_one_kleene_type():
     from gpu_hamlet import parse_workload
-    from gpu_hamlet.sharing import analyze
+    from gpu_hamlet.engine.sharing import analyze
 
     n_max = len(RIDE_OTHERS) * (3 * len(RIDE_OTHERS) - 1)
     text = datagen.kleene_sharing_workload(

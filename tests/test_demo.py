@@ -43,10 +43,10 @@ def test_every_kernel_is_cached_on_disk_but_the_inlined_ring_ops():
     for module in (
         "cpu_fallback.bursts",
         "cpu_fallback.kernels",
-        "gpu_hamlet.numeric",
-        "gpu_hamlet.partitions",
-        "gpu_hamlet.pruning",
-        "gpu_hamlet.window_copies",
+        "gpu_hamlet.core.numeric",
+        "gpu_hamlet.engine.partitions",
+        "gpu_hamlet.engine.pruning",
+        "gpu_hamlet.engine.window_copies",
     ):
         importlib.import_module(module)
     from gpu_hamlet.kernel_cache import dispatchers
@@ -54,13 +54,13 @@ def test_every_kernel_is_cached_on_disk_but_the_inlined_ring_ops():
     found = dispatchers()
     uncached = {d.__module__ for d in found if d.stats.cache_path is None}
     assert len(found) > 15
-    assert uncached == {"cpu_fallback.rings"}
+    assert uncached == {"gpu_hamlet.core.rings"}
 
 
 WARM_UP = textwrap.dedent("""
     import numpy as np
     from cpu_fallback.kernels import reduce_sorted
-    from cpu_fallback.rings import make_tag
+    from gpu_hamlet.core.rings import make_tag
     from gpu_hamlet.kernel_cache import warm_up
 
     vals = np.ones((4, 1, 2))

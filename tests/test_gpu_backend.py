@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gpu_hamlet
-from gpu_hamlet.backend import select_backend
 from gpu_hamlet.devices import cuda_visible
+from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.errors import NumericOverflowError
 
 pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
@@ -80,7 +80,7 @@ def test_gpu_backend_runs_the_gpu_kernels():
 
 def test_auto_says_which_backend_it_chose(caplog, monkeypatch):
     """Once per process: a Spark task or the demo's warm-up calls the engine many times."""
-    monkeypatch.setattr("gpu_hamlet.backend._said", set())
+    monkeypatch.setattr("gpu_hamlet.engine.backend._said", set())
     with caplog.at_level(logging.INFO, logger="gpu_hamlet"):
         be = select_backend("auto")
         select_backend("auto")
@@ -100,7 +100,7 @@ def _select_in_fresh_process(name: str, **env: str) -> subprocess.CompletedProce
     clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.getcwd(), **env)
     code = (
         "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
-        "from gpu_hamlet.backend import select_backend\n"
+        "from gpu_hamlet.engine.backend import select_backend\n"
         f"print('chose', select_backend({name!r}).name)"
     )
     return subprocess.run(
@@ -191,7 +191,7 @@ def test_launches_do_not_grow_with_the_number_of_queries(monkeypatch):
 
 def test_batches_bounded_by_events_give_the_same_tables(monkeypatch):
     """With BATCH_EVENTS = 1 every query runs in a batch of its own: the same tables."""
-    import gpu_hamlet.engine as engine
+    import gpu_hamlet.engine.evaluate as engine
 
     text = OVERFLOW_TEXT + "; alone: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 100 s"
     events = events_to_table(overflow_events())

@@ -21,15 +21,15 @@ from numba import cuda
 import gpu_hamlet
 from cpu_fallback import CpuBackend
 from cpu_fallback import kernels as cpu_kernels
-from gpu_hamlet.attributes import Attributes
-from gpu_hamlet.backend import RecordingBackend
-from gpu_hamlet.events import prepare_events
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import RecordingBackend
+from gpu_hamlet.engine.events import prepare_events
 from gpu_hamlet.kernels import GpuBackend
 from gpu_hamlet.kernels import backend as gpu_backend_module
 from gpu_hamlet.kernels.scan import inclusive_scan
 from gpu_hamlet.kernels.weights import device_weights
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.plan import Channel
+from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.plan import Channel
 
 pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
     from oracle import (

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from gpu_hamlet.errors import WorkloadError
-from gpu_hamlet.parser import parse_workload, tokenize
-from gpu_hamlet.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.parser import parse_workload, tokenize
+from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 MS, S, MIN, H, D = 1, 1000, 60_000, 3_600_000, 86_400_000
 

@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.errors import (
     AbsentTypeWarning,
     EventDataError,
     GpuHamletError,
     NumericOverflowError,
 )
-from gpu_hamlet.events import EventFrame
-from gpu_hamlet.partitions import Partitioner
-from gpu_hamlet.workload import Aggregate, PatternElement, Query, Workload
+from gpu_hamlet.query.workload import Aggregate, PatternElement, Query, Workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
     from compare import DECIMAL_LIMIT, assert_matches_oracle, close, events_to_table, to_datetime
@@ -80,7 +80,7 @@ def cases(draw, max_queries: int = 5, window_unit_ms: int = 1000):
 @settings(PROPERTY, max_examples=200)
 @given(st.sampled_from([1000, 1000, 250, 100]).flatmap(lambda u: workload_cases(window_unit_ms=u)))
 def test_parser_reads_generated_workloads(case):
-    parse_workload = importlib.import_module("gpu_hamlet.parser").parse_workload
+    parse_workload = importlib.import_module("gpu_hamlet.query.parser").parse_workload
     text, wl = case
     parsed = parse_workload(text)
     assert parsed.names == wl.names, text

@@ -1,4 +1,5 @@
-"""Pruning (gpu_hamlet/pruning.py) keeps every event of every trend, and does drop the others."""
+"""Pruning (gpu_hamlet/engine/pruning.py) keeps every event of every trend, and does drop the
+others."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import enumerate_trends
 
-from gpu_hamlet.pruning import may_complete
+from gpu_hamlet.engine.pruning import may_complete
 
 PATTERNS = ["SEQ(A, B+, C)", "SEQ(A, B)", "B+", "SEQ(A+, C+)", "SEQ(A, B, C)"]
 

@@ -14,15 +14,15 @@ from oracle import oracle
 
 import gpu_hamlet
 from gpu_hamlet.datagen import load_hamlet_stream
-from gpu_hamlet.optimizer import (
+from gpu_hamlet.engine.optimizer import (
     COST_MODELS,
     CPU_COSTS,
     EngineCostModel,
     PaperCostModel,
     choose_shared,
 )
-from gpu_hamlet.pruning import may_complete
-from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.engine.pruning import may_complete
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
 PAPER_QUERIES = (

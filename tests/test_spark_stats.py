@@ -36,7 +36,7 @@ def test_stats_of_one_task_equal_the_in_process_run(spark):
 
 def test_run_stats_add_sums_per_sharable_set():
     a, b = gpu_hamlet.RunStats(), gpu_hamlet.RunStats()
-    from gpu_hamlet.sharing import SharingStats
+    from gpu_hamlet.engine.sharing import SharingStats
 
     a.sets.append(SharingStats("B", ("x", "y"), bursts=2, shared=1, unshared=1))
     b.sets += [

@@ -16,9 +16,9 @@ from test_spark import _assert_same, _sorted
 
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
-from gpu_hamlet.engine import Context
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.summaries import Cut, compose, summarize
+from gpu_hamlet.engine.evaluate import Context
+from gpu_hamlet.engine.summaries import Cut, compose, summarize
+from gpu_hamlet.query.parser import parse_workload
 
 
 def split_and_compose(

@@ -13,8 +13,8 @@ from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
 import gpu_hamlet
-from gpu_hamlet.engine import QueryRun
-from gpu_hamlet.window_copies import window_copies
+from gpu_hamlet.engine.evaluate import QueryRun
+from gpu_hamlet.engine.window_copies import window_copies
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,12 +1,12 @@
-"""The GPU backend: the Backend steps (gpu_hamlet/backend.py) as numba.cuda kernels.
+"""The GPU backend: the Backend steps (gpu_hamlet/engine/backend.py) as numba.cuda kernels.
 
 Host NumPy in and out, as the interface says, except the weights that come described by the
-event table's columns and rows (gpu_hamlet/weights.py): those columns are read where they are on
-the device and the weights are built there (gpu_hamlet/kernels/weights.py). Each call launches
+event table's columns and rows (gpu_hamlet/core/weights.py): those columns are read where they are
+on the device and the weights are built there (gpu_hamlet/kernels/weights.py). Each call launches
 its kernel over all its runs, windows or bursts at once (never one launch per burst, window or
 segment), in chunks sized to `max_device_bytes` so device memory stays bounded whatever the input
 (besides the event columns held for the call, 8 bytes per event each). The `*_many` steps take
-the calls of all queries of a round (gpu_hamlet/backend.py `drive`) and launch once per shape
+the calls of all queries of a round (gpu_hamlet/engine/backend.py `drive`) and launch once per shape
 (ring, map size, windowing, modulus) and chunk, not once per query. Results are bit-identical to
 the CPU backend in every ring: same recursions, same operation order, same scalar arithmetic.
 numeric='bigint' runs here too: it is the 'modp' ring with more primes.
@@ -22,7 +22,8 @@ import numpy as np
 from numba import cuda
 
 from cpu_fallback.kernels import PIECE_GROUPS
-from cpu_fallback.rings import layout
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.core.weights import EventWeights, as_array
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
 from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel, pieces
 from gpu_hamlet.kernels.device_data import use_rmm_pool
@@ -32,7 +33,6 @@ from gpu_hamlet.kernels.reduce import reduce_kernel
 from gpu_hamlet.kernels.segments import segment_kernel
 from gpu_hamlet.kernels.weights import device_weights
 from gpu_hamlet.kernels.windows import compose_kernel, plan_kernel
-from gpu_hamlet.weights import EventWeights, as_array
 
 #: Device bytes one launch may use, unless GPU_HAMLET_DEVICE_BYTES or the constructor says.
 DEFAULT_DEVICE_BYTES = 1 << 30

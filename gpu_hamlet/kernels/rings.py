@@ -1,4 +1,4 @@
-"""The semirings of cpu_fallback/rings.py as CUDA device functions.
+"""The semirings of gpu_hamlet/core/rings.py as CUDA device functions.
 
 The CPU kernels pick a ring through numba @overload on a tag type; the simulator runs kernels as
 plain Python and cannot use overloads, so here each ring is a record of device functions and every
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda
 
-from cpu_fallback.rings import NO_RANK, scalar_ops
+from gpu_hamlet.core.rings import NO_RANK, scalar_ops
 
 device = cuda.jit(device=True)
 

@@ -1,4 +1,5 @@
-"""Event weights built on the device from the event table's columns there (gpu_hamlet/weights.py).
+"""Event weights built on the device from the event table's columns there
+(gpu_hamlet/core/weights.py).
 
 A query's weights read a few columns at its own rows; the columns go to the device once per
 `aggregate` call (`device_column`: the cuDF column itself when cuDF is installed and the column
@@ -18,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 from numba import cuda
 
-from cpu_fallback.rings import NO_RANK, layout
+from gpu_hamlet.core.rings import NO_RANK, layout
+from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.kernels.device_data import arrow_to_device, cudf_available
 from gpu_hamlet.kernels.launch import grid, to_device
-from gpu_hamlet.weights import EventWeights, Kind, Source
 
 _NONE, _ONE, _ABS, _INV_KEY = int(Kind.NONE), int(Kind.ONE), int(Kind.ABS), int(Kind.INV_KEY)
 _NO_RANK = int(NO_RANK)

@@ -13,7 +13,7 @@
    task (gpu_hamlet/spark/placement.py): `repartition` and `sortWithinPartitions` on the label
    and time, `mapInArrow` running the engine (the plan the RAPIDS Accelerator runs on the GPU)
    into one wide intermediate table, checkpointed once. A slice answers the windows inside it and
-   adds pane summaries of its boundary segments (gpu_hamlet/summaries.py).
+   adds pane summaries of its boundary segments (gpu_hamlet/engine/summaries.py).
 5. A second, small stage: the summaries grouped by query and group (`applyInArrow`) are composed
    into the windows that cross the cuts, so every window is counted once, by one task. Each
    query's DataFrame selects its rows and columns from the union.
@@ -30,11 +30,12 @@ import time
 from typing import Any
 
 from gpu_hamlet import errors
-from gpu_hamlet.engine import AggregateOptions, aggregate
+from gpu_hamlet.engine.evaluate import AggregateOptions, aggregate
+from gpu_hamlet.engine.events import used_columns, warn_absent_types
+from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.events import used_columns, warn_absent_types
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.sharing import RunStats
+from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.workload import Workload
 from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.spark.worker import (
     GROUP_COL,
@@ -45,7 +46,6 @@ from gpu_hamlet.spark.worker import (
     StatsParam,
     compose_group,
 )
-from gpu_hamlet.workload import Workload
 
 SHARDS_COL = "__shards"
 log = logging.getLogger("gpu_hamlet")
@@ -207,12 +207,12 @@ def trend_aggregate(
     # Null-safe: a null GROUPBY value is a group like any other.
     on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(keys)]
     # The engine's first step, before the shuffle: events of types no pattern uses are in no
-    # trend (gpu_hamlet/events.py drops them too).
+    # trend (gpu_hamlet/engine/events.py drops them too).
     used = events.filter(F.col(type_col).isin(*type_names))
     used = used.withColumn(type_col, type_codes(F.col(type_col), type_names))
     typed = used.join(pdf, on=on, how="inner") if keys else used.crossJoin(pdf)
-    # Cut.slice_of() of gpu_hamlet/summaries.py: floor((t - t0) / R) clamped to [0, rmax]; only
-    # evaluated for the rows of cut groups.
+    # Cut.slice_of() of gpu_hamlet/engine/summaries.py: floor((t - t0) / R) clamped to [0, rmax];
+    # only evaluated for the rows of cut groups.
     since = f"({ticks.format(tcol)} - __t0)"
     r = F.expr(f"{since} div __R" if integral else f"floor({since} / __R)")
     r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col("__rmax"))
@@ -225,7 +225,7 @@ def trend_aggregate(
     job = ShardJob(
         wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts, type_names, acc
     )
-    # Time order within each shard is all the engine's sort needs (gpu_hamlet/partitions.py):
+    # Time order within each shard is all the engine's sort needs (gpu_hamlet/engine/partitions.py):
     # sorting by the other partition attributes as well costs Spark more than it saves there.
     wide = (
         typed.repartition(tasks, SHARD_COL)

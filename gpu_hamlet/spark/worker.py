@@ -8,8 +8,8 @@ A shard is the rows of one group of the common GROUPBY values, or of one time sl
 named by its label `__shard`. Rows arrive sorted by label and time in several Arrow batches; the
 last shard of a batch may continue in the next one, so its rows are carried over and processed with
 it. A slice of a cut group answers the windows inside it and emits, per query, one summary row: the
-maps of its segments near its boundaries (gpu_hamlet/summaries.py). The second stage receives all
-summary rows of one (query, group) and composes the windows that cross the cuts.
+maps of its segments near its boundaries (gpu_hamlet/engine/summaries.py). The second stage receives
+all summary rows of one (query, group) and composes the windows that cross the cuts.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from gpu_hamlet.devices import choose_device
-from gpu_hamlet.engine import AggregateOptions, aggregate
-from gpu_hamlet.events import time_axis
-from gpu_hamlet.partitions import grouping_values
-from gpu_hamlet.plan import plan_query
-from gpu_hamlet.sharing import RunStats
-from gpu_hamlet.summaries import Cut, compose, summarize
-from gpu_hamlet.workload import Workload
+from gpu_hamlet.engine.evaluate import AggregateOptions, aggregate
+from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.summaries import Cut, compose, summarize
+from gpu_hamlet.query.plan import plan_query
+from gpu_hamlet.query.time_axis import time_axis
+from gpu_hamlet.query.workload import Workload
 
 QUERY_COL = "__query"  # the index of a result row's query in the workload
 SHARD_COL = "__shard"  # the label of a row's group or slice (gpu_hamlet/spark/placement.py)

@@ -2,9 +2,10 @@
 
 Per query the engine
 1. keeps the events the query matches (type in the pattern, filters passed) and that may be in
-   one of its trends (gpu_hamlet/pruning.py), sorted by partition (GROUPBY + equivalence values)
+   one of its trends (gpu_hamlet/engine/pruning.py), sorted by partition (GROUPBY + equivalence
+   values)
    and time, cut into segments (panes, or whole tumbling windows); bursts it shares with other
-   queries collapse into macro events (gpu_hamlet/sharing.py);
+   queries collapse into macro events (gpu_hamlet/engine/sharing.py);
 2. runs the backend's segment kernel in each number system it needs: the XFLOAT run gives float
    results, which rows exist, and magnitude bounds; residue runs modulo as many primes as those
    bounds require give exact integers; a MINREACH run gives MIN/MAX;
@@ -22,13 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cpu_fallback.rings import layout
-from gpu_hamlet.attributes import Attributes
-from gpu_hamlet.backend import Backend, Steps, batches, drive, select_backend
-from gpu_hamlet.errors import EventDataError, NumericOverflowError
-from gpu_hamlet.events import EventFrame, prepare_events
-from gpu_hamlet.matching import Matcher
-from gpu_hamlet.numeric import (
+from gpu_hamlet.core.numeric import (
     DECIMAL38_LIMIT,
     bigint_strings,
     crt,
@@ -39,14 +34,20 @@ from gpu_hamlet.numeric import (
     xfloat_ratio,
     xfloat_to_float,
 )
-from gpu_hamlet.optimizer import COST_MODELS
-from gpu_hamlet.parser import parse_workload
-from gpu_hamlet.partitions import Partitioner, grouping_values
-from gpu_hamlet.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
-from gpu_hamlet.pruning import may_complete
-from gpu_hamlet.sharing import RunStats, SharedBursts, analyze
-from gpu_hamlet.window_copies import window_copies
-from gpu_hamlet.workload import Workload
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import Backend, Steps, batches, drive, select_backend
+from gpu_hamlet.engine.events import EventFrame, prepare_events
+from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.optimizer import COST_MODELS
+from gpu_hamlet.engine.partitions import Partitioner, grouping_values
+from gpu_hamlet.engine.pruning import may_complete
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.engine.window_copies import window_copies
+from gpu_hamlet.errors import EventDataError, NumericOverflowError
+from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
+from gpu_hamlet.query.workload import Workload
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
@@ -91,7 +92,7 @@ def aggregate(
     A pattern type that never occurs in non-empty events gives its query no trends and an
     `AbsentTypeWarning`. `part=True` says the events are one part of a larger dataset (a Spark
     task's share): no such warnings, and the plans follow the schema's nullability rather than
-    these rows' nulls, so every part computes the same channels (gpu_hamlet/events.py).
+    these rows' nulls, so every part computes the same channels (gpu_hamlet/engine/events.py).
     """
     _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
     _check_option("sharing", sharing, SHARING_MODES)
@@ -528,7 +529,7 @@ class QueryRun:
         return drive({"": self.table_steps()}, self.be)[""]
 
     def table_steps(self) -> Steps:
-        """The result table, computed as a generator of backend steps (gpu_hamlet/backend.py
+        """The result table, computed as a generator of backend steps (gpu_hamlet/engine/backend.py
         `drive` runs many queries' steps together)."""
         plan, q = self.plan, self.plan.query
         yield from self._segments()

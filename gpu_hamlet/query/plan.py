@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_hamlet.errors import WorkloadError
-from gpu_hamlet.events import TimeAxis
-from gpu_hamlet.workload import Aggregate, Query
+from gpu_hamlet.query.time_axis import TimeAxis
+from gpu_hamlet.query.workload import Aggregate, Query
 
 
 @dataclass(frozen=True)

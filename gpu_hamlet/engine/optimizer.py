@@ -76,8 +76,8 @@ CPU_COSTS = EngineCostModel(
 #: UNCALIBRATED ESTIMATES for the GPU backend, pending a run of
 #: `python benchmarks/calibrate_costs.py --backend gpu` on a device: per-event kernel work taken as
 #: 50 times cheaper than on the CPU (thousands of runs in flight at once), while the per-class
-#: bookkeeping (host NumPy in gpu_hamlet/sharing.py) and the macro event's relative cost stay the
-#: CPU's. So the GPU shares a burst only when it is longer than on the CPU.
+#: bookkeeping (host NumPy in gpu_hamlet/engine/sharing.py) and the macro event's relative cost stay
+#: the CPU's. So the GPU shares a burst only when it is longer than on the CPU.
 GPU_COSTS = EngineCostModel(
     base_s=CPU_COSTS.base_s / 50,
     event_s=CPU_COSTS.event_s / 50,

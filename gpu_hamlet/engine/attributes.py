@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cpu_fallback.rings import NO_RANK
-from gpu_hamlet.events import EventFrame
-from gpu_hamlet.plan import Channel
-from gpu_hamlet.weights import EventWeights, Kind, Source
+from gpu_hamlet.core.rings import NO_RANK
+from gpu_hamlet.core.weights import EventWeights, Kind, Source
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.query.plan import Channel
 
 
 class Attributes:
@@ -119,7 +119,7 @@ class Attributes:
         p: int = 0,
     ) -> EventWeights:
         """Per-channel event weights [channels, rows, lanes] in `ring`, described for a backend
-        to build (gpu_hamlet/weights.py): zero except on the events of the channel's type
+        to build (gpu_hamlet/core/weights.py): zero except on the events of the channel's type
         (`labels` of the rows equal to `label_of[type]`).
 
         COUNT(E): 1 on E events; SUM: the value (0 for null); abs: |value|; count_valid: 1 where

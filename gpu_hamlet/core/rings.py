@@ -11,7 +11,7 @@ prime.
   plain float64 overflows on bursts of ~1000 events; a per-element exponent also keeps small
   components exact-to-rounding next to huge ones (one shared exponent per state would flush them).
 - `ModP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
-  primes by the Chinese remainder theorem (gpu_hamlet/numeric.py).
+  primes by the Chinese remainder theorem (gpu_hamlet/core/numeric.py).
 - `MinReach`: (reachable, min rank) pairs: reachability is the boolean semiring and the value is
   the min over the attribute ranks on the path, which gives MIN (and MAX, on negated ranks).
 """

@@ -12,7 +12,7 @@ query's state a burst acts like one *macro event* whose coefficients (cpu_fallba
 match the same events of a burst form a *class* that computes the coefficients once (HAMLET's
 shared graphlet; its snapshot is the query's c at the burst), each query then resolving the burst
 in O(1). Classes other than the largest stand for the event-level snapshots of Def. 9. The
-optimizer (gpu_hamlet/optimizer.py) decides per burst and class whether sharing pays.
+optimizer (gpu_hamlet/engine/optimizer.py) decides per burst and class whether sharing pays.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from math import gcd
 
 import numpy as np
 
-from cpu_fallback.rings import layout
-from gpu_hamlet.attributes import Attributes
-from gpu_hamlet.backend import Backend
-from gpu_hamlet.events import EventFrame
-from gpu_hamlet.matching import Matcher
-from gpu_hamlet.optimizer import EngineCostModel, choose_shared
-from gpu_hamlet.plan import QueryPlan, Template
-from gpu_hamlet.pruning import bound, ranges, reach, spans
-from gpu_hamlet.workload import Query, Workload, format_ms
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import Backend
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
+from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
+from gpu_hamlet.query.plan import QueryPlan, Template
+from gpu_hamlet.query.workload import Query, Workload, format_ms
 
 # --- workload analysis ---------------------------------------------------------------------------
 
@@ -345,7 +345,7 @@ class SharedBursts:
         """The query's events straight from the collapsed set stream, when every analysed burst
         it matches runs shared: per slot it matches (indices into the sorted order, event rows,
         times, partition ids, macro segment or -1, pattern position). With `prune`, only the
-        slots that may be in a trend no longer than `within` (gpu_hamlet/pruning.py), found
+        slots that may be in a trend no longer than `within` (gpu_hamlet/engine/pruning.py), found
         from the query's start and end slots through the per-type index, so the query reads
         the covered ranges rather than the whole stream; queries with the same start slots
         and window length share the starts' reach. None when some burst must be expanded

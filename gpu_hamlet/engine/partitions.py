@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from gpu_hamlet.events import EventFrame
+from gpu_hamlet.engine.events import EventFrame
 
 
 @dataclass(frozen=True)

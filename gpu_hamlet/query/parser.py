@@ -17,7 +17,7 @@ from enum import Enum
 from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
-from gpu_hamlet.workload import (
+from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
     COMPARISON_OPS,
     Aggregate,

@@ -24,15 +24,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cpu_fallback.rings import NO_RANK
-from gpu_hamlet.attributes import order_keys
-from gpu_hamlet.backend import select_backend
-from gpu_hamlet.engine import Context, QueryRun, aggregate
-from gpu_hamlet.events import EventFrame
-from gpu_hamlet.numeric import crt, primes, primes_for_bits, xfloat_log2
-from gpu_hamlet.partitions import grouping_values
-from gpu_hamlet.plan import QueryPlan
-from gpu_hamlet.workload import Workload
+from gpu_hamlet.core.numeric import crt, primes, primes_for_bits, xfloat_log2
+from gpu_hamlet.core.rings import NO_RANK
+from gpu_hamlet.engine.attributes import order_keys
+from gpu_hamlet.engine.backend import select_backend
+from gpu_hamlet.engine.evaluate import Context, QueryRun, aggregate
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.query.plan import QueryPlan
+from gpu_hamlet.query.workload import Workload
 
 _NAN = float("nan")
 

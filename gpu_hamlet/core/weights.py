@@ -19,13 +19,13 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from cpu_fallback.rings import NO_RANK, layout
+from gpu_hamlet.core.rings import NO_RANK, layout
 
 
 class Columns(Protocol):
     """The event table's columns in every number form, converted once per call: what a `Source`
-    reads (gpu_hamlet/attributes.py `Attributes` is the one implementation; a protocol here keeps
-    the imports one-way)."""
+    reads (gpu_hamlet/engine/attributes.py `Attributes` is the one implementation; a protocol here
+    keeps the imports one-way)."""
 
     @property
     def table(self) -> pa.Table: ...

@@ -1,8 +1,8 @@
 """The backend interface: the data-parallel steps the engine delegates to CPU or GPU kernels.
 
-The engine (gpu_hamlet/engine.py) decides what to compute; a backend only runs the kernels. Each
-step takes and returns host NumPy arrays, and `ring` names the number system
-(cpu_fallback/rings.py), so both backends give identical results.
+The engine (gpu_hamlet/engine/evaluate.py) decides what to compute; a backend only runs the kernels.
+Each step takes and returns host NumPy arrays, and `ring` names the number system
+(gpu_hamlet/core/rings.py), so both backends give identical results.
 
 A backend may also take many calls of a step at once (`segment_maps_many(calls)` and so on: a
 list of argument tuples in, a list of results out). The engine writes each query's computation as
@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpu_hamlet.core.weights import EventWeights
 from gpu_hamlet.errors import GpuHamletError
-from gpu_hamlet.weights import EventWeights
 
 log = logging.getLogger("gpu_hamlet")
 
@@ -28,7 +28,7 @@ log = logging.getLogger("gpu_hamlet")
 class Backend(Protocol):
     """What a backend provides. Arrays are NumPy; `param` is the ring's parameter (the modulus of
     'modp'). Event weights come as an array [channels, events, lanes] or as EventWeights, a
-    description by columns and rows (gpu_hamlet/weights.py) that each backend builds where it
+    description by columns and rows (gpu_hamlet/core/weights.py) that each backend builds where it
     keeps the columns."""
 
     name: str

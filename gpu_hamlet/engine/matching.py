@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.errors import WorkloadError
-from gpu_hamlet.events import EventFrame
-from gpu_hamlet.plan import Template
-from gpu_hamlet.workload import Filter, Literal, Query
+from gpu_hamlet.query.plan import Template
+from gpu_hamlet.query.workload import Filter, Literal, Query
 
 _OPS = {
     "=": pc.equal,

@@ -12,8 +12,8 @@ most of the per-query work; on dense ones it removes little and costs one compil
 The test works from the start and end events alone: `reach` gives the ranges of the stream the
 starts cover, `spans` the parts of those the ends cover. A caller that can list a query's start
 and end events without a pass over the stream (a sharable set's per-type index,
-gpu_hamlet/sharing.py) reads no other slots, and queries with the same start events and window
-length share one `reach`.
+gpu_hamlet/engine/sharing.py) reads no other slots, and queries with the same start events and
+window length share one `reach`.
 """
 
 from __future__ import annotations

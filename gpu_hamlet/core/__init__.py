@@ -1,0 +1,4 @@
+"""The core layer: the number systems (rings) trend state lives in, exact and float numerics, and
+the per-event and per-burst recursions written once for the CPU (numba.njit) and the GPU
+(numba.cuda device functions). Both backends import it; it imports no other layer
+(docs/architecture.md)."""

@@ -1,0 +1,120 @@
+"""The time axis of an event table: how its time column's values become the ticks the engine
+sorts and windows by, and how window bounds are given back in the column's own type.
+
+Part of the compiled query (gpu_hamlet/query/plan.py): window lengths become ticks here, so
+every error about a duration names the query and clause at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_hamlet.errors import EventDataError, WorkloadError
+from gpu_hamlet.query.workload import Query
+
+_TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How times are held internally (int64 ticks or float64 seconds) and given back.
+
+    Integer and timestamp columns keep their own unit as the tick, so ordering and equality are
+    exact; float columns are seconds. Durations must be whole ticks.
+    """
+
+    arrow_type: pa.DataType
+    ticks_per_second: int | None  # None: float seconds
+
+    @property
+    def is_float(self) -> bool:
+        return self.ticks_per_second is None
+
+    def ticks(self, ms: int, query: Query, clause: str) -> int | float:
+        """A duration in ticks; an error when it is not a whole number of the column's unit."""
+        if self.ticks_per_second is None:
+            return ms / 1000.0
+        ticks = Fraction(ms * self.ticks_per_second, 1000)
+        if ticks.denominator != 1:
+            raise WorkloadError(
+                f"{clause} {ms} ms is not a whole number of the time column's unit "
+                f"({self.arrow_type}); use a coarser duration or a finer time column",
+                query=query.name,
+            )
+        if ticks > _INT64_MAX:  # times are int64 ticks: no window of this length has bounds
+            raise WorkloadError(
+                f"{clause} {ms} ms is longer than the time column ({self.arrow_type}) can "
+                f"hold: at most {_INT64_MAX} {self._unit}",
+                query=query.name,
+            )
+        return int(ticks)
+
+    @property
+    def _unit(self) -> str:
+        return self.arrow_type.unit if pa.types.is_timestamp(self.arrow_type) else "s"
+
+    def window_overflow(self, tmin: int, tmax: int, within: int, slide: int) -> str | None:
+        """What is wrong when a window holding a time in [tmin, tmax] (ticks) has a bound the
+        time column's type cannot hold (window_end after its largest value, or window_start
+        before its smallest), else None. Windows are [k*slide, k*slide + within)."""
+        if self.is_float:
+            return None
+        t = self.arrow_type
+        lo, hi = (
+            (-_INT64_MAX - 1, _INT64_MAX)
+            if pa.types.is_timestamp(t)
+            else (int(np.iinfo(t.to_pandas_dtype()).min), int(np.iinfo(t.to_pandas_dtype()).max))
+        )
+        tmin, tmax = int(tmin), int(tmax)
+        start = ((tmin - within) // slide + 1) * slide  # the first window holding tmin
+        if start < lo:
+            return (
+                f"the window starting at {start} {self._unit} (since the epoch) holds the "
+                f"event at {self._show(tmin)} but starts before the smallest value of the "
+                f"time column's type {t}"
+            )
+        start = tmax // slide * slide  # the last window holding tmax
+        if start + within > hi:
+            return (
+                f"the window starting at {self._show(start)} holds the event at "
+                f"{self._show(tmax)} but its window_end, {start + within} {self._unit} "
+                f"(since the epoch), is after the largest value of the time column's type {t}"
+            )
+        return None
+
+    def _show(self, ticks: int) -> str:
+        """A time the column's type holds, as that type shows it, or as ticks since the epoch
+        where Python's datetime cannot (after the year 9999)."""
+        try:
+            return str(self.to_arrow(np.asarray([ticks]))[0])
+        except (OverflowError, ValueError):
+            return f"{ticks} {self._unit} (since the epoch)"
+
+    def to_arrow(self, values: np.ndarray) -> pa.Array:
+        """Window bounds (in ticks) as an array of the time column's own type."""
+        if self.ticks_per_second is None:
+            return pa.array(values.astype(np.float64)).cast(self.arrow_type)
+        arr = pa.array(values.astype(np.int64))
+        return arr.cast(self.arrow_type)  # raises on overflow of a narrower integer type
+
+
+def time_axis(t: pa.DataType, name: str) -> TimeAxis:
+    """The time axis of a time column of Arrow type `t` (named `name`, for errors)."""
+    if pa.types.is_timestamp(t):
+        return TimeAxis(t, _TICKS_PER_SECOND[t.unit])
+    if pa.types.is_integer(t):
+        if pa.types.is_uint64(t):
+            raise EventDataError(
+                f"time column '{name}' is uint64; use int64 seconds or a timestamp"
+            )
+        return TimeAxis(t, 1)
+    if pa.types.is_floating(t):
+        return TimeAxis(t, None)
+    raise EventDataError(
+        f"time column '{name}' has unsupported type {t}: use a timestamp, or int or float seconds"
+    )
