@@ -1,4 +1,4 @@
-"""The CPU backend: numba kernels over the semirings of gpu_hamlet/core/rings.py."""
+"""The CPU backend: the recursions of gpu_hamlet/core/recursions.py as numba kernels on the host."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
+from gpu_hamlet.core import recursions
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 
@@ -55,13 +56,9 @@ class CpuBackend:
         return burst_ids(pid, pane, time, is_e)
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
+        event_bounds, burst_bounds = recursions.pieces(seg_id, time, recursions.PIECE_GROUPS, nseg)
         return kernels.burst_coefficients(
-            make_tag(ring, param),
-            seg_id,
-            time,
-            as_array(weights),
-            np.int64(nseg),
-            np.int64(kernels.PIECE_GROUPS),
+            make_tag(ring, param), time, as_array(weights), event_bounds, burst_bounds
         )
 
 

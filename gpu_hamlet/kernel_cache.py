@@ -4,17 +4,15 @@ used.
 Every numba kernel of the CPU backend is declared `@njit(cache=True)` at module level, so numba
 compiles each signature once and later processes (the next run, every Spark Python worker) load
 the machine code instead of compiling it again (about 30 s of CPU per process otherwise). The
-rings' scalar operations (gpu_hamlet/core/rings.py) are built by a factory shared with the GPU
-backend and are not cached themselves: they are compiled into each kernel that calls them, and
-cached with it.
+rings and recursions of gpu_hamlet/core are compiled into each kernel that calls them, and cached
+with it.
 
 Where numba keeps the cache: `NUMBA_CACHE_DIR` when set; else `__pycache__` beside the sources when
 that folder is writable (an editable install, or a virtual environment of one's own); else the
 user's cache folder (`~/.cache/numba` on Linux), so a read-only `pip install .` also caches. numba
-keys each entry by the source file's modification time: editing gpu_hamlet/core/rings.py alone does
-not
-invalidate the kernels that inline it (touch cpu_fallback/kernels.py, or clear the cache, after such
-an edit).
+keys each entry by its source file's modification stamp; the CPU kernels' stamp also covers the
+files of gpu_hamlet/core (gpu_hamlet/core/compile_cache.py), so editing a recursion recompiles
+them.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from numba import cuda
 
 import gpu_hamlet
 from cpu_fallback import CpuBackend
-from cpu_fallback import kernels as cpu_kernels
+from gpu_hamlet.core import recursions
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import RecordingBackend
 from gpu_hamlet.engine.events import prepare_events
@@ -321,8 +321,7 @@ def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
         if c[0] == "burst_coefficients"
     ]
     whole = [run(CPU, *c) for c in calls]
-    monkeypatch.setattr(cpu_kernels, "PIECE_GROUPS", groups)
-    monkeypatch.setattr(gpu_backend_module, "PIECE_GROUPS", groups)
+    monkeypatch.setattr(recursions, "PIECE_GROUPS", groups)
     replay(calls)
     for (step, args), ref in zip(calls, whole):
         if args[0] == "modp":

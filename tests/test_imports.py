@@ -1,8 +1,10 @@
-"""The import graph between the project's files has no cycle (docs/architecture.md section 1).
+"""The import graph between the project's files has no cycle, and its layers import one way only
+(docs/architecture.md section 1).
 
-Edges are the module-level imports of every file of `gpu_hamlet/` and `cpu_fallback/` (type-only
-imports included: a cycle of them still ties the two files together), resolved to files; imports
-inside functions (the lazy choice of a backend) are not edges."""
+Edges are the imports of every file of `gpu_hamlet/` and `cpu_fallback/` (type-only imports
+included: a cycle of them still ties the two files together), resolved to files. For cycles
+between files only module-level imports count; the layer rules count imports inside functions
+too (the lazy choice of a backend is the one import of a backend by the engine)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,17 @@ def _module_level(nodes: list[ast.stmt]):
             yield from _module_level(node.body + node.orelse + node.finalbody)
 
 
-def import_graph() -> dict[Path, set[Path]]:
+def _everywhere(nodes: list[ast.stmt]):
+    """Every import statement, inside functions and classes too."""
+    for tree in nodes:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+
+
+def import_graph(lazy: bool = False) -> dict[Path, set[Path]]:
+    """File -> the project files it imports: at module level, or anywhere with `lazy`."""
+    find = _everywhere if lazy else _module_level
     graph: dict[Path, set[Path]] = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -41,7 +53,7 @@ def import_graph() -> dict[Path, set[Path]]:
                 here = here[: -len(".__init__")]
             targets: set[Path] = set()
             tree = ast.parse(path.read_text())
-            for node in _module_level(tree.body):
+            for node in find(tree.body):
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
                 else:
@@ -112,3 +124,48 @@ def test_a_cycle_is_found():
     a, b, c = Path("a.py"), Path("b.py"), Path("c.py")
     assert cycles({a: {b}, b: {c}, c: set()}) == []
     assert sorted(map(sorted, cycles({a: {b}, b: {c}, c: {a}}))) == [[a, b, c]]
+
+
+#: Each layer and the layers its files may import. `base` is the leaf modules every layer uses.
+LAYERS: dict[str, set[str]] = {
+    "base": set(),
+    "query": {"base"},
+    "core": {"base"},
+    "cpu_fallback": {"core", "base"},
+    "kernels": {"core", "base"},
+    "engine": {"query", "core", "base"},
+    "entry": {"engine", "query", "core", "base"},
+}
+#: The one place the engine chooses (and so imports) a backend.
+CHOOSER = ROOT / "gpu_hamlet" / "engine" / "backend.py"
+
+
+def layer_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).parts
+    if parts[0] == "cpu_fallback":
+        return "cpu_fallback"
+    if parts[1] in ("query", "core", "engine", "kernels"):
+        return parts[1]
+    if parts[1] in ("errors.py", "devices.py"):
+        return "base"
+    return "entry"  # the package's face: __init__, cli, spark/, demo, datagen, kernel_cache
+
+
+def test_layers_import_one_way():
+    graph = import_graph(lazy=True)
+    assert {layer_of(p) for p in graph} == set(LAYERS)  # every layer has files
+    wrong = [
+        f"{a.relative_to(ROOT)} ({layer_of(a)}) imports {b.relative_to(ROOT)} ({layer_of(b)})"
+        for a, targets in graph.items()
+        for b in targets
+        if layer_of(b) != layer_of(a)
+        and layer_of(b) not in LAYERS[layer_of(a)]
+        and not (a == CHOOSER and layer_of(b) in ("cpu_fallback", "kernels"))
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_engine_imports_a_backend_only_lazily():
+    eager = import_graph()[CHOOSER]
+    assert not {layer_of(b) for b in eager} & {"cpu_fallback", "kernels"}
+    assert {"cpu_fallback", "kernels"} <= {layer_of(b) for b in import_graph(lazy=True)[CHOOSER]}

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from cpu_fallback.kernels import PIECE_GROUPS
+from gpu_hamlet.core import recursions
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.core.weights import EventWeights, as_array
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
-from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel, pieces
+from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel
 from gpu_hamlet.kernels.device_data import use_rmm_pool
 from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks, to_device
 from gpu_hamlet.kernels.panes import device_panes
@@ -395,7 +395,7 @@ class GpuBackend:
         described = isinstance(weights, EventWeights)
         MU = np.empty((nseg, 1, lanes), dtype)
         K = np.empty((nseg, nch, lanes), dtype)
-        ev_bounds, bounds = pieces(seg_id, time, PIECE_GROUPS, nseg)
+        ev_bounds, bounds = recursions.pieces(seg_id, time, recursions.PIECE_GROUPS, nseg)
         item = np.dtype(dtype).itemsize * lanes
         per_piece = item * (3 * nch + 2) + 8
         per_event = item * nch + 8 + (16 if described else 0)  # + rows and labels

@@ -6,14 +6,15 @@ import functools
 
 from numba import cuda
 
-from gpu_hamlet.kernels.rings import device_ring
+from gpu_hamlet.core.recursions import reduce_run
+from gpu_hamlet.core.rings import BY_NAME
 
 
 @functools.cache
 def reduce_kernel(ring: str):
     """kernel[grid, block](vals, bounds, out, prm): one thread per (run, column), adding the
     run's rows bounds[g]..bounds[g+1]-1 in order (as the CPU backend does)."""
-    zero, one, add, mul, is_zero, load, store = device_ring(ring)
+    Tag = BY_NAME[ring]
 
     @cuda.jit
     def kernel(vals, bounds, out, prm):
@@ -22,10 +23,6 @@ def reduce_kernel(ring: str):
         if x >= (bounds.shape[0] - 1) * nf:
             return
         g = x // nf
-        f = x - g * nf
-        acc = load(vals, bounds[g], f)
-        for i in range(bounds[g] + 1, bounds[g + 1]):
-            acc = add(acc, load(vals, i, f), prm)
-        store(out, g, f, acc)
+        reduce_run(Tag(prm), vals, bounds[g], bounds[g + 1], x - g * nf, out, g)
 
     return kernel

@@ -1,0 +1,363 @@
+"""The engine's recursions, written once over a ring (gpu_hamlet/core/rings.py) for both backends.
+
+Every function here is plain Python registered with numba for every target (`jitable`): the CPU
+backend's `numba.njit` kernels (cpu_fallback/kernels.py) and the GPU backend's `numba.cuda.jit`
+kernels (gpu_hamlet/kernels/) call the same source, so both compute the same operations in the
+same order and give identical bits; numba's CUDA simulator runs them as Python. The backends only
+differ in how they lay work out: the CPU walks runs, windows and bursts one after another, the
+GPU gives each its own thread.
+
+State layout (docs/architecture.md section 2). A query with k pattern states and `nch` channels
+keeps, per channel, one running sum per state plus the final accumulator, and a constant:
+component `ch * (k + 1) + p` is state p of channel ch, `ch * (k + 1) + k` its final value, and
+the last component (`D - 1`) the constant 1. Channel 0 counts trends; channel ch > 0 carries a
+weighted count (COUNT(E): weight 1 on E events; SUM(E.a): weight a; MIN/MAX: the rank of a).
+
+The automaton is a list of states with predecessor lists (CSR `pred_ptr`, `pred_idx`), start
+and end flags. An event row entering state p with weights w does, from the state before its
+timestamp:
+    c   = [p is a start] * const + sum of channel-0 sums of the predecessors of p
+    t   = sum of channel-ch sums of the predecessors + w[ch] * c           (ch > 0)
+    then state p of each channel grows by c (or t), and so does the final value if p is an end.
+Rows with equal timestamps all read the state from before that timestamp (`run_events` adds
+their deltas together). An event that may enter several states (a type repeated in a pattern, an
+OR, nested Kleene) is one row per state at the same timestamp: the same rule then keeps it from
+being its own predecessor. docs/architecture.md says where negation (an event clearing states)
+goes.
+
+A *segment* (a pane, or a whole tumbling window) is processed from the zero state (its own result,
+when a window is a single segment) or, with `full`, into its whole affine map (D x D, so segments
+compose into windows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu_hamlet.core.rings import (
+    jitable,
+    r_add,
+    r_is_zero,
+    r_load,
+    r_mul,
+    r_one,
+    r_store,
+    r_zero,
+)
+
+#: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
+#: per timestamp group (`piece_map`); a burst is cut into pieces of this many groups whose maps are
+#: computed apart and folded in order (`fold_pieces`), so a long burst is not one GPU thread's
+#: sequential work. The CPU cuts and folds the same pieces, so the two agree bit for bit.
+PIECE_GROUPS = 64
+
+
+# --- segments: per-event recursion --------------------------------------------------------------
+
+
+@jitable
+def apply_event(
+    tag, X, Dst, i, p, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch, k, ncols, snap
+):
+    """Row i (entering state p) read from X, added into Dst.
+
+    Dst may be X itself for a lone row: every channel reads its own predecessors before writing,
+    and channel 0, which the others read through c, is written last. A macro event (a shared
+    burst, gpu_hamlet/engine/sharing.py; mseg[i] >= 0 names its coefficients) adds MU*c and
+    MU*z + K*c instead of c and z + W*c; its c, the burst's snapshot, is recorded in `snap`."""
+    stride = k + 1
+    cst = X.shape[0] - 1
+    m = mseg[i]
+    is_macro = m >= 0
+    for col in range(ncols):
+        if is_start[p]:
+            c = r_load(tag, X, cst, col)
+        else:
+            c = r_zero(tag)
+        for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+            c = r_add(tag, c, r_load(tag, X, pred_idx[qi], col))
+        if is_macro and col == 0:
+            r_store(tag, snap, i, 0, c)
+        cz = r_is_zero(tag, c)
+        for ch in range(1, nch):
+            base = ch * stride
+            t = r_zero(tag)
+            for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+                t = r_add(tag, t, r_load(tag, X, base + pred_idx[qi], col))
+            if is_macro:
+                t = r_mul(tag, r_load(tag, MU, m, 0), t)
+                if not cz:
+                    t = r_add(tag, t, r_mul(tag, r_load(tag, K, m, ch), c))
+            elif not cz:
+                t = r_add(tag, t, r_mul(tag, r_load(tag, W, ch, i), c))
+            if not r_is_zero(tag, t):
+                r_store(tag, Dst, base + p, col, r_add(tag, r_load(tag, Dst, base + p, col), t))
+                if is_end[p]:
+                    r_store(tag, Dst, base + k, col, r_add(tag, r_load(tag, Dst, base + k, col), t))
+        if not cz:
+            if is_macro:
+                c = r_mul(tag, r_load(tag, MU, m, 0), c)
+            r_store(tag, Dst, p, col, r_add(tag, r_load(tag, Dst, p, col), c))
+            if is_end[p]:
+                r_store(tag, Dst, k, col, r_add(tag, r_load(tag, Dst, k, col), c))
+
+
+@jitable
+def clear(tag, X, rows, cols):
+    for a in range(rows):
+        for b in range(cols):
+            r_store(tag, X, a, b, r_zero(tag))
+
+
+@jitable
+def reset(tag, X, carry):
+    """The start of a run. Column 0 starts from the zero state (constant 1); column 1 + j from the
+    unit input at channel-0 state carry[j] (the states some row reads as a predecessor)."""
+    D = X.shape[0]
+    clear(tag, X, D, X.shape[1])
+    r_store(tag, X, D - 1, 0, r_one(tag))
+    for j in range(X.shape[1] - 1):
+        r_store(tag, X, carry[j], j + 1, r_one(tag))
+
+
+@jitable
+def run_events(
+    tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k, snap
+):
+    """Rows i..end-1 of one run (sorted by time) applied to X; `Dl` is scratch of X's shape for
+    the deltas of an equal-timestamp group."""
+    nch = W.shape[0]
+    D = X.shape[0]
+    ncols = X.shape[1]
+    while i < end:
+        j = i + 1
+        while j < end and t[j] == t[i]:
+            j += 1
+        if j == i + 1:
+            apply_event(
+                tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch,
+                k, ncols, snap,
+            )  # fmt: skip
+        else:
+            clear(tag, Dl, D, ncols)
+            for e in range(i, j):
+                apply_event(
+                    tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
+                    nch, k, ncols, snap,
+                )  # fmt: skip
+            for a in range(D - 1):
+                for b in range(ncols):
+                    d = r_load(tag, Dl, a, b)
+                    if not r_is_zero(tag, d):
+                        r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
+        i = j
+
+
+@jitable
+def finish_run(tag, X, carry, nch, k, full, M):
+    """A run's output into M: with `full`, its D x D map, from the columns computed for the
+    constant and the carried states; else its result from the zero state (column 0).
+
+    A weighted channel's response to its own input is the count channel's response to the count
+    input (the same recursion, with no weight term since c is zero there), so those blocks are
+    copied; inputs nobody reads (finals, states that are no predecessor) map to themselves."""
+    D = X.shape[0]
+    if not full:
+        for a in range(D):
+            r_store(tag, M, a, 0, r_load(tag, X, a, 0))
+        return
+    stride = k + 1
+    clear(tag, M, D, D)
+    for a in range(D):
+        r_store(tag, M, a, a, r_one(tag))
+    for a in range(D):
+        r_store(tag, M, a, D - 1, r_load(tag, X, a, 0))
+    for j in range(carry.shape[0]):
+        q = carry[j]
+        for a in range(D - 1):
+            r_store(tag, M, a, q, r_load(tag, X, a, j + 1))
+        for ch in range(1, nch):
+            for r in range(stride):
+                r_store(tag, M, ch * stride + r, ch * stride + q, r_load(tag, X, r, j + 1))
+
+
+# --- windows: composing segment maps ------------------------------------------------------------
+
+
+@jitable
+def matmul(tag, A, B, C):
+    """C = A @ B over the ring (C must not alias A or B); zero entries are skipped (maps are
+    sparse)."""
+    D = A.shape[0]
+    clear(tag, C, D, D)
+    for i in range(D):
+        for m in range(D):
+            a = r_load(tag, A, i, m)
+            if r_is_zero(tag, a):
+                continue
+            for j in range(D):
+                b = r_load(tag, B, m, j)
+                if not r_is_zero(tag, b):
+                    r_store(tag, C, i, j, r_add(tag, r_load(tag, C, i, j), r_mul(tag, a, b)))
+
+
+@jitable
+def copy_map(tag, src, dst):
+    D = src.shape[0]
+    for i in range(D):
+        for j in range(D):
+            r_store(tag, dst, i, j, r_load(tag, src, i, j))
+
+
+@jitable
+def walk_windows(run_seg, s0, s1, a, n, lo_out, hi_out, flip_out, k_out, w0, fill):
+    """Windows [k*a, k*a + n) (in segment units) holding runs s0..s1-1 of one partition, in order:
+    for each, its first run, its end run, and the flip point of a two-stack sliding aggregation
+    (the front stack holds suffix products of runs [lo, flip), the back the product of runs
+    [flip, hi) pushed since); written from w0 on with `fill`. Returns how many there are."""
+    kk = (run_seg[s0] - n + a) // a  # first window holding the segment: ceil((s - n + 1) / a)
+    lo = s0
+    hi = s0
+    flip_end = s0
+    w = 0
+    while True:
+        while hi < s1 and run_seg[hi] < kk * a + n:
+            hi += 1
+        while lo < hi and run_seg[lo] < kk * a:
+            lo += 1
+        if lo < hi:
+            if lo >= flip_end:
+                flip_end = hi
+            if fill:
+                lo_out[w0 + w] = lo
+                hi_out[w0 + w] = hi
+                flip_out[w0 + w] = flip_end
+                k_out[w0 + w] = kk
+            w += 1
+            kk += 1
+        else:
+            if hi == s1:
+                break
+            nk = (run_seg[hi] - n + a) // a  # (max() of ints does not compile for CUDA)
+            kk = nk if nk > kk + 1 else kk + 1
+    return w
+
+
+@jitable
+def window_finals(tag, G, B, back, finals, out, w):
+    """A window's final values into out[w]: (back @ front) applied to the zero state, where G is
+    the front product and B the back one (absent unless `back`)."""
+    D = G.shape[0]
+    cst = D - 1
+    for f in range(finals.shape[0]):
+        row = finals[f]
+        if back:
+            val = r_zero(tag)
+            for m in range(D):
+                bm = r_load(tag, B, row, m)
+                if not r_is_zero(tag, bm):
+                    val = r_add(tag, val, r_mul(tag, bm, r_load(tag, G, m, cst)))
+        else:
+            val = r_load(tag, G, row, cst)
+        r_store(tag, out, w, f, val)
+
+
+# --- bursts: graphlet coefficients --------------------------------------------------------------
+
+
+def pieces(
+    seg_id: np.ndarray, t: np.ndarray, groups: int, nseg: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(first event of every piece, then the number of events; first piece of every burst, then
+    the number of pieces) for events sorted by burst `seg_id` and time: a piece is `groups`
+    consecutive timestamp groups of one burst, the last one of a burst possibly fewer."""
+    n = seg_id.shape[0]
+    new = np.ones(n, bool)
+    new[1:] = (seg_id[1:] != seg_id[:-1]) | (t[1:] != t[:-1])
+    group_start = np.flatnonzero(new)
+    group_seg = seg_id[group_start]
+    first = np.ones(group_start.shape[0], bool)
+    first[1:] = group_seg[1:] != group_seg[:-1]
+    index = np.arange(group_start.shape[0])
+    within = index - np.maximum.accumulate(np.where(first, index, 0))
+    at = np.flatnonzero(within % groups == 0)
+    event_bounds = np.r_[group_start[at], n].astype(np.int64)
+    burst_bounds = np.searchsorted(group_seg[at], np.arange(nseg + 1)).astype(np.int64)
+    return event_bounds, burst_bounds
+
+
+@jitable
+def piece_map(tag, t, W, i, end, K, row, A, G, MU):
+    """Graphlet coefficients of a burst's timestamp groups in events i..end-1, as the map
+    (g, MU, K) from (1, 0, 0), into G, MU and K at `row`; `A` is [channels, 1, lanes] scratch.
+
+    Over the groups j with m_j events and weight sums A_j (per channel): g_0 = 1,
+    g_{j+1} = g_j (1 + m_j); MU = sum m_j g_j; K_0 = 0, K_{j+1} = K_j (1 + m_j) + A_j g_j. Then a
+    burst with snapshot y = c (start + predecessor sums) and channel snapshot z adds MU*y to the
+    count and MU*z + K*y to each channel: every event's count is y times a prefix product
+    (HAMLET's graphlet propagation), computed once however many queries share it."""
+    nch = W.shape[0]
+    g = r_one(tag)
+    mu = r_zero(tag)
+    for ch in range(nch):
+        r_store(tag, K, row, ch, r_zero(tag))
+    while i < end:
+        j = i
+        m = r_zero(tag)
+        for ch in range(nch):
+            r_store(tag, A, ch, 0, r_zero(tag))
+        while j < end and t[j] == t[i]:
+            m = r_add(tag, m, r_one(tag))
+            for ch in range(nch):
+                r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), r_load(tag, W, ch, j)))
+            j += 1
+        one_m = r_add(tag, r_one(tag), m)
+        for ch in range(nch):
+            kk = r_mul(tag, r_load(tag, K, row, ch), one_m)
+            r_store(tag, K, row, ch, r_add(tag, kk, r_mul(tag, r_load(tag, A, ch, 0), g)))
+        mu = r_add(tag, mu, r_mul(tag, m, g))
+        g = r_mul(tag, g, one_m)
+        i = j
+    r_store(tag, G, row, 0, g)
+    r_store(tag, MU, row, 0, mu)
+
+
+@jitable
+def fold_pieces(tag, G, PMU, PK, p, end, MU, K, b):
+    """A burst's coefficients into MU and K at row b from the maps of its pieces p..end-1 (rows
+    of G, PMU, PK), folded in order: a piece (g2, MU2, K2) after the pieces before it
+    (g1, MU1, K1) gives (g1 g2, MU1 + g1 MU2, g2 K1 + g1 K2)."""
+    nch = PK.shape[1]
+    g = r_load(tag, G, p, 0)
+    mu = r_load(tag, PMU, p, 0)
+    for ch in range(nch):
+        r_store(tag, K, b, ch, r_load(tag, PK, p, ch))
+    for q in range(p + 1, end):
+        g2 = r_load(tag, G, q, 0)
+        mu = r_add(tag, mu, r_mul(tag, g, r_load(tag, PMU, q, 0)))
+        for ch in range(nch):
+            r_store(
+                tag,
+                K,
+                b,
+                ch,
+                r_add(
+                    tag,
+                    r_mul(tag, g2, r_load(tag, K, b, ch)),
+                    r_mul(tag, g, r_load(tag, PK, q, ch)),
+                ),
+            )
+        g = r_mul(tag, g, g2)
+    r_store(tag, MU, b, 0, mu)
+
+
+# --- sums of runs of rows -----------------------------------------------------------------------
+
+
+@jitable
+def reduce_run(tag, vals, lo, hi, f, out, g):
+    """out[g, f] = the ring sum of vals[lo..hi-1, f], added in order."""
+    acc = r_load(tag, vals, lo, f)
+    for i in range(lo + 1, hi):
+        acc = r_add(tag, acc, r_load(tag, vals, i, f))
+    r_store(tag, out, g, f, acc)
