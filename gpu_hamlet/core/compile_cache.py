@@ -28,7 +28,7 @@ def cover_core(path: str) -> None:
     """Make the cache stamp of the kernels defined in file `path` include `core_stamp()`: numba
     tries each locator class in turn, so a subclass of each, answering only for `path`, goes
     first."""
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in 0.62
+    impl = vars(caching).get("CacheImpl") or vars(caching)["_CacheImpl"]  # renamed in 0.62
     target = os.path.realpath(path)
     covered = []
     for base in impl._locator_classes:

@@ -22,8 +22,8 @@ timestamp:
 Rows with equal timestamps all read the state from before that timestamp (`run_events` adds
 their deltas together). An event that may enter several states (a type repeated in a pattern, an
 OR, nested Kleene) is one row per state at the same timestamp: the same rule then keeps it from
-being its own predecessor. docs/architecture.md says where negation (an event clearing states)
-goes.
+being its own predecessor. A negated event is a clearing row (`CLEAR`) of the state whose
+partial trends it ends. Clearing is linear too, so segment maps still compose.
 
 A *segment* (a pane, or a whole tumbling window) is processed from the zero state (its own result,
 when a window is a single segment) or, with `full`, into its whole affine map (D x D, so segments
@@ -44,6 +44,13 @@ from gpu_hamlet.core.rings import (
     r_store,
     r_zero,
 )
+
+#: `mseg` of an ordinary row (an event entering a state); a macro row names its burst (>= 0).
+EVENT = -1
+#: `mseg` of a clearing row: at its timestamp, every channel's sum of its state p is set to zero
+#: (a negated event ends the partial trends there), before the other rows of that timestamp add
+#: theirs, which read the state from before it like every row.
+CLEAR = -2
 
 #: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
 #: per timestamp group (`piece_map`); a burst is cut into pieces of this many groups whose maps are
@@ -103,6 +110,14 @@ def apply_event(
 
 
 @jitable
+def clear_state(tag, X, p, k, nch):
+    """State p of every channel, in every column of X, set to zero (a clearing row)."""
+    for ch in range(nch):
+        for col in range(X.shape[1]):
+            r_store(tag, X, ch * (k + 1) + p, col, r_zero(tag))
+
+
+@jitable
 def clear(tag, X, rows, cols):
     for a in range(rows):
         for b in range(cols):
@@ -133,7 +148,9 @@ def run_events(
         j = i + 1
         while j < end and t[j] == t[i]:
             j += 1
-        if j == i + 1:
+        if j == i + 1 and mseg[i] == CLEAR:
+            clear_state(tag, X, pos[i], k, nch)
+        elif j == i + 1:
             apply_event(
                 tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch,
                 k, ncols, snap,
@@ -141,10 +158,14 @@ def run_events(
         else:
             clear(tag, Dl, D, ncols)
             for e in range(i, j):
-                apply_event(
-                    tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
-                    nch, k, ncols, snap,
-                )  # fmt: skip
+                if mseg[e] != CLEAR:
+                    apply_event(
+                        tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
+                        is_end, nch, k, ncols, snap,
+                    )  # fmt: skip
+            for e in range(i, j):
+                if mseg[e] == CLEAR:
+                    clear_state(tag, X, pos[e], k, nch)
             for a in range(D - 1):
                 for b in range(ncols):
                     d = r_load(tag, Dl, a, b)

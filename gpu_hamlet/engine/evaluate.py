@@ -34,6 +34,7 @@ from gpu_hamlet.core.numeric import (
     xfloat_ratio,
     xfloat_to_float,
 )
+from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, batches, drive, select_backend
@@ -437,7 +438,7 @@ class QueryRun:
         dtype, lanes = layout(ring)
         mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
         ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
-        mseg = np.full(self.pos.shape[0], -1, np.int64)
+        mseg = np.full(self.pos.shape[0], EVENT, np.int64)
         offset = 0
         for s_i, sb in enumerate(self.sources):
             at = np.flatnonzero(self.macro_src == s_i)

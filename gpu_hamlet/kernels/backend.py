@@ -93,7 +93,7 @@ class SegmentRuns:
             )
             bounds.append(b[1:] + e_off)
             qid.append(np.full(b.shape[0] - 1, q, np.int64))
-            mseg.append(np.where(ms >= 0, ms + mu_off, -1))
+            mseg.append(np.where(ms >= 0, ms + mu_off, ms))
             e_off += pid.shape[0]
             mu_off += mu.shape[0]
             self.call_runs.append(self.call_runs[-1] + b.shape[0] - 1)

@@ -1,0 +1,127 @@
+"""The core recursions (gpu_hamlet/core/recursions.py) on the automaton shapes the engine does not
+produce yet: clearing rows (negation) and an event entering several states, on both backends,
+against a brute force over the trends."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpu_fallback import CpuBackend
+from gpu_hamlet.core.recursions import CLEAR, EVENT
+from gpu_hamlet.query.plan import Template
+
+P = 2_147_483_647  # a prime: counts here stay far below it
+
+# SEQ(A+, NOT B, C): state 0 (A, a start, reads itself), state 1 (C, the end, reads state 0); a B
+# clears state 0.
+NEGATION = Template(
+    k=2,
+    pred_ptr=np.array([0, 1, 2], np.int64),
+    pred_idx=np.array([0, 0], np.int64),
+    is_start=np.array([True, False]),
+    is_end=np.array([False, True]),
+    position={},
+)
+# SEQ(A, A): an A event may be the first or the second element: one row per state.
+REPEATED = Template(
+    k=2,
+    pred_ptr=np.array([0, 0, 1], np.int64),
+    pred_idx=np.array([0], np.int64),
+    is_start=np.array([True, False]),
+    is_end=np.array([False, True]),
+    position={},
+)
+
+events = st.lists(st.tuples(st.integers(0, 6), st.sampled_from("ABC")), min_size=1, max_size=9).map(
+    sorted
+)
+
+
+def negation_trends(evs: list[tuple[int, str]]) -> int:
+    """Trends a_1 < ... < a_m < c (strictly increasing times) with no B strictly between two
+    consecutive elements."""
+    a = [t for t, x in evs if x == "A"]
+    bs = [t for t, x in evs if x == "B"]
+    total = 0
+    for c in (t for t, x in evs if x == "C"):
+        for m in range(1, len(a) + 1):
+            for pick in itertools.combinations(range(len(a)), m):
+                times = [a[i] for i in pick] + [c]
+                if all(x < y for x, y in itertools.pairwise(times)) and not any(
+                    x < b < y for x, y in itertools.pairwise(times) for b in bs
+                ):
+                    total += 1
+    return total
+
+
+def repeated_trends(evs: list[tuple[int, str]]) -> int:
+    a = [t for t, x in evs if x == "A"]
+    return sum(1 for x, y in itertools.combinations(a, 2) if x < y)
+
+
+def rows(evs, template):
+    """(time, state, mseg) rows of the events, sorted by time: A, C or B as the template says."""
+    out = []
+    for t, x in evs:
+        if template is NEGATION:
+            out.append((t, {"A": 0, "C": 1, "B": 0}[x], CLEAR if x == "B" else EVENT))
+        elif x == "A":
+            out += [(t, 0, EVENT), (t, 1, EVENT)]
+    return out
+
+
+def count(backend, template, evs, split: int | None) -> int:
+    """The trend count over the rows: one segment from zero, or two segments' maps (times below
+    `split`, the rest) composed into one window."""
+    r = rows(evs, template)
+    if not r:
+        return 0
+    t = np.array([x[0] for x in r], np.int64)
+    pos = np.array([x[1] for x in r], np.int64)
+    mseg = np.array([x[2] for x in r], np.int64)
+    n = t.shape[0]
+    seg = np.zeros(n, np.int64) if split is None else (t >= split).astype(np.int64)
+    W = np.ones((1, n, 1), np.int64)
+    none = np.zeros((0, 1, 1), np.int64)
+    snap = np.zeros((n, 1, 1), np.int64)
+    args = (np.zeros(n, np.int64), seg, t, pos, W, none, none, mseg, template)
+    maps, run_pid, run_seg = backend.segment_maps("modp", *args, split is not None, snap, P)
+    if split is None:
+        return int(maps[0, template.k, 0, 0])
+    finals = np.array([template.k], np.int64)
+    out, _, _ = backend.compose_windows("modp", maps, run_pid, run_seg, 2, 2, finals, P)
+    return int(out[0, 0, 0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(evs=events, split=st.one_of(st.none(), st.integers(1, 6)))
+@pytest.mark.parametrize(
+    "template, trends", [(NEGATION, negation_trends), (REPEATED, repeated_trends)]
+)
+def test_cpu_recursions_count_the_trends(template, trends, evs, split):
+    assert count(CpuBackend(), template, evs, split) == trends(evs)
+
+
+@pytest.mark.gpu
+@settings(max_examples=15, deadline=None)
+@given(evs=events, split=st.one_of(st.none(), st.integers(1, 6)))
+@pytest.mark.parametrize(
+    "template, trends", [(NEGATION, negation_trends), (REPEATED, repeated_trends)]
+)
+def test_gpu_recursions_count_the_trends(template, trends, evs, split):
+    from gpu_hamlet.kernels import GpuBackend
+
+    assert count(GpuBackend(), template, evs, split) == trends(evs)
+
+
+def test_the_brute_forces_count_by_hand():
+    evs = [(1, "A"), (2, "A"), (3, "B"), (4, "A"), (5, "C")]
+    assert negation_trends(evs) == 1  # only (A@4, C@5): B ends the others
+    # (A@3, C@5) and (A@1, A@3, C@5): A@3 reads the state from before the B of its timestamp
+    assert negation_trends([(1, "A"), (3, "A"), (3, "B"), (5, "C")]) == 2
+    assert repeated_trends([(1, "A"), (1, "A"), (2, "A")]) == 2
