@@ -5,10 +5,11 @@
 
 The events of bench_spark.py (ridesharing, seed 1) of the types its workload uses, sorted by
 district and time as Spark hands a task its shards, with the type as a dictionary column (the
-worker's form); the first 1/tasks of the districts are one task's share. Times `aggregate` over
-each district in turn, as the worker calls it once per complete shard, with the worker's options
-(CPU backend, float, overflow to null), and prints the best of `repeat` runs and the events per
-second. `--profile N` then prints the N functions with the most own time under cProfile.
+worker's form); the first 1/tasks of the districts are one task's share. Times the engine
+(`evaluate`) over each district in turn, as the worker calls it once per complete shard, with the
+worker's options (CPU backend, float, overflow to null), and prints the best of `repeat` runs and
+the events per second. `--profile N` then prints the N functions with the most own time under
+cProfile.
 
 To compare commits in one run, point PYTHONPATH at another checkout's root for one invocation:
 the script's own folder comes first, so both runs use the same workload and events.
@@ -26,14 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from bench_spark import workload
 
-from gpu_hamlet import aggregate
 from gpu_hamlet.datagen import ridesharing
-from gpu_hamlet.engine.evaluate import AggregateOptions
+from gpu_hamlet.engine.evaluate import evaluate
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.query.parser import parse_workload
 
-OPTIONS = AggregateOptions(
-    backend="cpu", sharing="dynamic", numeric="float", on_overflow="null", part=True
-)
+OPTIONS = Options(backend="cpu", sharing="dynamic", numeric="float", on_overflow="null")
 
 
 def task_share(n_events: int, n_queries: int, tasks: int) -> list[pa.Table]:
@@ -64,9 +63,9 @@ def main() -> None:
 
     def run() -> None:
         for shard in shards:
-            aggregate(shard, wl, **OPTIONS)
+            evaluate(shard, wl, OPTIONS, part=True)
 
-    aggregate(shards[0].slice(0, 10_000), wl, **OPTIONS)  # compile or load the kernels
+    evaluate(shards[0].slice(0, 10_000), wl, OPTIONS, part=True)  # compile or load the kernels
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()

@@ -32,6 +32,14 @@ from gpu_hamlet.cli_io import (
     read_events,
     write_results,
 )
+from gpu_hamlet.engine.options import (
+    BACKEND_NAMES,
+    DEFAULTS,
+    NUMERIC_MODES,
+    OVERFLOW_MODES,
+    SHARING_MODES,
+    Options,
+)
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
 from gpu_hamlet.query.workload import Workload
 
@@ -60,11 +68,24 @@ class _Console:
 _console = _Console()
 
 
-def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    p.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
-    p.add_argument("--numeric", default="exact", choices=["exact", "bigint", "float"])
-    p.add_argument("--on-overflow", default="error", choices=["error", "null"])
+def _engine_options(p: argparse.ArgumentParser, numbers: bool = True) -> None:
+    """--backend and --sharing, and with `numbers` --numeric and --on-overflow (Options)."""
+    p.add_argument("--backend", default=DEFAULTS.backend, choices=BACKEND_NAMES)
+    p.add_argument("--sharing", default=DEFAULTS.sharing, choices=SHARING_MODES)
+    if numbers:
+        p.add_argument("--numeric", default=DEFAULTS.numeric, choices=NUMERIC_MODES)
+        p.add_argument("--on-overflow", default=DEFAULTS.on_overflow, choices=OVERFLOW_MODES)
+
+
+def _options(args: argparse.Namespace, **fixed: str) -> Options:
+    """The Options of the command's arguments (the input options name the columns); `fixed`
+    gives those the command has no flag for."""
+    given = {
+        name: getattr(args, name)
+        for name in ("backend", "sharing", "numeric", "on_overflow", "time_col", "type_col")
+        if hasattr(args, name)
+    }
+    return Options(**{**given, **fixed})
 
 
 def _spark(master: str | None, app: str):
@@ -134,11 +155,12 @@ def _events(spark, args: argparse.Namespace, fmt: str):
 
 def cmd_run(args: argparse.Namespace, spark=None) -> int:
     from gpu_hamlet import RunStats
-    from gpu_hamlet.spark import trend_aggregate
+    from gpu_hamlet.spark.job import run_job
 
     t0 = time.perf_counter()
     # Everything that can be checked without Spark is, before it starts.
     workload = _read_workload(args.workload)
+    options = _options(args)
     fmt = input_format(args.events, args.in_format)
     out = Path(args.out).absolute()
     check_output(out, args.mode)
@@ -146,17 +168,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     spark = spark or _spark(args.master, "gpu-hamlet run")
     events = _events(spark, args, fmt)
     stats = RunStats() if args.stats else None
-    results = trend_aggregate(
-        events,
-        workload,
-        backend=args.backend,
-        sharing=args.sharing,
-        numeric=args.numeric,
-        on_overflow=args.on_overflow,
-        time_col=args.time_col,
-        type_col=args.type_col,
-        stats=stats,
-    )
+    results = run_job(events, workload, options, stats=stats)
     log.info("writing %d queries' results to %s", len(results), out)
     rows = write_results(results, out, args.out_format, args.mode, __version__)
     dt = time.perf_counter() - t0
@@ -174,6 +186,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.engine.sharing import analyze
 
     workload = _read_workload(args.workload)
+    options = _options(args, numeric="float", on_overflow="null")
     fmt = input_format(args.events, args.in_format) if args.events else None
     for q in workload:
         print(f"{q.name}: PATTERN SEQ({', '.join(map(str, q.pattern))})")
@@ -188,21 +201,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print()
     print(analyze(workload).describe())
     if fmt:
-        from gpu_hamlet import RunStats, aggregate
+        from gpu_hamlet import RunStats
+        from gpu_hamlet.engine.evaluate import evaluate
 
         events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow()
         stats = RunStats()
-        aggregate(
-            events,
-            workload,
-            backend=args.backend,
-            sharing=args.sharing,
-            numeric="float",
-            on_overflow="null",
-            time_col=args.time_col,
-            type_col=args.type_col,
-            stats=stats,
-        )
+        evaluate(events, workload, options, stats=stats)
         print(
             f"\nsharing decisions over {events.num_rows:,} events (in-process, "
             f"sharing={args.sharing}):"
@@ -219,16 +223,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gpu_hamlet import parse_workload
     from gpu_hamlet.datagen import ridesharing
     from gpu_hamlet.demo import WHY_HUGE, demo_session, describe_data, warm_up_kernels
-    from gpu_hamlet.spark import trend_aggregate
+    from gpu_hamlet.spark.job import run_job
 
     workload = parse_workload(DEMO_WORKLOAD)
+    options = _options(args)
     print(f"The workload ({len(workload)} queries):\n{DEMO_WORKLOAD.strip()}\n")
-    options = {
-        "backend": args.backend,
-        "sharing": args.sharing,
-        "numeric": args.numeric,
-        "on_overflow": args.on_overflow,
-    }
     with (
         tempfile.TemporaryDirectory(prefix="gpu-hamlet-demo-") as tmp,
         ThreadPoolExecutor(max_workers=1) as pool,
@@ -244,13 +243,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             flush=True,
         )
         # The kernels warm up while the JVM starts: both take seconds, on different cores.
-        warm = pool.submit(
-            warm_up_kernels, events, workload, {**options, "time_col": "time", "type_col": "type"}
-        )
+        warm = pool.submit(warm_up_kernels, events, workload, options)
         spark = demo_session(args.master)
         print(f"CPU kernels: {warm.result().describe()}", flush=True)
         t0 = time.perf_counter()
-        results = trend_aggregate(spark.read.parquet(str(path)), workload, **options)
+        results = run_job(spark.read.parquet(str(path)), workload, options)
         # One small job per query: the results are a few rows per window and group.
         tables = {name: df.toArrow() for name, df in results.items()}
         dt = time.perf_counter() - t0
@@ -292,8 +289,8 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         "header line (default: the file's header)",
     )
     p.add_argument("--delimiter", default=",", help="CSV field delimiter (default ,)")
-    p.add_argument("--time-col", default="time", help="time column (default time)")
-    p.add_argument("--type-col", default="type", help="event type column (default type)")
+    p.add_argument("--time-col", default=DEFAULTS.time_col, help="time column (default time)")
+    p.add_argument("--type-col", default=DEFAULTS.type_col, help="event type column (default type)")
     p.add_argument(
         "--time-format",
         default=None,
@@ -362,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the sharing decisions of the engine tasks after the run",
     )
     _input_options(run)
-    _options(run)
+    _engine_options(run)
     run.set_defaults(func=cmd_run)
     explain = sub.add_parser(
         "explain", parents=[common], help="show how a workload is compiled and shared"
@@ -376,8 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
         "snapshots, splits)",
     )
     _input_options(explain)
-    explain.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    explain.add_argument("--sharing", default="dynamic", choices=["dynamic", "static", "none"])
+    _engine_options(explain, numbers=False)
     explain.set_defaults(func=cmd_explain)
     demo = sub.add_parser(
         "demo", parents=[common], help="generate a ridesharing stream and answer a sample workload"
@@ -386,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--rows", type=int, default=8, help="result rows to print per query")
     demo.add_argument("--master", default="local[*]")
-    _options(demo)
+    _engine_options(demo)
     demo.set_defaults(func=cmd_demo)
     return parser
 

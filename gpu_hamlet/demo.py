@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_hamlet.kernel_cache import WarmUp, warm_up
+
+if TYPE_CHECKING:
+    from gpu_hamlet.engine.options import Options
 
 #: Session settings for a run of a few seconds of work on a small machine.
 DEMO_SPARK_CONF = {
@@ -65,7 +68,7 @@ def describe_data(events: pa.Table) -> str:
 
 
 def warm_up_kernels(
-    events: pa.Table, workload: Any, options: dict, max_events: int = 20_000
+    events: pa.Table, workload: Any, options: Options, max_events: int = 20_000
 ) -> WarmUp:
     """Run the engine in-process the way the Spark tasks will (whole groups; a group cut into two
     time slices, their pane summaries and the windows composed across the cut), so the kernels the
@@ -74,17 +77,17 @@ def warm_up_kernels(
     Which kernel signatures run depends on the data (windows of many panes, sliding windows), so
     the sample is every k-th event over the whole time span, at most `max_events` of them
     (`events` in time order, as gpu_hamlet/datagen.py makes them)."""
-    from gpu_hamlet.engine.evaluate import aggregate
+    from gpu_hamlet.engine.evaluate import evaluate
     from gpu_hamlet.engine.summaries import Cut, compose, summarize
     from gpu_hamlet.query.plan import plan_query
     from gpu_hamlet.query.time_axis import time_axis
 
     step = max(1, -(-events.num_rows // max_events))
     sample = events.take(np.arange(0, events.num_rows, step))
-    time_col = options["time_col"]
+    time_col = options.time_col
 
     def run() -> None:
-        aggregate(sample, workload, part=True, **options)
+        evaluate(sample, workload, options, part=True)
         ticks = sample[time_col].cast(pa.int64()).to_numpy()
         if not ticks.size:
             return
@@ -98,7 +101,7 @@ def warm_up_kernels(
         for q in workload:
             summaries = [s for s in (p[q.name] for p in parts) if s is not None]
             if summaries:
-                plan = plan_query(q, axis, sample.schema, options["numeric"])
+                plan = plan_query(q, axis, sample.schema, options.numeric)
                 compose(summaries, plan, sample.schema, axis, cut, options)
 
     return warm_up(run)

@@ -17,6 +17,7 @@ from test_spark import _assert_same, _sorted
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.evaluate import Context
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.summaries import Cut, compose, summarize
 from gpu_hamlet.query.parser import parse_workload
 
@@ -27,15 +28,8 @@ def split_and_compose(
     """What the Spark job does with a cut group, in-process: every slice on its own, then the
     second stage per query."""
     wl = parse_workload(text)
-    opts = dict(
-        backend="cpu",
-        sharing=sharing,
-        numeric=numeric,
-        on_overflow="error",
-        time_col="time",
-        type_col="type",
-    )
-    ctx = Context.of(events, wl, "cpu", numeric, "time", "type", False)
+    opts = Options(backend="cpu", sharing=sharing, numeric=numeric)
+    ctx = Context.of(events, wl, opts)
     slices = cut.slice_of(ctx.ev.time)
     inside: dict[str, list] = {q.name: [] for q in wl}
     summaries: dict[str, list] = {q.name: [] for q in wl}

@@ -150,6 +150,17 @@ def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
     return results
 
 
+#: The backends a name chooses (`select_backend`).
+BACKEND_NAMES = ("auto", "cpu", "gpu")
+
+
+def check_backend(name: str | Backend) -> None:
+    """A ValueError unless `name` is one of BACKEND_NAMES or a Backend object."""
+    if isinstance(name, str) and name not in BACKEND_NAMES:
+        *most, last = map(repr, BACKEND_NAMES)
+        raise ValueError(f"backend must be {', '.join(most)} or {last}, not {name!r}")
+
+
 def select_backend(name: str | Backend) -> Backend:
     """The backend for `name`: 'cpu'; 'gpu' (numba.cuda kernels on a visible device, or in numba's
     simulator when NUMBA_ENABLE_CUDASIM=1); 'auto' (the GPU when a device is visible, else the
@@ -157,10 +168,9 @@ def select_backend(name: str | Backend) -> Backend:
     used as it is (a configured GpuBackend, or a RecordingBackend)."""
     from gpu_hamlet.devices import cuda_visible, simulator_enabled
 
+    check_backend(name)
     if not isinstance(name, str):
         return name
-    if name not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {name!r}")
     if name == "gpu" and simulator_enabled():
         _say_once("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         return _gpu()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,37 +38,24 @@ from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, batches, drive, select_backend
-from gpu_hamlet.engine.events import EventFrame, prepare_events
-from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
+from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS
+from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner, grouping_values
 from gpu_hamlet.engine.pruning import may_complete
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.engine.window_copies import window_copies
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import parse_workload
-from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, attr_kind, divisor, plan_query
+from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, divisor, plan_query
+from gpu_hamlet.query.schema import attr_kind
+from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Workload
 
-NUMERIC_MODES = ("exact", "bigint", "float")
-OVERFLOW_MODES = ("error", "null")
-SHARING_MODES = ("dynamic", "static", "none")
 #: Events (summed over queries, after pruning) of the queries a batching backend runs together:
 #: bounds the host memory their arrays take at once.
 BATCH_EVENTS = 50_000_000
-
-
-class AggregateOptions(TypedDict, total=False):
-    """Keyword options of `aggregate`, for callers that keep them in a dict and pass `**options`."""
-
-    backend: str | Backend
-    sharing: str
-    numeric: str
-    on_overflow: str
-    time_col: str
-    type_col: str
-    stats: RunStats | None
-    part: bool
 
 
 def aggregate(
@@ -95,9 +82,21 @@ def aggregate(
     task's share): no such warnings, and the plans follow the schema's nullability rather than
     these rows' nulls, so every part computes the same channels (gpu_hamlet/engine/events.py).
     """
-    _check_option("on_overflow", on_overflow, OVERFLOW_MODES)
-    _check_option("sharing", sharing, SHARING_MODES)
-    ctx = Context.of(events, workload, backend, numeric, time_col, type_col, part)
+    options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
+    return evaluate(events, workload, options, stats=stats, part=part)
+
+
+def evaluate(
+    events: Any,
+    workload: Workload | str,
+    options: Options,
+    *,
+    stats: RunStats | None = None,
+    part: bool = False,
+) -> dict[str, pa.Table]:
+    """`aggregate` with its options checked already: what the Spark tasks, pane summaries and
+    the command line call."""
+    ctx = Context.of(events, workload, options, part)
     wl, be, ev, parts, attrs, plans, matcher = (
         ctx.workload,
         ctx.be,
@@ -108,7 +107,7 @@ def aggregate(
         ctx.matcher,
     )
     shared: dict[str, list[SharedBursts]] = {}
-    if sharing != "none" and ev.n:
+    if options.sharing != "none" and ev.n:
         for sset in analyze(wl).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
@@ -121,7 +120,7 @@ def aggregate(
                 keys.pid,
                 plans,
                 matcher,
-                sharing,
+                options.sharing,
                 COST_MODELS[be.name],
             )
             if stats is not None:
@@ -137,8 +136,7 @@ def aggregate(
             plans[q.name],
             matcher,
             shared.get(q.name, []),
-            numeric,
-            on_overflow,
+            options,
             be,
             record_snapshots=stats is not None,
         )
@@ -166,6 +164,30 @@ def aggregate(
     return {q.name: out[q.name] for q in wl}
 
 
+def result_schemas(
+    schema: pa.Schema, workload: Workload | str, options: Options = DEFAULTS
+) -> dict[str, pa.Schema]:
+    """Each query's result schema over events of `schema`, with every check of the events that
+    needs no rows (columns, types, aggregated columns, durations, filter literals): the tables
+    `evaluate` returns have these schemas, whatever the rows."""
+    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    axis = check_columns(schema, wl, options.time_col, options.type_col)
+    plans = compile_workload(schema, wl, axis, options.numeric)
+    return {name: plan.result_schema for name, plan in plans.items()}
+
+
+def compile_workload(
+    schema: pa.Schema, wl: Workload, axis: TimeAxis, numeric: str
+) -> dict[str, QueryPlan]:
+    """Every query's plan for events of `schema` (its columns checked by `check_columns`), and
+    every filter checked against its column, before any kernel runs."""
+    plans = {q.name: plan_query(q, axis, schema, numeric) for q in wl}
+    for q in wl:
+        for f in q.filters:
+            check_filter(q, f, schema.field(f.attr).type)
+    return plans
+
+
 @dataclass
 class Context:
     """What every query of one call shares: parsed workload, backend, events, sort orders,
@@ -181,24 +203,13 @@ class Context:
 
     @classmethod
     def of(
-        cls,
-        events: Any,
-        workload: Workload | str,
-        backend: str | Backend,
-        numeric: str,
-        time_col: str,
-        type_col: str,
-        part: bool,
+        cls, events: Any, workload: Workload | str, options: Options, part: bool = False
     ) -> Context:
-        _check_option("numeric", numeric, NUMERIC_MODES)
         wl = parse_workload(workload) if isinstance(workload, str) else workload
-        be = select_backend(backend)
-        ev = prepare_events(events, wl, time_col, type_col, part)
-        plans = {q.name: plan_query(q, ev.axis, ev.table.schema, numeric) for q in wl}
+        be = select_backend(options.backend)
+        ev = prepare_events(events, wl, options.time_col, options.type_col, part)
+        plans = compile_workload(ev.table.schema, wl, ev.axis, options.numeric)
         matcher = Matcher(ev)
-        for q in wl:  # every filter is checked against its column before any kernel runs
-            for f in q.filters:
-                matcher.dropped(q, f)
         _check_window_bounds(ev, wl, plans, matcher)
         return cls(wl, be, ev, Partitioner(ev), Attributes(ev), plans, matcher)
 
@@ -221,11 +232,6 @@ def _check_window_bounds(
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
             raise EventDataError(f"query {q.name}: {fault}")
-
-
-def _check_option(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
 
 
 # --- one query ---------------------------------------------------------------------------------
@@ -258,20 +264,12 @@ class QueryRun:
         plan: QueryPlan,
         matcher: Matcher,
         shared: list[SharedBursts],
-        numeric: str,
-        on_overflow: str,
+        options: Options,
         be: Backend,
         record_snapshots: bool = False,
         maps: bool = False,
     ) -> None:
-        self.ev, self.attrs, self.plan, self.numeric, self.on_overflow, self.be = (
-            ev,
-            attrs,
-            plan,
-            numeric,
-            on_overflow,
-            be,
-        )
+        self.ev, self.attrs, self.plan, self.options, self.be = ev, attrs, plan, options, be
         self.tpl = plan.template
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
@@ -413,7 +411,7 @@ class QueryRun:
                     f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
                     f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308"
                 )
-            elif pa.types.is_decimal(t) and t.bit_width > 128 and self.numeric != "bigint":
+            elif pa.types.is_decimal(t) and t.bit_width > 128 and self.options.numeric != "bigint":
                 what = "values of more than 38 digits"
                 advice = "use numeric='bigint' to add them exactly"
             else:
@@ -567,7 +565,7 @@ class QueryRun:
                 m, e = lin[ch]
                 bound = xfloat_log2(m, e)
                 certain = bound > math.log2(1e38) + 1e-6
-            if self.numeric == "exact":
+            if self.options.numeric == "exact":
                 over[ch] = certain
                 bound = np.where(certain, 0.0, bound)
             if bound.size:
@@ -608,8 +606,10 @@ class QueryRun:
         return out
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
+        """The aggregate's column, of its type in the plan's result schema."""
         if agg.func in ("MIN", "MAX"):
             return mm[Channel(agg.func.lower(), agg.type, agg.attr)]
+        typ = self.plan.result_schema.field(agg.name).type
         kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
         scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
         if agg.type is None:
@@ -626,26 +626,24 @@ class QueryRun:
                 s, c = exact[ch], exact[d]
                 ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
                 if ok.all():
-                    return pa.array(
-                        [a / (b * 10**scale) if b else None for a, b in zip(s, c)], pa.float64()
-                    )
+                    return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)], typ)
             with np.errstate(divide="ignore", invalid="ignore"):
                 vals = xfloat_ratio(*lin[ch], *lin[d]) / 10.0**scale
             return self._float_column(agg, vals, win, keep, empty)
-        if ch in exact:
+        if not pa.types.is_floating(typ):  # exact digits: the exact runs computed them
             ints = exact[ch]
-            if self.numeric == "bigint":
+            if pa.types.is_string(typ):
                 return bigint_strings(_null_where(empty, ints), scale)
             bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool) & ~empty
             if bad.any():
-                if self.on_overflow == "error":
+                if self.options.on_overflow == "error":
                     i = int(np.flatnonzero(bad)[0])
                     raise NumericOverflowError(
                         self._overflow_message(
                             agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i
                         )
                     )
-            return decimal_array(_null_where(bad | empty, ints), scale)
+            return decimal_array(_null_where(bad | empty, ints), typ.scale)
         vals = xfloat_to_float(*lin[ch]) / 10.0**scale
         return self._float_column(agg, vals, win, keep, empty)
 
@@ -655,13 +653,14 @@ class QueryRun:
         """float64 results, null where `null` (no value to aggregate) or, with
         on_overflow='null', beyond the float64 range."""
         bad = ~np.isfinite(vals) & ~null
-        if bad.any() and self.on_overflow == "error":
+        if bad.any() and self.options.on_overflow == "error":
             i = int(np.flatnonzero(bad)[0])
             raise NumericOverflowError(
                 self._overflow_message(agg, "is beyond the float64 range", win, keep, i)
             )
         mask = bad | null
-        return pa.array(np.where(mask, 0.0, vals), pa.float64(), mask=mask if mask.any() else None)
+        typ = self.plan.result_schema.field(agg.name).type
+        return pa.array(np.where(mask, 0.0, vals), typ, mask=mask if mask.any() else None)
 
     def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
         q = self.plan.query
@@ -677,7 +676,7 @@ class QueryRun:
         ways = []
         if agg.func != "AVG" and kind != "float":  # exact in bigint mode
             ways.append("numeric='bigint' for exact digits of any size")
-            if self.numeric == "exact":
+            if self.options.numeric == "exact":
                 ways.append("numeric='float' for float64")
         ways.append("on_overflow='null'")
         return (
@@ -686,7 +685,9 @@ class QueryRun:
         )
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
-        q, ev, w = self.plan.query, self.ev, self.plan.windowing
+        """The result table: its schema is the plan's result schema, which the Spark driver
+        declares without running anything (gpu_hamlet/query/schema.py)."""
+        q, ev, w, schema = self.plan.query, self.ev, self.plan.windowing, self.plan.result_schema
         out: dict[str, pa.Array] = {}
         for g in q.groupby:
             out[g] = grouping_values(
@@ -696,18 +697,8 @@ class QueryRun:
         out["window_start"] = ev.axis.to_arrow(np.asarray(start))
         out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))
         for agg in q.aggregates:
-            out[agg.name] = cols[agg.name] if agg.name in cols else self._empty(agg)
+            out[agg.name] = cols.get(agg.name, pa.array([], schema.field(agg.name).type))
         table = pa.table(out)
+        assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
         keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
         return table.sort_by(keys) if table.num_rows > 1 else table
-
-    def _empty(self, agg) -> pa.Array:
-        if agg.func in ("MIN", "MAX"):
-            return pa.array([], self.plan.attr_types[agg.attr])
-        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
-        if agg.func == "AVG" or kind == "float" or self.numeric == "float":
-            return pa.array([], pa.float64())
-        if self.numeric == "bigint":
-            return pa.array([], pa.string())
-        scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
-        return pa.array([], pa.decimal128(38, scale))

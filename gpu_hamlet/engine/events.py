@@ -65,12 +65,12 @@ def to_arrow_table(events: Any) -> pa.Table:
     )
 
 
-def _require_column(table: pa.Table, name: str, what: str, query: Query | None = None) -> None:
-    if name not in table.column_names:
+def _require_column(schema: pa.Schema, name: str, what: str, query: Query | None = None) -> None:
+    if name not in schema.names:
         who = f"query {query.name}: " if query is not None else ""
         raise EventDataError(
             f"{who}{what} column '{name}' is missing from the events "
-            f"(columns: {', '.join(table.column_names)})"
+            f"(columns: {', '.join(schema.names)})"
         )
 
 
@@ -85,6 +85,31 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     return cols
 
 
+def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col: str) -> TimeAxis:
+    """The checks of the events that need no rows: every column the workload reads is there and
+    is no time or type column, the time column has a type times can have (its TimeAxis is
+    returned), and the type column holds strings."""
+    _require_column(schema, time_col, "time")
+    _require_column(schema, type_col, "type")
+    for name, q in used_columns(workload).items():
+        if name in (time_col, type_col):
+            raise WorkloadError(
+                f"'{name}' is the {'time' if name == time_col else 'type'} column and cannot be "
+                f"used as an attribute",
+                query=q.name,
+            )
+        _require_column(schema, name, "attribute", q)
+    axis = time_axis(schema.field(time_col).type, time_col)
+    type_type = schema.field(type_col).type
+    names_type = type_type.value_type if pa.types.is_dictionary(type_type) else type_type
+    if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
+        raise EventDataError(
+            f"type column '{type_col}' must hold strings, not {type_type} "
+            f"(cast it, e.g. to names like 'T2' for integer types)"
+        )
+    return axis
+
+
 def prepare_events(
     events: Any, workload: Workload, time_col: str, type_col: str, part: bool = False
 ) -> EventFrame:
@@ -96,28 +121,9 @@ def prepare_events(
     stays the schema's, so every part gets the same plan (gpu_hamlet/query/plan.py), where a whole
     dataset's columns without nulls are marked so."""
     table = to_arrow_table(events)
-    _require_column(table, time_col, "time")
-    _require_column(table, type_col, "type")
+    axis = check_columns(table.schema, workload, time_col, type_col)
     attrs = used_columns(workload)
-    for name, q in attrs.items():
-        if name in (time_col, type_col):
-            raise WorkloadError(
-                f"'{name}' is the {'time' if name == time_col else 'type'} column and cannot be "
-                f"used as an attribute",
-                query=q.name,
-            )
-        _require_column(table, name, "attribute", q)
-    axis = time_axis(table.column(time_col).type, time_col)
-
     type_arr = table.column(type_col)
-    names_type = (
-        type_arr.type.value_type if pa.types.is_dictionary(type_arr.type) else type_arr.type
-    )
-    if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
-        raise EventDataError(
-            f"type column '{type_col}' must hold strings, not {type_arr.type} "
-            f"(cast it, e.g. to names like 'T2' for integer types)"
-        )
     if type_arr.null_count:
         raise EventDataError(f"type column '{type_col}' has {type_arr.null_count} null value(s)")
 

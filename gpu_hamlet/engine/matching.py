@@ -86,11 +86,24 @@ def compare(col: pa.ChunkedArray, op: str, value: Literal) -> pa.ChunkedArray:
     compared exactly with any number; float columns with the literal as the nearest float64
     (Spark's cast of a literal to double); strings as strings."""
     if pa.types.is_integer(col.type) or pa.types.is_decimal(col.type):
-        assert not isinstance(value, str), "Matcher.dropped rejects strings for numeric columns"
+        assert not isinstance(value, str), "check_filter rejects strings for numeric columns"
         return _exact_compare(col, op, _exact_value(value))
     if pa.types.is_floating(col.type):
         return _OPS[op](col, pa.scalar(float(Decimal(value))))  # 10^400: inf, no error
     return _OPS[op](col, pa.scalar(value))
+
+
+def check_filter(q: Query, f: Filter, t: pa.DataType) -> None:
+    """A WorkloadError unless the filter's literal can be compared with its column, of type `t`:
+    a number with an integer, decimal or float column, a string with a string column."""
+    numeric_col = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    string_col = pa.types.is_string(t) or pa.types.is_large_string(t)
+    if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
+        raise WorkloadError(
+            f"filter {f} compares column '{f.attr}' of type {t} with "
+            f"{type(f.value).__name__} literal {f.value!r}",
+            query=q.name,
+        )
 
 
 class Matcher:
@@ -102,22 +115,11 @@ class Matcher:
         self._type_masks: dict[tuple, np.ndarray] = {}
 
     def dropped(self, q: Query, f: Filter) -> np.ndarray:
-        """Rows of the filter's type that fail it (nulls fail, as in SQL)."""
+        """Rows of the filter's type that fail it (nulls fail, as in SQL). The filter was
+        checked against its column first (`check_filter`)."""
         if f not in self._dropped:
             ev = self.ev
             col = ev.table.column(f.attr)
-            numeric_col = (
-                pa.types.is_integer(col.type)
-                or pa.types.is_floating(col.type)
-                or pa.types.is_decimal(col.type)
-            )
-            string_col = pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-            if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
-                raise WorkloadError(
-                    f"filter {f} compares column '{f.attr}' of type {col.type} with "
-                    f"{type(f.value).__name__} literal {f.value!r}",
-                    query=q.name,
-                )
             ok = compare(col, f.op, f.value).fill_null(False)
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok

@@ -28,9 +28,11 @@ from gpu_hamlet.core.numeric import crt, primes, primes_for_bits, xfloat_log2
 from gpu_hamlet.core.rings import NO_RANK
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
-from gpu_hamlet.engine.evaluate import Context, QueryRun, aggregate
+from gpu_hamlet.engine.evaluate import Context, QueryRun, evaluate
 from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.query.plan import QueryPlan
 from gpu_hamlet.query.workload import Workload
 
@@ -76,21 +78,17 @@ class Cut:
 
 
 def summarize(
-    events: pa.Table, workload: Workload, cut: Cut, options: dict
+    events: pa.Table,
+    workload: Workload,
+    cut: Cut,
+    options: Options,
+    stats: RunStats | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, dict | None]]:
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
-    ctx = Context.of(
-        events,
-        workload,
-        options["backend"],
-        options["numeric"],
-        options["time_col"],
-        options["type_col"],
-        True,
-    )
+    ctx = Context.of(events, workload, options, True)
     inside = {}
-    for name, table in aggregate(events, workload, part=True, **options).items():
+    for name, table in evaluate(events, workload, options, stats=stats, part=True).items():
         starts = _ticks(table.column("window_start"))
         crossing = cut.crossing(starts, ctx.plans[name].windowing.within)
         inside[name] = table.filter(pa.array(~crossing))
@@ -98,15 +96,7 @@ def summarize(
     near = cut.near(ctx.ev.time, reach)
     out: dict[str, dict | None] = {}
     if near.any():
-        ctx = Context.of(
-            ctx.ev.table.filter(pa.array(near)),
-            workload,
-            options["backend"],
-            options["numeric"],
-            options["time_col"],
-            options["type_col"],
-            True,
-        )
+        ctx = Context.of(ctx.ev.table.filter(pa.array(near)), workload, options, True)
     for q in workload:
         out[q.name] = _query_summary(ctx, ctx.plans[q.name], options) if near.any() else None
     return inside, out
@@ -120,7 +110,7 @@ def _ticks(col: pa.ChunkedArray) -> np.ndarray:
     return col.to_numpy(zero_copy_only=False)
 
 
-def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
+def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | None:
     """The segment maps of one query over the events near the boundaries, in every ring."""
     q = plan.query
     run = QueryRun(
@@ -130,8 +120,7 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: dict) -> dict | None:
         plan,
         ctx.matcher,
         [],
-        options["numeric"],
-        options["on_overflow"],
+        options,
         ctx.be,
         maps=True,
     )
@@ -191,7 +180,7 @@ def _ranks_to_values(
 
 
 def compose(
-    parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut, options: dict
+    parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut, options: Options
 ) -> pa.Table:
     """The crossing windows of one group from the summaries of its slices, in slice order."""
     parts = [p for p in parts if p is not None]
@@ -208,7 +197,7 @@ class SummaryRun(QueryRun):
     composition, group sums, exact reconstruction and output conversion are the engine's own."""
 
     def __init__(
-        self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, options: dict
+        self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, options: Options
     ) -> None:
         q = plan.query
         # Python's NaN is equal only to itself: one NaN object makes NaN keys one key.
@@ -231,8 +220,8 @@ class SummaryRun(QueryRun):
             [group.setdefault(k[: len(q.groupby)], len(group)) for k in uniq], np.int64
         )
         self.ev = EventFrame(table, np.zeros(len(uniq)), axis, np.zeros(len(uniq), np.int32), [])
-        self.plan, self.tpl, self.be = plan, plan.template, select_backend(options["backend"])
-        self.numeric, self.on_overflow = options["numeric"], options["on_overflow"]
+        self.plan, self.tpl, self.be = plan, plan.template, select_backend(options.backend)
+        self.options = options
         self.pid, self.seg = pid[order], seg[order]
         self.gid, self.rows = gid_of[self.pid], self.pid
         self.pos = self.pid  # one entry per run: QueryRun.table() only asks whether any exist

@@ -14,7 +14,7 @@ from math import gcd
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.schema import attr_kind, result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Aggregate, Query
 
@@ -75,17 +75,6 @@ class Channel:
 COUNT = Channel("count")
 
 
-def attr_kind(arrow_type: pa.DataType) -> str:
-    """'int', 'decimal' or 'float' for summable types; 'other' for the rest."""
-    if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
-        return "int"
-    if pa.types.is_decimal(arrow_type):
-        return "decimal"
-    if pa.types.is_floating(arrow_type):
-        return "float"
-    return "other"
-
-
 @dataclass(frozen=True)
 class Windowing:
     """Segments and windows in ticks: windows are [k*a, k*a+n) in segment units."""
@@ -124,6 +113,7 @@ class QueryPlan:
     minmax: tuple[Channel, ...]  # MINREACH run: channel 0 is reachability
     attr_types: dict[str, pa.DataType]
     nullable: frozenset[str]  # aggregated columns that may hold nulls
+    result_schema: pa.Schema  # the result table's (gpu_hamlet/query/schema.py)
 
 
 def divisor(agg: Aggregate, nullable: bool) -> Channel:
@@ -156,17 +146,12 @@ def _channels_for(agg: Aggregate, kinds: dict[str, str], nullable: set[str], exa
 def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) -> QueryPlan:
     """Compile one query for one input schema and numeric mode. The channels follow the schema,
     nullability included (an aggregated column that may hold nulls needs its own divisor), so
-    every slice of one dataset gets the same plan."""
+    every slice of one dataset gets the same plan. SUM and AVG of a column that is not a number
+    are a WorkloadError (`result_schema`)."""
+    result = result_schema(query, axis, schema, numeric)
     attr_types = {a.attr: schema.field(a.attr).type for a in query.aggregates if a.attr}
     kinds = {name: attr_kind(t) for name, t in attr_types.items()}
     nullable = {name for name in attr_types if schema.field(name).nullable}
-    for agg in query.aggregates:
-        # The parser gives SUM and AVG an attribute; only COUNT has none.
-        if agg.func in ("SUM", "AVG") and agg.attr is not None and kinds[agg.attr] == "other":
-            raise WorkloadError(
-                f"{agg} needs a numeric column, but '{agg.attr}' is {attr_types[agg.attr]}",
-                query=query.name,
-            )
     exact_mode = numeric in ("exact", "bigint")
     linear: list[Channel] = [COUNT]
     exact: list[Channel] = [COUNT] if exact_mode else []
@@ -187,4 +172,5 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         tuple(minmax),
         attr_types,
         frozenset(nullable),
+        result,
     )

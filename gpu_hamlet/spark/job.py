@@ -1,8 +1,8 @@
 """`trend_aggregate(df, workload)`: the whole workload in one shared pass over a Spark DataFrame.
 
-1. Validation without a Spark job: the workload is parsed and the in-process engine is run on an
-   empty Arrow table of the DataFrame's schema, which checks every column, type, filter and
-   duration and yields each query's exact result schema.
+1. Validation without a Spark job: the workload is parsed and checked against the DataFrame's
+   schema (every column, type, filter and duration), which also gives each query's exact result
+   schema (gpu_hamlet/query/schema.py).
 2. One statistics job: null times or types, the size and time span of each group of the shard
    key (the GROUPBY attributes all queries share), and how many events of each pattern type it
    holds (a second job lists the types present only to word the warning when one is missing).
@@ -30,8 +30,9 @@ import time
 from typing import Any
 
 from gpu_hamlet import errors
-from gpu_hamlet.engine.evaluate import AggregateOptions, aggregate
+from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.events import used_columns, warn_absent_types
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.parser import parse_workload
@@ -70,6 +71,19 @@ def trend_aggregate(
     so of Spark partitions of the engine pass (default: the context's default parallelism).
     `stats`, a `RunStats()`, receives the sharing decisions of all engine tasks, summed per
     sharable set (brought back by a Spark accumulator). The engine pass runs once, here."""
+    options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
+    return run_job(df, workload, options, num_tasks=num_tasks, stats=stats)
+
+
+def run_job(
+    df: Any,
+    workload: Workload | str,
+    options: Options,
+    *,
+    num_tasks: int | None = None,
+    stats: RunStats | None = None,
+) -> dict[str, Any]:
+    """`trend_aggregate` with its options checked already (the command line's entry)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import (
@@ -82,6 +96,7 @@ def trend_aggregate(
     )
 
     wl = parse_workload(workload) if isinstance(workload, str) else workload
+    time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -102,17 +117,7 @@ def trend_aggregate(
             f"type column '{type_col}' must hold strings, not "
             f"{events.schema[type_col].dataType.simpleString()}"
         )
-    options = AggregateOptions(
-        backend=backend,
-        sharing=sharing,
-        numeric=numeric,
-        on_overflow=on_overflow,
-        time_col=time_col,
-        type_col=type_col,
-    )
-    empty = to_arrow_schema(events.schema).empty_table()
-    on_cpu: AggregateOptions = {**options, "backend": "cpu", "part": True}
-    schemas = {n: t.schema for n, t in aggregate(empty, wl, **on_cpu).items()}
+    schemas = result_schemas(to_arrow_schema(events.schema), wl, options)
 
     spark = df.sparkSession
     tasks = num_tasks or spark.sparkContext.defaultParallelism
@@ -346,4 +351,4 @@ def assign_tasks(
     return plan
 
 
-__all__ = ["assign_tasks", "trend_aggregate", "type_codes"]
+__all__ = ["assign_tasks", "run_job", "trend_aggregate", "type_codes"]

@@ -14,6 +14,7 @@ all summary rows of one (query, group) and composes the windows that cross the c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 from collections.abc import Iterator
@@ -24,7 +25,8 @@ import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from gpu_hamlet.devices import choose_device
-from gpu_hamlet.engine.evaluate import AggregateOptions, aggregate
+from gpu_hamlet.engine.evaluate import evaluate
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.engine.summaries import Cut, compose, summarize
@@ -75,7 +77,7 @@ class ShardJob:
     names: tuple[str, ...]
     schemas: tuple[pa.Schema, ...]  # each query's result schema
     keys: tuple[str, ...]  # common GROUPBY attributes
-    options: AggregateOptions
+    options: Options
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
     type_names: tuple[str, ...]  # the type column arrives as codes into these
     stats: Accumulator | None = None  # of RunStats: each task adds its sharing decisions
@@ -106,15 +108,16 @@ class ShardJob:
             pa.field(SUMMARY_COL, pa.binary())
         )
 
-    def task_options(self) -> AggregateOptions:
-        options = self.options.copy()
-        if options["backend"] != "cpu" and choose_device() is None:
-            if options["backend"] == "gpu":
+    def task_options(self) -> Options:
+        """The options with the backend this task has: 'auto' is the CPU without a GPU."""
+        options = self.options
+        if options.backend != "cpu" and choose_device() is None:
+            if options.backend == "gpu":
                 raise RuntimeError(
                     "backend='gpu', but this Spark task has no GPU: neither CUDA_VISIBLE_DEVICES "
                     "nor a 'gpu' task resource (spark.task.resource.gpu.amount)"
                 )
-            options["backend"] = "cpu"
+            options = dataclasses.replace(options, backend="cpu")
         return options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -125,9 +128,9 @@ class ShardJob:
         names = pa.array(self.type_names, pa.string())
         at = None
         for batch in batches:
-            at = batch.schema.get_field_index(options["type_col"]) if at is None else at
+            at = batch.schema.get_field_index(options.type_col) if at is None else at
             batch = batch.set_column(
-                at, options["type_col"], pa.DictionaryArray.from_arrays(batch.column(at), names)
+                at, options.type_col, pa.DictionaryArray.from_arrays(batch.column(at), names)
             )
             table = pa.Table.from_batches([batch])
             if carry is not None:
@@ -147,7 +150,7 @@ class ShardJob:
         return int(differ[-1]) + 1 if differ.size else 0
 
     def _process(
-        self, table: pa.Table, wl, options: AggregateOptions, stats: RunStats | None
+        self, table: pa.Table, wl, options: Options, stats: RunStats | None
     ) -> Iterator[pa.RecordBatch]:
         """The shards of `table`: whole groups in one engine call, each slice of a cut group in
         its own; each call's sharing decisions are added to `stats` (one RunStats per call:
@@ -155,13 +158,13 @@ class ShardJob:
 
         def recorded(call, *args):
             one = None if stats is None else RunStats()
-            out = call(*args, {**options, "stats": one})
+            out = call(*args, options, stats=one)
             if one is not None:
                 stats.add(one)
             return out
 
-        def engine(events: pa.Table, opts: dict) -> dict[str, pa.Table]:
-            return aggregate(events, wl, part=True, **opts)
+        def engine(events: pa.Table, options: Options, stats: RunStats | None):
+            return evaluate(events, wl, options, stats=stats, part=True)
 
         labels = table.column(SHARD_COL).to_numpy()
         events = table.drop_columns([SHARD_COL])
@@ -233,8 +236,8 @@ def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through f
     )
     schema = blobs[0]["schema"]
     q = job.workload.queries[i]
-    axis = time_axis(schema.field(options["time_col"]).type, options["time_col"])
-    plan = plan_query(q, axis, schema, options["numeric"])
+    axis = time_axis(schema.field(options.time_col).type, options.time_col)
+    plan = plan_query(q, axis, schema, options.numeric)
     result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"], options)
     return pa.Table.from_batches(
         list(job._wide({name: result}, job.result_schema)), schema=job.result_schema

@@ -1,0 +1,64 @@
+"""Result schemas: each query's output table type, from the query, the events' schema and the
+numeric mode alone (docs/semantics.md sections 5 and 7).
+
+No rows are needed, so the Spark driver can declare the results before any task runs, and the
+engine builds its tables to these types: one definition for both.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.time_axis import TimeAxis
+from gpu_hamlet.query.workload import Aggregate, Query
+
+
+def attr_kind(arrow_type: pa.DataType) -> str:
+    """'int', 'decimal' or 'float' for summable types; 'other' for the rest."""
+    if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
+        return "int"
+    if pa.types.is_decimal(arrow_type):
+        return "decimal"
+    if pa.types.is_floating(arrow_type):
+        return "float"
+    return "other"
+
+
+def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> pa.DataType:
+    """The type of an aggregate's column. Exact counts and sums of integers or decimals are
+    decimal128(38, scale) (`exact`), decimal strings (`bigint`) or float64 (`float`); AVG and
+    sums of floats are float64; MIN and MAX keep the column's type. SUM and AVG of a column that
+    is not a number have none: a WorkloadError naming `query`."""
+    if agg.attr is None:  # COUNT(*), COUNT(E)
+        t, kind = None, "int"
+    else:
+        t = events.field(agg.attr).type
+        if agg.func in ("MIN", "MAX"):
+            return t
+        kind = attr_kind(t)
+        if kind == "other":
+            raise WorkloadError(
+                f"{agg} needs a numeric column, but '{agg.attr}' is {t}", query=query
+            )
+    if agg.func == "AVG" or kind == "float" or numeric == "float":
+        return pa.float64()
+    if numeric == "bigint":
+        return pa.string()
+    return pa.decimal128(38, t.scale if t is not None and kind == "decimal" else 0)
+
+
+def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str) -> pa.Schema:
+    """The schema of `query`'s result table over events of schema `events` whose time column has
+    `axis`: the GROUPBY columns of their input types, window_start and window_end of the time
+    column's type, then one column per RETURN aggregate (`value_type`). Every column is
+    nullable, as Arrow makes the columns of a table built from arrays."""
+    fields = [pa.field(g, events.field(g).type) for g in query.groupby]
+    fields += [pa.field(b, axis.arrow_type) for b in ("window_start", "window_end")]
+    fields += [
+        pa.field(a.name, value_type(a, events, numeric, query.name)) for a in query.aggregates
+    ]
+    return pa.schema(fields)
+
+
+__all__ = ["attr_kind", "result_schema", "value_type"]

@@ -1,0 +1,55 @@
+"""Options (gpu_hamlet/engine/options.py): checked once on construction with the messages the
+keyword APIs give (docs/semantics.md section 11), picklable for Spark's tasks, and with the
+defaults the keyword APIs and the command line spell out."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+
+import pyarrow as pa
+import pytest
+
+import gpu_hamlet
+from gpu_hamlet.cli import build_parser
+from gpu_hamlet.engine.options import DEFAULTS, Options
+from gpu_hamlet.spark import trend_aggregate
+
+EVENTS = pa.table({"time": [1, 2], "type": ["A", "B"]})
+TEXT = "RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s"
+BAD = [
+    ("numeric", "decimal", "numeric must be one of 'exact', 'bigint', 'float', not 'decimal'"),
+    ("sharing", "hamlet", "sharing must be one of 'dynamic', 'static', 'none', not 'hamlet'"),
+    ("on_overflow", "wrap", "on_overflow must be one of 'error', 'null', not 'wrap'"),
+    ("backend", "tpu", "backend must be 'auto', 'cpu' or 'gpu', not 'tpu'"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD)
+def test_a_bad_value_is_the_same_error_everywhere(name, value, message):
+    with pytest.raises(ValueError) as made:
+        Options(**{name: value})
+    with pytest.raises(ValueError) as called:
+        gpu_hamlet.aggregate(EVENTS, TEXT, **{name: value})
+    with pytest.raises(ValueError) as spark:  # before anything touches the DataFrame
+        trend_aggregate(None, TEXT, **{name: value})
+    assert str(made.value) == str(called.value) == str(spark.value) == message
+    with pytest.raises(ValueError, match="must be"):
+        dataclasses.replace(DEFAULTS, **{name: value})
+
+
+def test_options_pickle_and_are_frozen():
+    options = Options(backend="cpu", numeric="bigint", on_overflow="null", time_col="ts")
+    assert pickle.loads(pickle.dumps(options)) == options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.numeric = "float"  # type: ignore[misc]
+
+
+def test_keyword_apis_and_the_command_line_have_its_defaults():
+    defaults = dataclasses.asdict(DEFAULTS)
+    for api in (gpu_hamlet.aggregate, trend_aggregate):
+        params = inspect.signature(api).parameters
+        assert {name: params[name].default for name in defaults} == defaults
+    args = build_parser().parse_args(["run", "--workload", "w", "--events", "e", "--out", "o"])
+    assert {name: getattr(args, name) for name in defaults} == defaults
