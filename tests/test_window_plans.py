@@ -13,7 +13,7 @@ from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
 import gpu_hamlet
-from gpu_hamlet.engine.evaluate import QueryRun
+from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.window_copies import window_copies
 
 
@@ -28,7 +28,7 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
     text, wl = data.draw(workload_cases())
     events = data.draw(event_streams(workload_types(wl)))
     expected = oracle(events, wl, with_magnitudes=True)
-    with patch.object(QueryRun, "_windows_cheaper", return_value=copies):
+    with patch.object(QueryRows, "_windows_cheaper", return_value=copies):
         got = gpu_hamlet.aggregate(
             events_to_table(events), text, numeric=numeric, sharing=sharing, backend="cpu"
         )
@@ -51,13 +51,13 @@ def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
     )
     text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [k] WITHIN 300 s SLIDE 100 s"
     chosen = []
-    original = QueryRun._windows_cheaper
+    original = QueryRows._windows_cheaper
 
     def spy(self, nseg):
         chosen.append(original(self, nseg))
         return chosen[-1]
 
-    with patch.object(QueryRun, "_windows_cheaper", spy):
+    with patch.object(QueryRows, "_windows_cheaper", spy):
         gpu_hamlet.aggregate(
             dense,
             text.replace(" WHERE [k]", ""),

@@ -28,10 +28,12 @@ from gpu_hamlet.core.numeric import crt, primes, primes_for_bits, xfloat_log2
 from gpu_hamlet.core.rings import NO_RANK
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
-from gpu_hamlet.engine.evaluate import Context, QueryRun, evaluate
+from gpu_hamlet.engine.evaluate import Context, evaluate
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.query.plan import QueryPlan
 from gpu_hamlet.query.workload import Workload
@@ -113,7 +115,7 @@ def _ticks(col: pa.ChunkedArray) -> np.ndarray:
 def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | None:
     """The segment maps of one query over the events near the boundaries, in every ring."""
     q = plan.query
-    run = QueryRun(
+    run = QueryRows(
         ctx.ev,
         ctx.parts,
         ctx.attrs,
@@ -184,21 +186,22 @@ def compose(
 ) -> pa.Table:
     """The crossing windows of one group from the summaries of its slices, in slice order."""
     parts = [p for p in parts if p is not None]
-    run = SummaryRun(parts, plan, ev_schema, axis, options)
-    table = run.table()
+    maps = SummaryMaps(parts, plan, ev_schema, axis)
+    table = QueryResults(maps, plan, options, select_backend(options.backend)).table()
     if not table.num_rows:
         return table
     starts = _ticks(table.column("window_start"))
     return table.filter(pa.array(cut.crossing(starts, plan.windowing.within)))
 
 
-class SummaryRun(QueryRun):
-    """A QueryRun whose segment maps come from slices' summaries instead of events: the window
-    composition, group sums, exact reconstruction and output conversion are the engine's own."""
+class SummaryMaps:
+    """The segment maps of one group's slices, from their summaries instead of events: a
+    MapSource (gpu_hamlet/engine/results.py), so window composition, group sums, exact
+    reconstruction and output conversion are the in-process engine's own."""
 
-    def __init__(
-        self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, options: Options
-    ) -> None:
+    full = True  # summaries are whole maps
+
+    def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis) -> None:
         q = plan.query
         # Python's NaN is equal only to itself: one NaN object makes NaN keys one key.
         keys = [tuple(_NAN if v != v else v for v in k) for p in parts for k in p["key"]]
@@ -219,32 +222,37 @@ class SummaryRun(QueryRun):
         gid_of = np.asarray(
             [group.setdefault(k[: len(q.groupby)], len(group)) for k in uniq], np.int64
         )
+        # One row per partition: its group values (the only event data the results read).
         self.ev = EventFrame(table, np.zeros(len(uniq)), axis, np.zeros(len(uniq), np.int32), [])
-        self.plan, self.tpl, self.be = plan, plan.template, select_backend(options.backend)
-        self.options = options
         self.pid, self.seg = pid[order], seg[order]
         self.gid, self.rows = gid_of[self.pid], self.pid
-        self.pos = self.pid  # one entry per run: QueryRun.table() only asks whether any exist
-        self.full = True
-        self.snapshots = None
-        # Duck-typed: of the event attributes, a SummaryRun only asks order_keys (in _minmax).
-        self.attrs = _MergedValues(parts, plan)  # type: ignore[assignment]
+        self._values = _MergedValues(parts, plan)
 
-    def _segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
+    def prepare(self):  # the segments are given
+        return
+        yield
+
+    def empty(self) -> bool:
+        return self.pid.shape[0] == 0
+
+    def order_keys(self, attr: str):
+        return self._values.order_keys(attr)
+
+    def segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
         if ring == "xfloat":
             maps = np.concatenate([x["xfloat"] for x in self._parts])
         elif ring == "modp":
             ints = np.concatenate([x["exact"] for x in self._parts])
             maps = (ints % p).astype(np.int64)[..., None]
         else:
-            maps = self.attrs.maps
+            maps = self._values.maps
         return np.ascontiguousarray(maps[self._order]), self.pid, self.seg
-        yield  # a generator, like QueryRun._segment_steps
+        yield  # a generator, like QueryRows.segment_steps
 
 
 class _MergedValues:
     """MIN/MAX values of all slices ranked together: the MINREACH maps re-ranked, and the way
-    back from ranks to values that QueryRun._minmax asks `attrs.order_keys` for."""
+    back from ranks to values that QueryResults._minmax asks `order_keys` for."""
 
     def __init__(self, parts: list[dict], plan: QueryPlan) -> None:
         self._back: dict[str, Callable] = {}

@@ -1,5 +1,5 @@
 """Copying events into the windows that hold them, for queries whose windows are cheaper to run
-from zero than to compose from pane maps (QueryRun._into_windows).
+from zero than to compose from pane maps (QueryRows._into_windows).
 
 Windows are [k*a, k*a + n) in pane units. Within a partition the events are in time order, so
 the events of window k are one contiguous range, and both ends of that range only move forward

@@ -1,0 +1,270 @@
+"""One query's rows, the input half of its evaluation: which events, in which order, as which
+rows (ordinary or macro), cut into which segments, and their segment maps in each ring
+(docs/architecture.md section 4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.core.numeric import xfloat_to_float
+from gpu_hamlet.core.recursions import EVENT
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import Backend, Steps, drive
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.partitions import Partitioner
+from gpu_hamlet.engine.pruning import may_complete
+from gpu_hamlet.engine.sharing import SharedBursts
+from gpu_hamlet.engine.window_copies import window_copies
+from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.query.plan import Channel, QueryPlan
+
+
+class QueryRows:
+    """One query's rows: the events it matches in partition and time order, shared bursts
+    collapsed into macro rows, pruned, then segmented; and their segment maps in any ring. The
+    input half of a query's evaluation (gpu_hamlet/engine/results.py is the output half)."""
+
+    def __init__(
+        self,
+        ev: EventFrame,
+        parts: Partitioner,
+        attrs: Attributes,
+        plan: QueryPlan,
+        matcher: Matcher,
+        shared: list[SharedBursts],
+        options: Options,
+        be: Backend,
+        record_snapshots: bool = False,
+        maps: bool = False,
+    ) -> None:
+        self.ev, self.attrs, self.plan, self.options, self.be = ev, attrs, plan, options, be
+        self.tpl = plan.template
+        q = plan.query
+        keys = parts.keys(q.partition_attrs, len(q.groupby))
+        self.sources = shared
+        tpl = self.tpl
+        w = plan.windowing
+        # The query's events; without `maps` only those that may be in a trend (a slice's maps
+        # must keep events whose partners lie in other slices).
+        fast = (
+            shared[0].compressed(q, tpl, matcher, w.within, prune=not maps)
+            if len(shared) == 1
+            else None
+        )
+        macro_src: np.ndarray | None  # per row: the shared burst source, or -1
+        macro_seg: np.ndarray | None  # per row: the source's coefficient segment, or -1
+        if fast is not None:  # the set stream's slots q matches, already pruned
+            qidx, self.rows, self.time, self.pid, macro_seg, self.pos = fast
+            macro_src = None  # one source: derived from macro_seg
+        elif not shared:  # every event in partition order; pos is -1 where q matches none
+            qidx = None  # the identity
+            self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
+            self.pos = matcher.positions(q, tpl)[keys.order]
+            macro_src = macro_seg = None
+        else:
+            pos_all = matcher.positions(q, tpl)
+            qidx = np.flatnonzero(pos_all[keys.order] >= 0)
+            # Shared bursts collapse into macro events: (source, coefficient segment) per row.
+            macro_src = np.full(qidx.shape[0], -1, np.int64)
+            macro_seg = np.full(qidx.shape[0], -1, np.int64)
+            for s_i, sb in enumerate(shared):
+                inj = sb.inject(q.name, qidx)
+                if inj is None:
+                    continue
+                qidx = qidx[inj.keep]
+                macro_src = macro_src[inj.keep]
+                macro_seg = macro_seg[inj.keep]
+                macro_src[inj.macro] = s_i
+                macro_seg[inj.macro] = inj.segment
+            self.rows = keys.order[qidx]
+            self.time = ev.time[self.rows]
+            self.pos = matcher.positions(q, tpl, self.rows)
+            for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
+                self.pos[macro_src == s_i] = tpl.position[sb.sset.kleene_type]
+            # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
+            self.pid = keys.pid[qidx]
+        self._check_values(matcher)
+        if fast is None:
+            sel = (
+                np.flatnonzero(self.pos >= 0)
+                if maps
+                else may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+            )
+            qidx = sel if qidx is None else qidx[sel]
+            self._keep(sel, ("rows", "pid", "pos", "time"))
+            macro_seg = macro_seg[sel] if macro_seg is not None else None
+            macro_src = macro_src[sel] if macro_src is not None else None
+        if macro_seg is None:  # no shared bursts: no macro rows
+            macro_seg = np.full(self.pos.shape[0], -1, np.int64)
+        if macro_src is None:  # at most one source: rows with a segment are its macro rows
+            macro_src = np.where(macro_seg >= 0, 0, -1)
+        self.macro_seg: np.ndarray = macro_seg
+        self.macro_src: np.ndarray = macro_src
+        self.macro = self.macro_src >= 0
+        self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
+        self.gid = keys.gid[qidx]
+        self.maps = maps
+        self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
+        self.seg: np.ndarray | None = None  # each event's segment, from the segmenting step
+
+    def prepare(self) -> Steps:
+        """Segment the events (their panes: a backend step), then choose how windows are
+        formed: from pane maps, or, when cheaper, each window's own events from zero."""
+        if self.seg is not None:
+            return
+        w = self.plan.windowing
+        self.seg, starts = yield ("segments", (self.pid, self.time, w.seg))
+        if self.maps:
+            return
+        if w.full and self._windows_cheaper(starts.shape[0]):
+            self._into_windows()
+        if not self.full:  # segments are whole windows: prune again, window by window
+            change = np.ones(self.seg.shape[0], bool)
+            change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
+            self._keep(may_complete(np.cumsum(change), self.time, self.pos, self.tpl.k, None))
+
+    _PER_EVENT = ("rows", "pid", "pos", "time", "macro_src", "macro_seg", "macro", "gid", "seg")
+
+    def _keep(self, rows: np.ndarray, names: tuple[str, ...] = _PER_EVENT) -> None:
+        """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat)."""
+        for name in names:
+            setattr(self, name, getattr(self, name)[rows])
+
+    def _windows_cheaper(self, nseg: int) -> bool:
+        """Whether running each window's events from zero beats composing pane maps, for the
+        events in `nseg` non-empty (partition, pane) runs.
+
+        Pane maps cost (1 + carried positions) columns per event, plus a D x D map and about two
+        sparse D^3 products per non-empty (partition, pane); copying each event into its
+        r = ceil(n/a) windows costs r vector updates. With many tiny panes (equivalence
+        partitions with a few events per pane) the copies win; with dense panes the maps do."""
+        w, tpl = self.plan.windowing, self.tpl
+        n = self.pos.shape[0]
+        if n == 0:
+            return False
+        nch = len(self.plan.linear)
+        D = nch * (tpl.k + 1) + 1
+        per_pane_maps = n * (1 + tpl.carry.shape[0]) * nch + nseg * (D * D + 0.5 * D**3)
+        copies = n * math.ceil(w.n / w.a) * nch * 1.5
+        return copies < per_pane_maps
+
+    def _into_windows(self) -> None:
+        """Copy every event into each window holding its pane; windows become the segments."""
+        a, n = self.plan.windowing.a, self.plan.windowing.n
+        seg = self.seg
+        assert seg is not None, "events are segmented first"
+        first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
+        total = int((seg // a - first + 1).sum())
+        rep, k = window_copies(self.pid, seg, a, n, total)
+        self._keep(rep)
+        self.seg = k
+        self.full = False
+
+    # -- inputs --
+
+    def _check_values(self, matcher: Matcher) -> None:
+        """Values SUM and AVG cannot add: NaN or infinite floats, and decimals beyond 38 digits
+        outside bigint mode. Checked on every event the query matches, whether or not it is in a
+        trend (so the check does not depend on pruning or sharing)."""
+        q = self.plan.query
+        pos = None
+        for agg in q.aggregates:
+            if agg.func not in ("SUM", "AVG"):
+                continue
+            assert agg.type is not None and agg.attr is not None, "SUM and AVG take TYPE.attr"
+            t = self.ev.table.schema.field(agg.attr).type
+            if pa.types.is_floating(t):
+                what = "NaN or infinite values"
+                advice = (
+                    f"SUM and AVG need finite numbers; filter them out, e.g. WHERE "
+                    f"{agg.type}.{agg.attr} > -1e308 AND {agg.type}.{agg.attr} < 1e308"
+                )
+            elif pa.types.is_decimal(t) and t.bit_width > 128 and self.options.numeric != "bigint":
+                what = "values of more than 38 digits"
+                advice = "use numeric='bigint' to add them exactly"
+            else:
+                continue
+            bad = self.attrs.unaddable(agg.attr)
+            if bad is None:
+                continue
+            pos = matcher.positions(q, self.tpl) if pos is None else pos
+            of_type = np.flatnonzero(pos == self.tpl.position[agg.type])
+            n = pc.sum(bad.take(pa.array(of_type))).as_py() or 0
+            if n:
+                raise EventDataError(
+                    f"query {q.name}: {agg} reads column '{agg.attr}', which holds {what} on "
+                    f"{n} matched {agg.type} event(s); {advice}"
+                )
+
+    def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+        """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
+        the row's index into them or -1), one entry per macro row."""
+        labels = np.where(self.macro, -1, self.pos) if self.sources else self.pos
+        W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.position, p)
+        dtype, lanes = layout(ring)
+        mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
+        ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
+        mseg = np.full(self.pos.shape[0], EVENT, np.int64)
+        offset = 0
+        for s_i, sb in enumerate(self.sources):
+            at = np.flatnonzero(self.macro_src == s_i)
+            if at.size:
+                mu, K = sb.coefficients(ring, p, channels, self.macro_seg[at])
+                mseg[at] = offset + np.arange(at.size)
+                mus.append(mu)
+                ks.append(K)
+                offset += at.size
+        return W, np.concatenate(mus), np.concatenate(ks), mseg
+
+    def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
+        """Per (partition, segment) run: its map (with `full`) or its result from zero, as
+        (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+
+        def steps() -> Steps:
+            yield from self.prepare()
+            return (yield from self.segment_steps(ring, channels, p))
+
+        return drive({"": steps()}, self.be)[""]
+
+    def segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
+        """The steps giving (maps, run_pid, run_seg) of the rows in `ring`, as `segment_maps`
+        returns them."""
+        tpl = self.tpl
+        W, MU, K, mseg = self._weights(ring, channels, p)
+        dtype, lanes = layout(ring)
+        snap: np.ndarray = np.zeros((self.pos.shape[0], 1, lanes), dtype)
+        maps, run_pid, run_seg = yield (
+            "segment_maps",
+            (
+                ring,
+                self.pid,
+                self.seg,
+                self.time,
+                self.pos,
+                W,
+                MU,
+                K,
+                mseg,
+                tpl,
+                self.full,
+                snap,
+                p,
+            ),
+        )
+        if ring == "xfloat" and self.snapshots is not None:
+            at = np.flatnonzero(self.macro)
+            self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
+        return maps, run_pid, run_seg
+
+    def empty(self) -> bool:
+        return self.pos.shape[0] == 0
+
+    def order_keys(self, attr: str):
+        return self.attrs.order_keys(attr)

@@ -1,0 +1,294 @@
+"""The output half of a query's evaluation: segment maps into windows, equivalence partitions
+into groups, each number system into its columns, and the result table of the plan's schema
+(docs/architecture.md section 4).
+
+The maps come from a `MapSource`: a query's rows over the events (engine/query_rows.py), or the
+pane summaries of a Spark job's slices (engine/summaries.py), which thus share this code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.core.numeric import (
+    DECIMAL38_LIMIT,
+    bigint_strings,
+    crt,
+    decimal_array,
+    primes,
+    primes_for_bits,
+    xfloat_log2,
+    xfloat_ratio,
+    xfloat_to_float,
+)
+from gpu_hamlet.engine.backend import Backend, Steps, drive
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, divisor
+from gpu_hamlet.query.schema import attr_kind
+
+
+class MapSource(Protocol):
+    """Where a query's segment maps come from. `pid`, `gid` and `rows` are per entry in
+    partition order (an event row, or a summarised run): its partition, its GROUPBY group, and
+    the row of `ev.table` holding its group values."""
+
+    ev: EventFrame
+    pid: np.ndarray
+    gid: np.ndarray
+    rows: np.ndarray
+    full: bool  # maps are D x D (windows compose them), not results from the zero state
+
+    def prepare(self) -> Steps: ...
+
+    def empty(self) -> bool: ...
+
+    def segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps: ...
+
+    def order_keys(self, attr: str) -> tuple[Any, Callable[[np.ndarray], pa.Array]]: ...
+
+
+@dataclass
+class Windows:
+    """Per output row (group, window): where its values sit in the window arrays."""
+
+    order: np.ndarray  # permutation of the kernel's windows into (group, window) order
+    starts: np.ndarray  # first window of each output row in that order
+    k: np.ndarray  # window index per output row
+    rep: np.ndarray  # an event row of the group, for the GROUPBY values
+    grouped: bool  # whether several partitions add up into one row
+
+
+def _null_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """`values` as an object array, None where `mask`."""
+    return np.where(mask, np.array(None, dtype=object), values)
+
+
+class QueryResults:
+    """One query's result table from its map source."""
+
+    def __init__(self, src: MapSource, plan: QueryPlan, options: Options, be: Backend) -> None:
+        self.src, self.plan, self.options, self.be = src, plan, options, be
+
+    def _run(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps:
+        """Window values [windows, channels, lanes] (kernel order) for one ring."""
+        w, tpl = self.plan.windowing, self.plan.template
+        maps, run_pid, run_seg = yield from self.src.segment_steps(ring, channels, p)
+        finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
+        if self.src.full:
+            return (yield ("compose_windows", (ring, maps, run_pid, run_seg, w.a, w.n, finals, p)))
+        return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
+
+    def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> Steps:
+        if not win.grouped:
+            return vals
+        return (
+            yield (
+                "reduce_sorted",
+                (ring, np.ascontiguousarray(vals[win.order]), win.starts, param),
+            )
+        )
+
+    def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
+        first = np.searchsorted(self.src.pid, win_pid)
+        gid = self.src.gid[first]
+        rep = self.src.rows[first]
+        q = self.plan.query
+        if len(q.partition_attrs) == len(q.groupby):
+            idx = np.arange(len(win_k))
+            return Windows(idx, idx, win_k, rep, False)
+        order = np.lexsort((win_k, gid))
+        g, k = gid[order], win_k[order]
+        change = np.ones(len(order), bool)
+        change[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
+        starts = np.flatnonzero(change)
+        return Windows(order, starts, k[starts], rep[order][starts], True)
+
+    def table(self) -> pa.Table:
+        return drive({"": self.table_steps()}, self.be)[""]
+
+    def table_steps(self) -> Steps:
+        """The result table, computed as a generator of backend steps (gpu_hamlet/engine/backend.py
+        `drive` runs many queries' steps together)."""
+        plan, q = self.plan, self.plan.query
+        yield from self.src.prepare()
+        if self.src.empty():
+            return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+        vals, win_pid, win_k = yield from self._run("xfloat", plan.linear)
+        win = self._windows(win_pid, win_k)
+        fl = yield from self._grouped("xfloat", vals, win, 0)
+        keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
+        fl = fl[keep]
+        lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
+        exact = (yield from self._exact(win, keep, lin)) if plan.exact else {}
+        mm = (yield from self._minmax(win, keep)) if plan.minmax else {}
+        cols: dict[str, pa.Array] = {}
+        for agg in q.aggregates:
+            cols[agg.name] = self._column(agg, lin, exact, mm, win, keep)
+        return self._build(win.k[keep], win.rep[keep], cols)
+
+    def _exact(self, win: Windows, keep: np.ndarray, lin) -> Steps:
+        """Exact Python ints per exact channel (None where certainly beyond decimal(38))."""
+        plan = self.plan
+        bits = 1.0
+        over: dict[Channel, np.ndarray] = {}
+        for ch in plan.exact:
+            if ch.kind == "sum":
+                m, e = lin[Channel("abs", ch.type, ch.attr)]
+                sm, se = lin[ch]
+                bound = xfloat_log2(m, e)
+                # Certainly beyond 10^38 when the float sum is, and cancellation is too mild for
+                # its error (~1e-12 of the absolute bound) to matter.
+                rel = xfloat_ratio(np.abs(sm), se, m, e)
+                certain = (xfloat_log2(sm, se) > math.log2(1e38) + 1e-6) & (rel > 1e-6)
+            else:
+                m, e = lin[ch]
+                bound = xfloat_log2(m, e)
+                certain = bound > math.log2(1e38) + 1e-6
+            if self.options.numeric == "exact":
+                over[ch] = certain
+                bound = np.where(certain, 0.0, bound)
+            if bound.size:
+                bits = max(bits, float(np.max(bound)))
+        n_primes = primes_for_bits(bits + 2.0)
+        res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
+        for j, p in enumerate(primes(n_primes)):
+            vals, _, _ = yield from self._run("modp", plan.exact, p)
+            res[j] = (yield from self._grouped("modp", vals, win, p))[keep][:, :, 0]
+        out = {}
+        for i, ch in enumerate(plan.exact):
+            ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
+            if ch in over:
+                ints = _null_where(over[ch], ints)
+            out[ch] = ints
+        return out
+
+    def _minmax(self, win: Windows, keep: np.ndarray) -> Steps:
+        """MIN/MAX columns (Arrow, null where no trend reaches the type)."""
+        plan = self.plan
+        vals, _, _ = yield from self._run("minreach", plan.minmax)
+        vals = (yield from self._grouped("minreach", vals, win, 0))[keep]
+        out = {}
+        for i, ch in enumerate(plan.minmax):
+            if ch.kind == "count":
+                continue
+            keys = vals[:, i, 1]
+            if ch.kind == "max":
+                keys = ~keys
+            reach = vals[:, i, 0] > 0  # some trend holds an event of the type with a value
+            assert ch.attr is not None, "MIN and MAX take TYPE.attr"
+            typ = self.plan.attr_types[ch.attr]
+            if not reach.any():
+                out[ch] = pa.nulls(len(reach), typ)
+                continue
+            col = self.src.order_keys(ch.attr)[1](np.where(reach, keys, keys[reach][0]))
+            out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type))
+        return out
+
+    def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
+        """The aggregate's column, of its type in the plan's result schema."""
+        if agg.func in ("MIN", "MAX"):
+            return mm[Channel(agg.func.lower(), agg.type, agg.attr)]
+        typ = self.plan.result_schema.field(agg.name).type
+        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
+        scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
+        if agg.type is None:
+            ch = COUNT
+        elif agg.attr is None:
+            ch = Channel("count_e", agg.type)
+        else:
+            ch = Channel("sum", agg.type, agg.attr)
+        # SUM and AVG over events whose values are all null are null (SQL).
+        d = divisor(agg, agg.attr in self.plan.nullable) if agg.attr else None
+        empty = lin[d][0] == 0 if d in lin else np.zeros(int(keep.sum()), bool)
+        if agg.func == "AVG":
+            if ch in exact and d in exact:
+                s, c = exact[ch], exact[d]
+                ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
+                if ok.all():
+                    return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)], typ)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                vals = xfloat_ratio(*lin[ch], *lin[d]) / 10.0**scale
+            return self._float_column(agg, vals, win, keep, empty)
+        if not pa.types.is_floating(typ):  # exact digits: the exact runs computed them
+            ints = exact[ch]
+            if pa.types.is_string(typ):
+                return bigint_strings(_null_where(empty, ints), scale)
+            bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool) & ~empty
+            if bad.any():
+                if self.options.on_overflow == "error":
+                    i = int(np.flatnonzero(bad)[0])
+                    raise NumericOverflowError(
+                        self._overflow_message(
+                            agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i
+                        )
+                    )
+            return decimal_array(_null_where(bad | empty, ints), typ.scale)
+        vals = xfloat_to_float(*lin[ch]) / 10.0**scale
+        return self._float_column(agg, vals, win, keep, empty)
+
+    def _float_column(
+        self, agg, vals: np.ndarray, win: Windows, keep, null: np.ndarray
+    ) -> pa.Array:
+        """float64 results, null where `null` (no value to aggregate) or, with
+        on_overflow='null', beyond the float64 range."""
+        bad = ~np.isfinite(vals) & ~null
+        if bad.any() and self.options.on_overflow == "error":
+            i = int(np.flatnonzero(bad)[0])
+            raise NumericOverflowError(
+                self._overflow_message(agg, "is beyond the float64 range", win, keep, i)
+            )
+        mask = bad | null
+        typ = self.plan.result_schema.field(agg.name).type
+        return pa.array(np.where(mask, 0.0, vals), typ, mask=mask if mask.any() else None)
+
+    def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
+        q = self.plan.query
+        rep = int(win.rep[keep][i])
+        group = ", ".join(
+            f"{g}={grouping_values(self.src.ev.table.column(g).slice(rep, 1))[0].as_py()!r}"
+            for g in q.groupby
+        )
+        k = int(win.k[keep][i])
+        w = self.plan.windowing
+        start, end = self.src.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
+        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
+        ways = []
+        if agg.func != "AVG" and kind != "float":  # exact in bigint mode
+            ways.append("numeric='bigint' for exact digits of any size")
+            if self.options.numeric == "exact":
+                ways.append("numeric='float' for float64")
+        ways.append("on_overflow='null'")
+        return (
+            f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
+            f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways)
+        )
+
+    def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
+        """The result table: its schema is the plan's result schema, which the Spark driver
+        declares without running anything (gpu_hamlet/query/schema.py)."""
+        q, ev, w = self.plan.query, self.src.ev, self.plan.windowing
+        schema = self.plan.result_schema
+        out: dict[str, pa.Array] = {}
+        for g in q.groupby:
+            out[g] = grouping_values(
+                ev.table.column(g).take(pa.array(rep, pa.int64()))
+            ).combine_chunks()
+        start = k * w.slide if not ev.axis.is_float else k.astype(np.float64) * w.slide
+        out["window_start"] = ev.axis.to_arrow(np.asarray(start))
+        out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))
+        for agg in q.aggregates:
+            out[agg.name] = cols.get(agg.name, pa.array([], schema.field(agg.name).type))
+        table = pa.table(out)
+        assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
+        keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
+        return table.sort_by(keys) if table.num_rows > 1 else table
