@@ -38,6 +38,8 @@ def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Arr
 
 
 def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    if len(col) == 0:  # (Arrow cannot combine zero chunks of a dictionary of dates or decimals)
+        return np.zeros(0, np.int64), 0
     enc = pc.dictionary_encode(grouping_values(col), null_encoding="encode").combine_chunks()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
 
