@@ -50,6 +50,8 @@ def record(tests: list[str], out: str) -> None:
             "kernel_launches",
             "-p",
             "no:cacheprovider",
+            "-n",  # in this process: the plugin records the launches of the tests it runs
+            "0",
             *tests,
         ],
         cwd=ROOT,

@@ -44,9 +44,12 @@ def spark():
     session.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     """Every test that uses the Spark session is marked `spark`, so `-m "not spark"` leaves
-    them out whether or not the test says so itself."""
+    them out whether or not the test says so itself; and they all go to one xdist worker
+    (`--dist loadgroup`), so one session (one JVM) serves them all."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.xdist_group("spark-session"))

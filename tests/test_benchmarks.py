@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow  # smoke runs of the benchmark scripts, in processes of their own
+#: The tests of the module-scoped `quick` run share one xdist worker, so the run happens once.
+QUICK = pytest.mark.xdist_group("bench-quick")
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "benchmarks" / "run.py"
@@ -56,6 +58,7 @@ def load(out: Path, name: str) -> dict:
     return json.loads((out / f"{name}.json").read_text())
 
 
+@QUICK
 def test_every_experiment_writes_json_png_and_table(quick):
     summary = json.loads((quick / "summary.json").read_text())
     assert summary["quick"] is True and summary["backend"] == "cpu"
@@ -92,6 +95,7 @@ def check_modes(point: dict, same_filters: bool = False) -> None:
         assert point[key] > 0
 
 
+@QUICK
 def test_events_queries_and_dynamic_measure_every_mode(quick):
     events = load(quick, "events")
     assert [p["events_per_minute"] for p in events["points"]] == [5_000, 20_000]
@@ -115,6 +119,7 @@ def test_events_queries_and_dynamic_measure_every_mode(quick):
     )
 
 
+@QUICK
 def test_two_step_agrees_with_the_engine_until_its_budget(quick):
     result = load(quick, "two_step")
     points = result["points"]
@@ -132,6 +137,7 @@ def test_two_step_agrees_with_the_engine_until_its_budget(quick):
             assert status.startswith(("over the", "not run"))
 
 
+@QUICK
 def test_authors_workload_runs_or_says_why_not(quick):
     result = load(quick, "hamlet_synthetic")
     if HAVE_AUTHORS_DATA:
