@@ -26,6 +26,7 @@ import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
 
@@ -37,9 +38,7 @@ def main() -> None:
     be = select_backend(args.backend)
     n = args.events
     rng = np.random.default_rng(0)
-    tpl = Template.of(
-        gpu_hamlet.parse_workload("RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 1 s").queries[0]
-    )
+    tpl = Template.of(Seq((PatternElement("A"), PatternElement("B", True), PatternElement("C"))))
     pid = np.zeros(n, np.int64)
     seg = np.arange(n, dtype=np.int64) // 1000
     t = np.arange(n, dtype=np.int64)

@@ -30,8 +30,8 @@ cover_core(__file__)  # an edit of gpu_hamlet/core recompiles these kernels
 
 @njit(cache=True)
 def segment_maps(
-    tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k, full, carry,
-    snap,
+    tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
+    move_from, move_to, k, full, carry, snap,
 ):  # fmt: skip
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
@@ -61,8 +61,8 @@ def segment_maps(
         run_seg[r] = seg[i]
         reset(tag, X, carry)
         run_events(
-            tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k,
-            snap,
+            tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
+            move_ptr, move_from, move_to, k, snap,
         )  # fmt: skip
         finish_run(tag, X, carry, nch, k, full, maps[r])
         i = end

@@ -41,6 +41,7 @@ from gpu_hamlet.engine.options import (
     Options,
 )
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
+from gpu_hamlet.query.pattern import And, Pattern, show
 from gpu_hamlet.query.workload import Workload
 
 log = logging.getLogger("gpu_hamlet")
@@ -182,6 +183,20 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     return 0
 
 
+def _print_automata(pattern: Pattern) -> None:
+    """Each side's automaton: states, what enters them, what they extend, what negations block
+    (docs/architecture.md section 3)."""
+    from gpu_hamlet.query.automaton import Automaton
+
+    sides = (pattern.left, pattern.right) if isinstance(pattern, And) else (pattern,)
+    for side in sides:
+        auto = Automaton.of(side)
+        of = f" of {show(side)}" if len(sides) > 1 else ""
+        print(f"  automaton{of}: {len(auto.states)} states")
+        for line in auto.describe():
+            print(f"    {line}")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.engine.sharing import analyze
 
@@ -189,7 +204,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     options = _options(args, numeric="float", on_overflow="null")
     fmt = input_format(args.events, args.in_format) if args.events else None
     for q in workload:
-        print(f"{q.name}: PATTERN SEQ({', '.join(map(str, q.pattern))})")
+        print(f"{q.name}: PATTERN {q.pattern_text}")
         print(f"  aggregates : {', '.join(f'{a} AS {a.name}' for a in q.aggregates)}")
         print(
             f"  partitions : {', '.join(q.partition_attrs) or '(one)'}"
@@ -198,6 +213,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
         print(f"  window     : {q.window}")
+        _print_automata(q.pattern)
     print()
     print(analyze(workload).describe())
     if fmt:

@@ -91,50 +91,228 @@ def parse_pattern(text: str) -> tuple[Elem, ...]:
     return tuple(out)
 
 
-def _as_pattern(pattern: Any) -> tuple[Any, ...]:
+# --------------------------------------------------------------------------------------------
+# Patterns as the oracle's own trees (no engine code): ("T", type, kleene), ("SEQ", parts,
+# kleene), ("ALT", options, kleene), ("NOT", type), ("AND", left, right).
+# --------------------------------------------------------------------------------------------
+
+
+def parse_tree(text: str) -> tuple:
+    """The whole pattern language (docs/semantics.md section 2) as a tree, by its own small
+    recursive descent: ``"SEQ(A, NOT N, (B OR C)+) AND D"``."""
+    toks = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|[(),+]", text)
+    at = [0]
+
+    def peek() -> str:
+        return toks[at[0]] if at[0] < len(toks) else ""
+
+    def take(expected: str | None = None) -> str:
+        tok = peek()
+        if expected is not None and tok.upper() != expected:
+            raise ValueError(f"expected {expected} at {tok!r} in {text!r}")
+        at[0] += 1
+        return tok
+
+    def alt() -> tuple:
+        options = [unit()]
+        while peek().upper() == "OR":
+            take()
+            options.append(unit())
+        return options[0] if len(options) == 1 else ("ALT", tuple(options), False)
+
+    def unit() -> tuple:
+        tok = take()
+        if tok.upper() == "SEQ":
+            take("(")
+            parts = [part()]
+            while peek() == ",":
+                take()
+                parts.append(part())
+            take(")")
+            node = ("SEQ", tuple(parts), False)
+        elif tok == "(":
+            node = alt()
+            take(")")
+        else:
+            node = ("T", tok, False)
+        if peek() == "+":
+            take()
+            node = (node[0], node[1], True)
+        return node
+
+    def part() -> tuple:
+        if peek().upper() == "NOT":
+            take()
+            return ("NOT", take())
+        return unit()
+
+    left = alt()
+    if peek().upper() == "AND":
+        take()
+        left = ("AND", left, alt())
+    if at[0] != len(toks):
+        raise ValueError(f"unexpected {peek()!r} in {text!r}")
+    return left
+
+
+def _tree(pattern: Any) -> tuple:
+    """A pattern given as text, as a sequence of elements (a flat SEQ), or as the engine's
+    pattern objects (read by their fields only) -> the oracle's tree."""
     if isinstance(pattern, str):
-        return parse_pattern(pattern)
-    return tuple(pattern)
+        return parse_tree(pattern)
+    if isinstance(pattern, tuple | list):
+        return ("SEQ", tuple(_tree(e) for e in pattern), False)
+    if hasattr(pattern, "left"):
+        return ("AND", _tree(pattern.left), _tree(pattern.right))
+    if hasattr(pattern, "parts"):
+        return ("SEQ", tuple(_tree(p) for p in pattern.parts), pattern.kleene)
+    if hasattr(pattern, "options"):
+        return ("ALT", tuple(_tree(o) for o in pattern.options), pattern.kleene)
+    if not hasattr(pattern, "kleene"):
+        return ("NOT", pattern.type)
+    return ("T", pattern.type, bool(pattern.kleene))
+
+
+def _leaves(node: tuple, kind: str) -> set[str]:
+    if node[0] == kind:
+        return {node[1]}
+    if node[0] in ("T", "NOT"):
+        return set()
+    if node[0] == "AND":
+        return _leaves(node[1], kind) | _leaves(node[2], kind)
+    return set().union(*(_leaves(c, kind) for c in node[1]))
 
 
 # --------------------------------------------------------------------------------------------
-# Pattern matching: the trend's type sequence must match the pattern, read as a regular
-# expression over types (E+ = E E*). The set of pattern positions reachable after a prefix is
-# tracked, so a subsequence that matches in several ways (repeated types) still counts once.
+# Matching one candidate trend by backtracking: `ends(node, i)` is every j such that the node
+# matches events i..j-1 of the candidate; `open_(node, i)` whether events i..n-1 begin a match
+# (used only to prune the search). A NOT between two parts of a SEQ is checked at the boundary
+# between the last event of one and the first of the next. A trend counts once, however many
+# ways it matches: a candidate either matches or not.
 # --------------------------------------------------------------------------------------------
 
 
 class _Matcher:
-    def __init__(self, pattern: Sequence[Any]) -> None:
-        self.types = tuple(e.type for e in pattern)
-        self.kleene = tuple(bool(e.kleene) for e in pattern)
-        self.last = len(self.types) - 1
-        if self.last < 0:
-            raise ValueError("empty pattern")
+    def __init__(self, tree: tuple, blockers: Sequence[tuple[Any, Any]] = ()) -> None:
+        """``tree``: one side of a pattern (``_tree``); ``blockers``: (type, time) of the
+        partition's events of negated types that pass their filters."""
+        self.tree = tree
+        if self.tree[0] == "AND":
+            raise ValueError("_Matcher matches one side of an AND at a time")
+        self.types = frozenset(_leaves(self.tree, "T"))
+        self.blockers = list(blockers)
 
-    def start(self, typ: Any) -> frozenset[int]:
-        return frozenset([0]) if self.types[0] == typ else frozenset()
+    def _blocked(self, types: frozenset[str], t0: Any, t1: Any) -> bool:
+        return any(b in types and t0 < tb < t1 for b, tb in self.blockers)
 
-    def step(self, states: frozenset[int], typ: Any) -> frozenset[int]:
-        nxt = set()
-        for p in states:
-            if self.kleene[p] and self.types[p] == typ:
-                nxt.add(p)  # one more event of the same Kleene element
-            if p < self.last and self.types[p + 1] == typ:
-                nxt.add(p + 1)  # the next element of the SEQ
-        return frozenset(nxt)
+    def _run(self, ts: Sequence[Any], tms: Sequence[Any]) -> tuple[Callable, Callable]:
+        n = len(ts)
+        memo_e: dict = {}
+        memo_o: dict = {}
 
-    def accepts(self, states: frozenset[int]) -> bool:
-        return self.last in states
+        def ok(nots: frozenset[str], j: int) -> bool:
+            """The NOTs between a part ending at j-1 and one starting at j hold."""
+            return not nots or j >= n or not self._blocked(nots, tms[j - 1], tms[j])
 
-    def matches(self, types: Sequence[Any]) -> bool:
-        """Direct check of one whole type sequence (used by the 2^n cross-check)."""
+        def once(node: tuple, i: int) -> frozenset[int]:
+            kind = node[0]
+            if kind == "T":
+                return frozenset((i + 1,)) if i < n and ts[i] == node[1] else frozenset()
+            if kind == "ALT":
+                return frozenset().union(*(ends(o, i) for o in node[1]))
+            cur = frozenset((i,))
+            nots: set[str] = set()
+            first = True
+            for part in node[1]:
+                if part[0] == "NOT":
+                    nots.add(part[1])
+                    continue
+                fz = frozenset(nots)
+                cur = frozenset(
+                    k for j in cur if first or ok(fz, j) for k in ends(part, j) if j < n
+                )
+                nots, first = set(), False
+            return cur
+
+        def ends(node: tuple, i: int) -> frozenset[int]:
+            key = (id(node), i)
+            if key not in memo_e:
+                out = once(node, i)
+                if node[-1] is True:  # Kleene plus: more matches of the body, back to back
+                    frontier = out
+                    while frontier:
+                        frontier = frozenset(k for j in frontier for k in once(node, j)) - out
+                        out = out | frontier
+                memo_e[key] = out
+            return memo_e[key]
+
+        def open_once(node: tuple, i: int) -> bool:
+            if i >= n:
+                return True
+            kind = node[0]
+            if kind == "T":
+                return n - i == 1 and ts[i] == node[1]
+            if kind == "ALT":
+                return any(open_(o, i) for o in node[1])
+            cur = frozenset((i,))
+            nots: set[str] = set()
+            first = True
+            for part in node[1]:
+                if part[0] == "NOT":
+                    nots.add(part[1])
+                    continue
+                fz = frozenset(nots)
+                live = [j for j in cur if first or ok(fz, j)]
+                if any(open_(part, j) for j in live):
+                    return True
+                cur = frozenset(k for j in live if j < n for k in ends(part, j))
+                nots, first = set(), False
+            return False
+
+        def open_(node: tuple, i: int) -> bool:
+            key = (id(node), i)
+            if key not in memo_o:
+                if node[-1] is True:  # some run of whole matches, then an open one
+                    seen = {i}
+                    frontier = {i}
+                    found = False
+                    while frontier and not found:
+                        found = any(open_once(node, j) for j in frontier)
+                        frontier = {k for j in frontier if j < n for k in once(node, j)} - seen
+                        seen |= frontier
+                    memo_o[key] = found
+                else:
+                    memo_o[key] = open_once(node, i)
+            return memo_o[key]
+
+        return ends, open_
+
+    def matches(self, types: Sequence[Any], times: Sequence[Any] | None = None) -> bool:
+        """Whether the whole candidate (its types, and times for the NOT checks) matches."""
         if not types:
             return False
-        states = self.start(types[0])
-        for t in types[1:]:
-            states = self.step(states, t)
-        return self.accepts(states)
+        ends, _ = self._run(types, times if times is not None else range(len(types)))
+        return len(types) in ends(self.tree, 0)
+
+    def viable(self, types: Sequence[Any], times: Sequence[Any]) -> bool:
+        """Whether the candidate begins some match (a later event could complete it)."""
+        _, open_ = self._run(types, times)
+        return open_(self.tree, 0)
+
+
+def _matcher(tree: tuple, types: Sequence[Any], times: Sequence[Any]) -> _Matcher:
+    """The matcher of one side of a pattern over events whose negated-type ones block."""
+    negated = _leaves(tree, "NOT")
+    return _Matcher(tree, [(t, tm) for t, tm in zip(types, times) if t in negated])
+
+
+def _pairs(left: set[tuple[int, ...]], right: set[tuple[int, ...]]) -> int:
+    """AND: unordered pairs {t1, t2} of distinct trends, one matching each side."""
+    return sum(
+        1
+        for x, y in itertools.combinations(sorted(left | right), 2)
+        if (x in left and y in right) or (y in left and x in right)
+    )
 
 
 def _dfs_trends(
@@ -155,29 +333,29 @@ def _dfs_trends(
     width = len(contrib[0]) if contrib else 0
     path: list[int] = []
 
-    def extend(i: int, states: frozenset[int], acc: tuple) -> bool:
+    def extend(i: int, acc: tuple) -> bool:
         path.append(i)
         found = False
-        if matcher.accepts(states):
+        ptypes = [types[k] for k in path]
+        ptimes = [times[k] for k in path]
+        if matcher.matches(ptypes, ptimes):
             on_trend(tuple(path), acc)
             found = True
         ti = times[i]
         for j in range(i + 1, n):
-            if times[j] > ti:  # strictly later: equal timestamps never follow each other
-                nstates = matcher.step(states, types[j])
-                if nstates:
-                    nacc = tuple(a + b for a, b in zip(acc, contrib[j])) if width else ()
-                    if extend(j, nstates, nacc):
-                        found = True
+            # strictly later: equal timestamps never follow each other
+            if times[j] > ti and matcher.viable(ptypes + [types[j]], ptimes + [times[j]]):
+                nacc = tuple(a + b for a, b in zip(acc, contrib[j])) if width else ()
+                if extend(j, nacc):
+                    found = True
         path.pop()
         if found:
             used[i] = True
         return found
 
     for i in range(n):
-        states = matcher.start(types[i])
-        if states:
-            extend(i, states, tuple(contrib[i]) if width else ())
+        if types[i] in matcher.types and matcher.viable([types[i]], [times[i]]):
+            extend(i, tuple(contrib[i]) if width else ())
     return used
 
 
@@ -195,7 +373,7 @@ def enumerate_trends(
     _dfs_trends(
         types,
         times,
-        _Matcher(_as_pattern(pattern)),
+        _matcher(_tree(pattern), types, times),
         None,
         lambda path, acc: found.append(tuple(order[k] for k in path)),
     )
@@ -212,7 +390,11 @@ def brute_force_trends(
     types_and_times: Sequence[tuple[Any, Any]], pattern: Any
 ) -> list[tuple[int, ...]]:
     """The same as :func:`enumerate_trends` by trying all 2^n subsets (a check of the check)."""
-    matcher = _Matcher(_as_pattern(pattern))
+    matcher = _matcher(
+        _tree(pattern),
+        [t for t, _ in types_and_times],
+        [_time_key(tm) for _, tm in types_and_times],
+    )
     n = len(types_and_times)
     out = []
     for r in range(1, n + 1):
@@ -221,7 +403,7 @@ def brute_force_trends(
             ts = [_time_key(types_and_times[i][1]) for i in seq]
             if any(ts[k] >= ts[k + 1] for k in range(len(ts) - 1)):
                 continue
-            if matcher.matches([types_and_times[i][0] for i in seq]):
+            if matcher.matches([types_and_times[i][0] for i in seq], ts):
                 out.append(tuple(seq))
     return out
 
@@ -309,8 +491,9 @@ def _query_rows(
     float_attrs: set[str],
     with_magnitudes: bool,
 ) -> list[dict]:
-    matcher = _Matcher(q.pattern)
-    pattern_types = set(matcher.types)
+    tree = _tree(q.pattern)
+    sides = (tree[1], tree[2]) if tree[0] == "AND" else (tree,)
+    pattern_types = _leaves(tree, "T") | _leaves(tree, "NOT")
     w = Fraction(q.within_ms, 1000)
     s = Fraction(q.slide_ms, 1000)
     if w <= 0 or s <= 0:
@@ -383,9 +566,28 @@ def _query_rows(
                     for c in range(len(channels)):
                         total[c] += acc[c]
 
-                used = _dfs_trends(
-                    sub_types, sub_times, matcher, contrib if channels else None, on_trend
-                )
+                if len(sides) == 2:  # AND: count pairs (COUNT(*) only)
+                    found: list[set[tuple[int, ...]]] = []
+                    for side in sides:
+                        paths: set[tuple[int, ...]] = set()
+                        _dfs_trends(
+                            sub_types,
+                            sub_times,
+                            _matcher(side, sub_types, sub_times),
+                            None,
+                            lambda path, acc, paths=paths: paths.add(path),
+                        )
+                        found.append(paths)
+                    trends[0] = _pairs(found[0], found[1])
+                    used = [False] * len(sub)
+                else:
+                    used = _dfs_trends(
+                        sub_types,
+                        sub_times,
+                        _matcher(tree, sub_types, sub_times),
+                        contrib if channels else None,
+                        on_trend,
+                    )
                 seen[idx] = (trends, total, used)
             trends, total, used = seen[idx]
             if trends[0] == 0:

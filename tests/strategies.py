@@ -19,6 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from gpu_hamlet.query.pattern import Alt, Not, Positive, Seq
 from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "query_cases",
     "event_streams",
     "workload_types",
+    "patterns",
 ]
 
 TYPES = ("A", "B", "C", "D", "E")
@@ -48,8 +50,8 @@ _NUMERIC_ATTRS = ("x", "y")
 
 
 def workload_types(workload: Workload) -> list[str]:
-    """Sorted event types used by the patterns of ``workload``."""
-    return sorted({t for q in workload for t in q.types})
+    """Sorted event types the patterns of ``workload`` read (negated ones included)."""
+    return sorted({t for q in workload for t in q.event_types})
 
 
 @st.composite
@@ -92,8 +94,41 @@ def _literal(draw, attr: str):
 
 
 @st.composite
+def patterns(draw, alphabet: Sequence[str], depth: int = 3) -> tuple[str, Positive]:
+    """(text, tree) of a pattern of the whole language but AND (docs/semantics.md section 2):
+    SEQ with NOT between positive parts, OR, Kleene plus at any depth, types repeated. NOT
+    names a type of `alphabet` or the noise type Z."""
+    kw = lambda w: draw(_kw(w))  # noqa: E731
+    kinds = ["type", "type"] + (["seq", "seq", "alt"] if depth > 0 else [])
+    kind = draw(st.sampled_from(kinds))
+    plus = draw(st.integers(0, 2)) == 0
+    if kind == "type":
+        t = draw(st.sampled_from(list(alphabet)))
+        return t + ("+" if plus else ""), PatternElement(t, plus)
+    if kind == "alt":
+        options = [draw(patterns(alphabet, depth - 1)) for _ in range(2)]
+        text = "(" + f" {kw('OR')} ".join(t for t, _ in options) + ")" + ("+" if plus else "")
+        return text, Alt(tuple(n for _, n in options), plus)
+    texts: list[str] = []
+    nodes: list[Positive | Not] = []
+    for i in range(draw(st.integers(2, 3))):
+        if i > 0 and draw(st.integers(0, 2)) == 0:
+            n = draw(st.sampled_from([*alphabet, *NOISE_TYPES]))
+            texts.append(f"{kw('NOT')} {n}")
+            nodes.append(Not(n))
+        t, node = draw(patterns(alphabet, depth - 1))
+        texts.append(t)
+        nodes.append(node)
+    return f"{kw('SEQ')}({', '.join(texts)})" + ("+" if plus else ""), Seq(tuple(nodes), plus)
+
+
+@st.composite
 def query_cases(
-    draw, index: int, alphabet: Sequence[str] = TYPES, window_unit_ms: int = 1000
+    draw,
+    index: int,
+    alphabet: Sequence[str] = TYPES,
+    window_unit_ms: int = 1000,
+    general: bool = False,
 ) -> tuple[str, Query]:
     """One query at position ``index`` (1-based) over types of ``alphabet``: text and Query.
 
@@ -106,15 +141,20 @@ def query_cases(
     named = draw(st.booleans())
     name = f"n{index}" if named else f"q{index}"
 
-    # pattern: 1..4 distinct types, Kleene plus anywhere
-    n = min(draw(st.sampled_from([1, 2, 2, 3, 3, 4])), len(alphabet))
-    types = draw(st.permutations(alphabet))[:n]
-    pattern = tuple(PatternElement(t, draw(st.booleans())) for t in types)
-    elems = [str(e) for e in pattern]
-    if n == 1 and draw(st.booleans()):
-        pattern_text = elems[0]
+    # pattern: 1..4 distinct types, Kleene plus anywhere; or (`general`) the whole language
+    pattern: Positive | tuple[PatternElement, ...]
+    if general:
+        pattern_text, pattern = draw(patterns(alphabet, draw(st.sampled_from([1, 2, 2, 3]))))
+        types = list(dict.fromkeys(n.type for n in _leaves(pattern)))
     else:
-        pattern_text = f"{kw('SEQ')}({', '.join(elems)})"
+        n = min(draw(st.sampled_from([1, 2, 2, 3, 3, 4])), len(alphabet))
+        types = draw(st.permutations(alphabet))[:n]
+        pattern = tuple(PatternElement(t, draw(st.booleans())) for t in types)
+        elems = [str(e) for e in pattern]
+        if n == 1 and draw(st.booleans()):
+            pattern_text = elems[0]
+        else:
+            pattern_text = f"{kw('SEQ')}({', '.join(elems)})"
 
     # GROUPBY and the bare RETURN names
     groupby = draw(st.sampled_from([(), (), (), ("g",), ("g",), ("k",), ("g", "k")]))
@@ -208,15 +248,27 @@ def query_cases(
     return text, q
 
 
+def _leaves(node: Positive) -> list[PatternElement]:
+    if isinstance(node, PatternElement):
+        return [node]
+    kids = node.parts if isinstance(node, Seq) else node.options
+    return [leaf for k in kids if not isinstance(k, Not) for leaf in _leaves(k)]
+
+
 @st.composite
 def workload_cases(
-    draw, min_queries: int = 1, max_queries: int = 5, window_unit_ms: int = 1000
+    draw,
+    min_queries: int = 1,
+    max_queries: int = 5,
+    window_unit_ms: int = 1000,
+    general: bool = False,
 ) -> tuple[str, Workload]:
-    """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms)."""
+    """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms and
+    `general`)."""
     n = draw(st.integers(min_queries, max_queries))
     # a workload draws its types from a few of A..E: denser streams, more shared Kleene types
     alphabet = draw(st.permutations(TYPES))[: draw(st.sampled_from([2, 3, 3, 4, 5]))]
-    cases = [draw(query_cases(i + 1, alphabet, window_unit_ms)) for i in range(n)]
+    cases = [draw(query_cases(i + 1, alphabet, window_unit_ms, general)) for i in range(n)]
     sep = draw(st.sampled_from([";\n", "; ", ";\n\n"]))
     text = sep.join(t for t, _ in cases)
     if draw(st.booleans()):

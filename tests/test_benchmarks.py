@@ -201,3 +201,39 @@ def test_task_benchmark_runs_and_profiles():
     assert "districts, 6 queries: best" in first and "M events/s" in first
     assert int(first.split(" events")[0].replace(",", "")) > 0
     assert "Ordered by: internal time" in out
+
+
+def test_pattern_benchmark_times_every_case(tmp_path):
+    """`benchmarks/bench_patterns.py` on a small stream: both workloads, general and flat
+    patterns, sharing on and off."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    out = tmp_path / "patterns.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_patterns.py"),
+            "--events",
+            "3000",
+            "--repeat",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    rows = json.loads(out.read_text())["rows"]
+    cases = {(r["case"], r["patterns"], r["sharing"]) for r in rows}
+    assert cases == {
+        (c, p, s)
+        for c in ("HAMLET Example 10", "GLORIA Figure 1")
+        for p in ("general", "flat")
+        for s in ("dynamic", "none")
+    }
+    assert all(r["seconds"] > 0 and r["M_events_per_s"] > 0 for r in rows)

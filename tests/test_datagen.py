@@ -237,9 +237,9 @@ def test_kleene_sharing_workload_shares_one_kleene_type():
     wl = parse_workload(text)
     queries = list(wl)
     assert len(queries) == n_max
-    assert len({tuple(str(e) for e in q.pattern) for q in queries}) == n_max  # all different
+    assert len({tuple(str(e) for e in q.elements) for q in queries}) == n_max  # all different
     assert all(q.within_ms == 600_000 and q.groupby == ("district",) for q in queries)
-    assert all(sum(e.kleene for e in q.pattern) == 1 for q in queries)
+    assert all(sum(e.kleene for e in q.elements) == 1 for q in queries)
     sets = analyze(wl).sets
     assert len(sets) == 1 and sets[0].kleene_type == "Travel" and len(sets[0].queries) == n_max
     with pytest.raises(ValueError, match="n_queries"):
@@ -270,12 +270,12 @@ def test_diverse_workload_varies_every_clause():
     )
     queries = list(parse_workload(text))
     assert len(queries) == 60
-    assert {len(q.pattern) for q in queries} == {1, 2, 3}
+    assert {len(q.elements) for q in queries} == {1, 2, 3}
     assert {q.within_ms // 60_000 for q in queries} == {5, 10, 15, 20}
     assert {a.func for q in queries for a in q.aggregates} == {"COUNT", "SUM", "AVG", "MIN", "MAX"}
     assert {q.groupby for q in queries} == {(), ("district",)}
     assert all(q.partition_attrs[-1:] == ("driver",) for q in queries)
-    kleene = [next(e.type for e in q.pattern if e.kleene) for q in queries]
+    kleene = [next(e.type for e in q.elements if e.kleene) for q in queries]
     assert set(kleene) == {"Travel", "LocationUpdate"}
     assert any(q.filters_of(k) for q, k in zip(queries, kleene))
     assert any(not q.filters_of(k) for q, k in zip(queries, kleene))
@@ -388,7 +388,7 @@ def test_load_hamlet_workload_parses(tmp_path):
     path.write_text("3,8,2+\n1,2+\n")
     queries = list(parse(datagen.load_hamlet_workload(path)))
     assert [q.name for q in queries] == ["q1", "q2"]
-    assert [str(e) for e in queries[0].pattern] == ["T3", "T8", "T2+"]
+    assert [str(e) for e in queries[0].elements] == ["T3", "T8", "T2+"]
     assert queries[0].within_ms == 100_000_000
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.parser import parse_workload, tokenize
+from gpu_hamlet.query.pattern import Alt, And, Not, Seq
 from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 MS, S, MIN, H, D = 1, 1000, 60_000, 3_600_000, 86_400_000
@@ -85,7 +86,7 @@ def test_full_query_every_clause() -> None:
 def test_minimal_query_single_element_pattern_and_defaults() -> None:
     q = one("RETURN COUNT(*) PATTERN A WITHIN 5 s")
     assert q.name == "q1"
-    assert q.pattern == (PatternElement("A", False),)
+    assert q.elements == (PatternElement("A", False),)
     assert q.aggregates == (Aggregate("COUNT", None, None, "count"),)
     assert q.group_items == q.filters == q.equivalence == q.groupby == ()
     assert q.within_ms == q.slide_ms == 5 * S
@@ -94,11 +95,13 @@ def test_minimal_query_single_element_pattern_and_defaults() -> None:
 
 
 def test_single_kleene_element_pattern() -> None:
-    assert one("RETURN COUNT(*) PATTERN B+ WITHIN 1 s").pattern == (PatternElement("B", True),)
+    assert one("RETURN COUNT(*) PATTERN B+ WITHIN 1 s").elements == (PatternElement("B", True),)
 
 
 def test_seq_of_one_element() -> None:
-    assert one("RETURN COUNT(*) PATTERN SEQ(B+) WITHIN 1 s").pattern == (PatternElement("B", True),)
+    assert one("RETURN COUNT(*) PATTERN SEQ(B+) WITHIN 1 s").elements == (
+        PatternElement("B", True),
+    )
 
 
 @pytest.mark.parametrize(
@@ -313,7 +316,7 @@ def test_keywords_case_insensitive_names_case_sensitive() -> None:
         "return Grp, count(*) pattern seq(a, A+) where [K, k] and A.X = 1 "
         "group by Grp within 1 S slide 1 Ms"
     )
-    assert q.pattern == (PatternElement("a"), PatternElement("A", True))
+    assert q.elements == (PatternElement("a"), PatternElement("A", True))
     assert q.equivalence == ("K", "k")
     assert q.filters == (Filter("A", "X", "=", 1),)
     assert q.groupby == ("Grp",)
@@ -331,7 +334,7 @@ def test_function_names_and_units_are_not_reserved() -> None:
         "GROUPBY min, day WITHIN 1 s"
     )
     assert q.group_items == ("min", "day")
-    assert q.pattern == (PatternElement("count"), PatternElement("sum", True))
+    assert q.elements == (PatternElement("count"), PatternElement("sum", True))
     assert q.aggregates[1] == Aggregate("SUM", "count", "max", "sum_count_max")
     assert q.filters == (Filter("sum", "h", ">", 2),)
 
@@ -349,7 +352,7 @@ def test_backtick_names() -> None:
         "GROUPBY `the key` WITHIN 1 s"
     )
     assert q.name == "my q"
-    assert q.pattern == (PatternElement("my type", True), PatternElement("Return"))
+    assert q.elements == (PatternElement("my type", True), PatternElement("Return"))
     assert q.aggregates == (
         Aggregate("COUNT", "my type", None, "n of `x`"),
         Aggregate("SUM", "my type", "a b", "sum_my type_a b"),
@@ -584,24 +587,12 @@ def test_slide_greater_than_within() -> None:
     )
 
 
-def test_repeated_type_in_pattern() -> None:
-    assert_error(
-        "RETURN COUNT(*) PATTERN SEQ(A, B+, A) WITHIN 1 s",
-        query="q1",
-        line=1,
-        column=36,
-        contains=("'A'", "twice", "not supported yet"),
+def test_repeated_types_are_patterns_now() -> None:
+    assert one("RETURN COUNT(*) PATTERN SEQ(A, B+, A) WITHIN 1 s").pattern == Seq(
+        (PatternElement("A"), PatternElement("B", True), PatternElement("A"))
     )
-
-
-def test_repeated_type_with_and_without_kleene() -> None:
-    assert_error(
-        "RETURN COUNT(*) PATTERN SEQ(B, B+) WITHIN 1 s",
-        query="q1",
-        line=1,
-        column=32,
-        contains=("'B'", "not supported yet"),
-    )
+    q = one("RETURN COUNT(*) PATTERN SEQ(B, B+) WITHIN 1 s")
+    assert q.elements is None and q.types == ("B",)
 
 
 @pytest.mark.parametrize(
@@ -664,26 +655,43 @@ def test_return_without_aggregate() -> None:
 
 
 @pytest.mark.parametrize(
-    ("pattern", "column", "token", "construct"),
+    ("pattern", "tree"),
     [
-        ("SEQ(A, NOT B, C)", 32, "'NOT'", "NOT"),
-        ("SEQ(A, not B, C)", 32, "'not'", "NOT"),
-        ("SEQ(A, (SEQ(B, C))+)", 32, "'('", "not supported yet"),
-        ("SEQ((B)|(C), A)", 29, "'('", "not supported yet"),
-        ("(SEQ(A, B))+", 25, "'('", "not supported yet"),
-        ("NOT A", 25, "'NOT'", "not supported yet"),
-        ("SEQ(A, SEQ(B, C))", 32, "'SEQ'", "not supported yet"),
+        ("SEQ(A, NOT B, C)", Seq((PatternElement("A"), Not("B"), PatternElement("C")))),
+        ("SEQ(A, not B, C)", Seq((PatternElement("A"), Not("B"), PatternElement("C")))),
+        (
+            "SEQ(A, (SEQ(B, C))+)",
+            Seq((PatternElement("A"), Seq((PatternElement("B"), PatternElement("C")), True))),
+        ),
+        ("(SEQ(A, B))+", Seq((PatternElement("A"), PatternElement("B")), True)),
+        (
+            "SEQ(A, SEQ(B, C))",
+            Seq((PatternElement("A"), Seq((PatternElement("B"), PatternElement("C"))))),
+        ),
+        ("(B OR C)+", Alt((PatternElement("B"), PatternElement("C")), True)),
+        ("A or B", Alt((PatternElement("A"), PatternElement("B")))),
+        ("A AND B", And(PatternElement("A"), PatternElement("B"))),
     ],
 )
-def test_later_constructs_not_supported_yet(
-    pattern: str, column: int, token: str, construct: str
-) -> None:
+def test_constructs_of_the_whole_language(pattern: str, tree) -> None:
+    assert one(f"RETURN COUNT(*) PATTERN {pattern} WITHIN 1 s").pattern == tree
+
+
+@pytest.mark.parametrize(
+    ("pattern", "column", "contains"),
+    [
+        ("SEQ((B)|(C), A)", 32, ("unexpected character '|'",)),
+        ("NOT A", 25, ("NOT stands only between two positive parts",)),
+        ("SEQ(A, B AND C)", 34, ("expected ')', '+' or ','", "found 'AND'")),
+    ],
+)
+def test_forms_outside_the_language(pattern: str, column: int, contains: tuple[str, ...]) -> None:
     assert_error(
         f"RETURN COUNT(*) PATTERN {pattern} WITHIN 1 s",
         query="q1",
         line=1,
         column=column,
-        contains=(token, construct, "not supported yet"),
+        contains=contains,
     )
 
 

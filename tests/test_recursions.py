@@ -1,6 +1,6 @@
-"""The core recursions (gpu_hamlet/core/recursions.py) on the automaton shapes the engine does not
-produce yet: clearing rows (negation) and an event entering several states, on both backends,
-against a brute force over the trends."""
+"""The core recursions (gpu_hamlet/core/recursions.py) on hand-built automata: move rows that clear
+(negation) and an event entering several states, on both backends, against a brute force over the
+trends (the engine's own automata are checked against the oracle in test_patterns.py)."""
 
 from __future__ import annotations
 
@@ -12,30 +12,37 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpu_fallback import CpuBackend
-from gpu_hamlet.core.recursions import CLEAR, EVENT
+from gpu_hamlet.core.recursions import EVENT, MOVE
+from gpu_hamlet.query.pattern import PatternElement
 from gpu_hamlet.query.plan import Template
 
 P = 2_147_483_647  # a prime: counts here stay far below it
 
-# SEQ(A+, NOT B, C): state 0 (A, a start, reads itself), state 1 (C, the end, reads state 0); a B
-# clears state 0.
-NEGATION = Template(
-    k=2,
-    pred_ptr=np.array([0, 1, 2], np.int64),
-    pred_idx=np.array([0, 0], np.int64),
-    is_start=np.array([True, False]),
-    is_end=np.array([False, True]),
-    position={},
-)
+
+def template(pred_ptr, pred_idx, moves=()):
+    """Two states, 0 a start and 1 the end, and the moves of label 0 (a B)."""
+    flat = Template.of(PatternElement("A"))
+    return Template(
+        k=2,
+        pred_ptr=np.array(pred_ptr, np.int64),
+        pred_idx=np.array(pred_idx, np.int64),
+        is_start=np.array([True, False]),
+        is_end=np.array([False, True]),
+        labels={},
+        enter_ptr=flat.enter_ptr,
+        enter_idx=flat.enter_idx,
+        move_ptr=np.array([0, len(moves)], np.int64),
+        move_from=np.array([a for a, _ in moves], np.int64),
+        move_to=np.array([b for _, b in moves], np.int64),
+        automaton=flat.automaton,
+    )
+
+
+# State 0 (A, a start, reads itself), state 1 (C, the end, reads state 0); a B clears state 0:
+# SEQ(A+, C) where a B between any two events ends the trend.
+NEGATION = template([0, 1, 2], [0, 0], moves=[(0, -1)])
 # SEQ(A, A): an A event may be the first or the second element: one row per state.
-REPEATED = Template(
-    k=2,
-    pred_ptr=np.array([0, 0, 1], np.int64),
-    pred_idx=np.array([0], np.int64),
-    is_start=np.array([True, False]),
-    is_end=np.array([False, True]),
-    position={},
-)
+REPEATED = template([0, 0, 1], [0])
 
 events = st.lists(st.tuples(st.integers(0, 6), st.sampled_from("ABC")), min_size=1, max_size=9).map(
     sorted
@@ -69,7 +76,7 @@ def rows(evs, template):
     out = []
     for t, x in evs:
         if template is NEGATION:
-            out.append((t, {"A": 0, "C": 1, "B": 0}[x], CLEAR if x == "B" else EVENT))
+            out.append((t, {"A": 0, "C": 1, "B": 0}[x], MOVE if x == "B" else EVENT))
         elif x == "A":
             out += [(t, 0, EVENT), (t, 1, EVENT)]
     return out

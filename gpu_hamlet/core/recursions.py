@@ -47,10 +47,11 @@ from gpu_hamlet.core.rings import (
 
 #: `mseg` of an ordinary row (an event entering a state); a macro row names its burst (>= 0).
 EVENT = -1
-#: `mseg` of a clearing row: at its timestamp, every channel's sum of its state p is set to zero
-#: (a negated event ends the partial trends there), before the other rows of that timestamp add
-#: theirs, which read the state from before it like every row.
-CLEAR = -2
+#: `mseg` of a move row (an event of a negated type, `pos` its label): at its timestamp, every
+#: channel's sum of each state `move_from[m]` is added to `move_to[m]` (nothing when -1) and set
+#: to zero, before the other rows of that timestamp add theirs, which read the state from before
+#: it like every row.
+MOVE = -2
 
 #: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
 #: per timestamp group (`piece_map`); a burst is cut into pieces of this many groups whose maps are
@@ -110,11 +111,19 @@ def apply_event(
 
 
 @jitable
-def clear_state(tag, X, p, k, nch):
-    """State p of every channel, in every column of X, set to zero (a clearing row)."""
-    for ch in range(nch):
-        for col in range(X.shape[1]):
-            r_store(tag, X, ch * (k + 1) + p, col, r_zero(tag))
+def move_states(tag, X, label, move_ptr, move_from, move_to, k, nch):
+    """The moves of a negated event of `label`, in every channel and column of X. No state is
+    both a source and a target of one label's moves, so their order does not matter."""
+    for m in range(move_ptr[label], move_ptr[label + 1]):
+        a = move_from[m]
+        b = move_to[m]
+        for ch in range(nch):
+            for col in range(X.shape[1]):
+                v = r_load(tag, X, ch * (k + 1) + a, col)
+                r_store(tag, X, ch * (k + 1) + a, col, r_zero(tag))
+                if b >= 0 and not r_is_zero(tag, v):
+                    at = ch * (k + 1) + b
+                    r_store(tag, X, at, col, r_add(tag, r_load(tag, X, at, col), v))
 
 
 @jitable
@@ -137,8 +146,9 @@ def reset(tag, X, carry):
 
 @jitable
 def run_events(
-    tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, k, snap
-):
+    tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
+    move_from, move_to, k, snap,
+):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) applied to X; `Dl` is scratch of X's shape for
     the deltas of an equal-timestamp group."""
     nch = W.shape[0]
@@ -148,8 +158,8 @@ def run_events(
         j = i + 1
         while j < end and t[j] == t[i]:
             j += 1
-        if j == i + 1 and mseg[i] == CLEAR:
-            clear_state(tag, X, pos[i], k, nch)
+        if j == i + 1 and mseg[i] == MOVE:
+            move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
         elif j == i + 1:
             apply_event(
                 tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch,
@@ -158,14 +168,14 @@ def run_events(
         else:
             clear(tag, Dl, D, ncols)
             for e in range(i, j):
-                if mseg[e] != CLEAR:
+                if mseg[e] != MOVE:
                     apply_event(
                         tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
                         is_end, nch, k, ncols, snap,
                     )  # fmt: skip
             for e in range(i, j):
-                if mseg[e] == CLEAR:
-                    clear_state(tag, X, pos[e], k, nch)
+                if mseg[e] == MOVE:
+                    move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
             for a in range(D - 1):
                 for b in range(ncols):
                     d = r_load(tag, Dl, a, b)

@@ -133,7 +133,7 @@ def prepare_events(
     names = enc.dictionary.to_pylist()
     idx = enc.indices.to_numpy(zero_copy_only=False)
     present = {n for n, c in zip(names, np.bincount(idx, minlength=len(names))) if c}
-    used_types = {t for q in workload for t in q.types}
+    used_types = {t for q in workload for t in q.event_types}
     keep = np.asarray([n in used_types for n in names], bool)[idx]
     if table.num_rows and not part:
         warn_absent_types(workload, present, type_col, stacklevel=4)

@@ -131,10 +131,10 @@ class Matcher:
         return self.filtered(q, self.position_of_code(tpl)[codes], rows)
 
     def position_of_code(self, tpl: Template, extra: int = 0) -> np.ndarray:
-        """The template's position per type code (-1 for other types), plus `extra` slots."""
+        """The template's label per type code (-1 for other types), plus `extra` slots."""
         ev = self.ev
         pos_of_code = np.full(max(len(ev.type_names), 1) + extra, -1, np.int32)
-        for t, p in tpl.position.items():
+        for t, p in tpl.labels.items():
             code = ev.code_of(t)
             if code >= 0:
                 pos_of_code[code] = p

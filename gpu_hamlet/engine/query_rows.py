@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_hamlet.core.numeric import xfloat_to_float
-from gpu_hamlet.core.recursions import EVENT
+from gpu_hamlet.core.recursions import EVENT, MOVE
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
@@ -23,7 +23,7 @@ from gpu_hamlet.engine.pruning import may_complete
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.window_copies import window_copies
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.query.plan import Channel, QueryPlan
+from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 
 
 class QueryRows:
@@ -50,6 +50,7 @@ class QueryRows:
         keys = parts.keys(q.partition_attrs, len(q.groupby))
         self.sources = shared
         tpl = self.tpl
+        assert tpl.one_row or not shared, "only flat SEQ patterns share bursts (sharing.analyze)"
         w = plan.windowing
         # The query's events; without `maps` only those that may be in a trend (a slice's maps
         # must keep events whose partners lie in other slices).
@@ -68,6 +69,8 @@ class QueryRows:
             self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
             self.pos = matcher.positions(q, tpl)[keys.order]
             macro_src = macro_seg = None
+            if not tpl.one_row:  # one row per state an event enters, and per negated event
+                qidx = self._expand(tpl)
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
@@ -87,18 +90,21 @@ class QueryRows:
             self.time = ev.time[self.rows]
             self.pos = matcher.positions(q, tpl, self.rows)
             for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
-                self.pos[macro_src == s_i] = tpl.position[sb.sset.kleene_type]
+                self.pos[macro_src == s_i] = tpl.labels[sb.sset.kleene_type]  # flat
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
+        if tpl.one_row:  # an event is one row, whose state is its type's label
+            self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
         self._check_values(matcher)
         if fast is None:
+            # Pruning reads the flat SEQ's order of positions; other patterns keep every row.
             sel = (
                 np.flatnonzero(self.pos >= 0)
-                if maps
+                if maps or q.elements is None
                 else may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
             )
             qidx = sel if qidx is None else qidx[sel]
-            self._keep(sel, ("rows", "pid", "pos", "time"))
+            self._keep(sel, ("rows", "pid", "pos", "time", "label", "kind"))
             macro_seg = macro_seg[sel] if macro_seg is not None else None
             macro_src = macro_src[sel] if macro_src is not None else None
         if macro_seg is None:  # no shared bursts: no macro rows
@@ -125,12 +131,35 @@ class QueryRows:
             return
         if w.full and self._windows_cheaper(starts.shape[0]):
             self._into_windows()
-        if not self.full:  # segments are whole windows: prune again, window by window
+        if not self.full and self.plan.query.elements is not None:  # prune again, by window
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
             self._keep(may_complete(np.cumsum(change), self.time, self.pos, self.tpl.k, None))
 
-    _PER_EVENT = ("rows", "pid", "pos", "time", "macro_src", "macro_seg", "macro", "gid", "seg")
+    _PER_EVENT = (
+        "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "gid",
+        "seg",
+    )  # fmt: skip
+
+    def _expand(self, tpl: Template) -> np.ndarray:
+        """Each matched event as one row per state its label enters, then a `MOVE` row when its
+        type is negated (pos: the label), all at its timestamp (gpu_hamlet/core/recursions.py).
+        Returns the rows' events (indices into the partition order); sets `label` (the type's
+        label on entering rows, which weights read; -1 on move rows) and `kind`."""
+        lab = self.pos
+        n_enter = np.diff(tpl.enter_ptr)
+        moves = (np.diff(tpl.move_ptr) > 0).astype(np.int64)
+        per = np.where(lab >= 0, n_enter[np.maximum(lab, 0)] + moves[np.maximum(lab, 0)], 0)
+        rep = np.repeat(np.arange(lab.shape[0]), per)
+        offset = np.arange(rep.shape[0]) - np.repeat(np.cumsum(per) - per, per)
+        lab = lab[rep]
+        is_move = offset >= n_enter[lab]
+        entered = tpl.enter_idx[np.minimum(tpl.enter_ptr[lab] + offset, tpl.enter_idx.shape[0] - 1)]
+        self.rows, self.time, self.pid = self.rows[rep], self.time[rep], self.pid[rep]
+        self.pos = np.where(is_move, lab, entered)
+        self.label = np.where(is_move, -1, lab)
+        self.kind = np.where(is_move, MOVE, EVENT).astype(np.int64)
+        return rep
 
     def _keep(self, rows: np.ndarray, names: tuple[str, ...] = _PER_EVENT) -> None:
         """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat)."""
@@ -195,7 +224,7 @@ class QueryRows:
             if bad is None:
                 continue
             pos = matcher.positions(q, self.tpl) if pos is None else pos
-            of_type = np.flatnonzero(pos == self.tpl.position[agg.type])
+            of_type = np.flatnonzero(pos == self.tpl.labels[agg.type])
             n = pc.sum(bad.take(pa.array(of_type))).as_py() or 0
             if n:
                 raise EventDataError(
@@ -206,12 +235,12 @@ class QueryRows:
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
         the row's index into them or -1), one entry per macro row."""
-        labels = np.where(self.macro, -1, self.pos) if self.sources else self.pos
-        W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.position, p)
+        labels = np.where(self.macro, -1, self.label) if self.sources else self.label
+        W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
         mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
         ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
-        mseg = np.full(self.pos.shape[0], EVENT, np.int64)
+        mseg = self.kind.copy()
         offset = 0
         for s_i, sb in enumerate(self.sources):
             at = np.flatnonzero(self.macro_src == s_i)

@@ -60,8 +60,9 @@ class SharableSet:
         edges: dict[tuple[str, str], list[str]] = {}
         for q in self.queries:
             types = q.types
+            assert q.elements is not None, "only flat SEQ patterns share (analyze)"
             edges.setdefault(("START", types[0]), []).append(q.name)
-            for p, e in enumerate(q.pattern):
+            for p, e in enumerate(q.elements):
                 if p > 0:
                     edges.setdefault((types[p - 1], e.type), []).append(q.name)
                 if e.kleene:
@@ -95,7 +96,9 @@ def analyze(workload: Workload) -> WorkloadAnalysis:
     """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
-        for e in q.pattern:
+        # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
+        # (docs/architecture.md section 9).
+        for e in q.elements or ():
             if e.kleene:
                 by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
     sets = tuple(SharableSet(key[0], tuple(qs)) for key, qs in by_key.items() if len(qs) >= 2)
@@ -357,7 +360,7 @@ class SharedBursts:
         code, seg, by_code, code_start = self._group_slots(g, sl)
         ncodes = max(len(self.ev.type_names), 1)
         pos_of_code = matcher.position_of_code(tpl, extra=2)
-        pos_of_code[ncodes] = tpl.position[self.sset.kleene_type]
+        pos_of_code[ncodes] = tpl.labels[self.sset.kleene_type]  # flat: label = state
 
         def matched(idx: np.ndarray) -> np.ndarray:
             c = code[idx]
@@ -366,7 +369,7 @@ class SharedBursts:
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
             """The slots q matches at position p, and a key for them: they depend only on p's
             type and q's filters on it, so queries with the same ones share them."""
-            t = next(t for t, tp in tpl.position.items() if tp == p)
+            t = next(t for t, tp in tpl.labels.items() if tp == p)
             key = (g, t, frozenset(q.filters_of(t)))
             if key not in self._typed:
                 lists = [

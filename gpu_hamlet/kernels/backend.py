@@ -123,6 +123,12 @@ class SegmentRuns:
         self.is_start = _stack([t.is_start.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.is_end = _stack([t.is_end.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.carry = _stack([t.carry[: self.ncols - 1] for t in tpls], self.ncols - 1)
+        self.moves = tuple(
+            _stack(
+                [getattr(t, name) for t in tpls], max(1, *(getattr(t, name).shape[0] for t in tpls))
+            )
+            for name in ("move_ptr", "move_from", "move_to")
+        )
         item = np.dtype(self.dtype).itemsize * self.lanes
         per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
         # weights and snapshot, time, pos, mseg; rows and labels of described weights
@@ -166,6 +172,7 @@ class SegmentRuns:
             to_device(self.pred_idx),
             to_device(self.is_start),
             to_device(self.is_end),
+            *(to_device(m) for m in self.moves),
             np.int64(self.k),
             self.full,
             to_device(self.carry),

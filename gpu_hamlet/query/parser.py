@@ -11,19 +11,19 @@ soon as a query has been read, so the first fault in text order is the one repor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import Enum
 from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
     COMPARISON_OPS,
     Aggregate,
     Filter,
     Literal,
-    PatternElement,
     Query,
     Workload,
     format_ms,
@@ -37,7 +37,7 @@ __all__ = ["parse_workload"]
 #: them (before '(' in RETURN, after a duration's number), so `min` or `day` stay usable attributes.
 #: After `TYPE.` every identifier is an attribute, so `SUM(Stock.return)` needs no backticks.
 RESERVED: frozenset[str] = frozenset(
-    {"RETURN", "PATTERN", "WHERE", "GROUPBY", "WITHIN", "SLIDE", "AND", "AS", "SEQ", "NOT"}
+    {"RETURN", "PATTERN", "WHERE", "GROUPBY", "WITHIN", "SLIDE", "AND", "AS", "SEQ", "NOT", "OR"}
 )
 
 _MS_PER_SECOND = 1000
@@ -367,7 +367,7 @@ class _Parser:
 
         query = Query(
             name=self.query_name,
-            pattern=tuple(e for e, _ in pattern),
+            pattern=pattern,
             aggregates=tuple(a for a, _ in items if isinstance(a, Aggregate)),
             group_items=tuple(a for a, _ in items if isinstance(a, str)),
             filters=tuple(f for f, _ in filters),
@@ -378,7 +378,7 @@ class _Parser:
             text=self.text[start.start : end].strip(),
             window_text=" ".join(self.text[window_tok.start : end].split()),
         )
-        self._check(query, return_tok, items, pattern, filters, groupby, slide_tok)
+        self._check(query, return_tok, items, filters, groupby, slide_tok)
         return query, explicit
 
     def _accept_groupby(self) -> bool:
@@ -429,31 +429,82 @@ class _Parser:
             return self._advance().value, tok
         self._fail("an aggregate or a GROUPBY attribute")
 
-    def pattern(self) -> list[tuple[PatternElement, Token]]:
-        if self._peek().is_keyword("SEQ"):
+    def pattern(self) -> Pattern:
+        """`alt ['AND' alt]`: AND joins two whole patterns, at the top level only."""
+        left = self.alt()
+        if not self._accept_keyword("AND"):
+            return left
+        right = self.alt()
+        tok = self._peek()
+        if tok.is_keyword("AND"):
+            raise self._error("a pattern has at most one AND (P1 AND P2, at the top level)", tok)
+        return And(left, right)
+
+    def alt(self) -> Positive:
+        """`unit ('OR' unit)*`."""
+        options = [self.unit()]
+        while self._accept_keyword("OR"):
+            options.append(self.unit())
+        return options[0] if len(options) == 1 else Alt(tuple(options))
+
+    def unit(self) -> Positive:
+        """`SEQ(part, ...)`, a type or `(alt)`, optionally under Kleene plus. A SEQ of one part
+        is that part."""
+        tok = self._peek()
+        node: Positive
+        if tok.is_keyword("SEQ"):
             self._advance()
             self._expect_symbol("(")
-            elements = [self.element()]
+            parts = [self.part()]
             while self._accept_symbol(","):
-                elements.append(self.element())
+                parts.append(self.part())
             self._expect_symbol(")")
-            return elements
-        return [self.element()]
-
-    def element(self) -> tuple[PatternElement, Token]:
-        tok = self._peek()
-        unsupported = None
-        if tok.is_keyword("NOT"):
-            unsupported = "negation (NOT TYPE)"
+            for i, (part, part_tok) in enumerate(parts):
+                if isinstance(part, Not) and i in (0, len(parts) - 1):
+                    where = "first" if i == 0 else "last"
+                    raise self._error(
+                        f"{part} is {where} in its SEQ: a negation stands between two positive "
+                        "parts of a SEQ",
+                        part_tok,
+                    )
+            nodes = tuple(p for p, _ in parts)
+            only = nodes[0]
+            node = only if len(nodes) == 1 and not isinstance(only, Not) else Seq(nodes)
         elif tok.is_symbol("("):
-            unsupported = "a parenthesised sub-pattern ('(SEQ(...))+' or '(...)|(...)')"
-        elif tok.is_keyword("SEQ"):
-            unsupported = "a nested SEQ"
-        if unsupported:
-            raise self._error(f"{unsupported} is not supported yet, found {tok.describe()}", tok)
-        type_tok = self._name("an event type")
-        kleene = self._accept_symbol("+") is not None
-        return PatternElement(type_tok.value, kleene), type_tok
+            self._advance()
+            node = self.alt()
+            if self._peek().is_keyword("AND"):
+                raise self._error(
+                    "AND joins two whole patterns at the top level only, not inside parentheses",
+                    self._peek(),
+                )
+            self._expect_symbol(")")
+        elif tok.is_keyword("NOT"):
+            raise self._error(
+                "NOT stands only between two positive parts of a SEQ, as in SEQ(A, NOT N, B)", tok
+            )
+        else:
+            node = PatternElement(self._name("an event type").value)
+        if self._accept_symbol("+"):
+            node = replace(node, kleene=True)
+        return node
+
+    def part(self) -> tuple[Positive | Not, Token]:
+        """A SEQ part: a unit, or `NOT TYPE`."""
+        tok = self._peek()
+        if not tok.is_keyword("NOT"):
+            return self.unit(), tok
+        self._advance()
+        what = self._peek()
+        if not self._is_name(what):
+            raise self._error(f"NOT takes one event type, found {what.describe()}", what)
+        name = self._advance()
+        if self._peek().is_symbol("+"):
+            raise self._error(
+                f"NOT takes one event type, not a Kleene plus: write NOT {name.value}",
+                self._peek(),
+            )
+        return Not(name.value), tok
 
     def condition(self, filters: list[tuple[Filter, Token]], equivalence: list[str]) -> None:
         """`[a, b]` (merged into `equivalence`) or `TYPE.attr op literal` (added to `filters`)."""
@@ -512,39 +563,36 @@ class _Parser:
         query: Query,
         return_tok: Token,
         items: list[tuple[Aggregate | str, Token]],
-        pattern: list[tuple[PatternElement, Token]],
         filters: list[tuple[Filter, Token]],
         groupby: list[Token],
         slide_tok: Token,
     ) -> None:
         """The checks that need the whole query, each raised at the token at fault."""
-        seen_types: set[str] = set()
-        for element, tok in pattern:
-            if element.type in seen_types:
-                raise self._error(
-                    f"event type {element.type!r} appears twice in the pattern: "
-                    "repeated types are not supported yet",
-                    tok,
-                )
-            seen_types.add(element.type)
-        shown_pattern = (
-            f"SEQ({', '.join(map(str, query.pattern))})"
-            if len(pattern) > 1
-            else str(query.pattern[0])
-        )
+        seen_types = set(query.types)
+        shown_pattern = query.pattern_text
         for item, tok in items:
             if (
                 isinstance(item, Aggregate)
                 and item.type is not None
                 and item.type not in seen_types
             ):
+                negated = item.type in query.negated_types
                 raise self._error(
-                    f"{item} uses event type {item.type!r}, "
-                    f"which is not in the pattern {shown_pattern}",
+                    f"{item} uses event type {item.type!r}, which is "
+                    + ("only negated" if negated else "not")
+                    + f" in the pattern {shown_pattern}"
+                    + (" (aggregates read the events of trends)" if negated else ""),
                     tok,
                 )
+        if isinstance(query.pattern, And):
+            for item, tok in items:
+                if isinstance(item, Aggregate) and item.type is not None:
+                    raise self._error(
+                        f"{item} over {shown_pattern}: a conjunction (AND) defines only COUNT(*)",
+                        tok,
+                    )
         for filt, tok in filters:
-            if filt.type not in seen_types:
+            if filt.type not in seen_types and filt.type not in query.negated_types:
                 raise self._error(
                     f"filter {filt} uses event type {filt.type!r}, "
                     f"which is not in the pattern {shown_pattern}",

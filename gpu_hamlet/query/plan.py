@@ -14,49 +14,83 @@ from math import gcd
 import numpy as np
 import pyarrow as pa
 
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.automaton import Automaton
+from gpu_hamlet.query.pattern import And, Positive, negated_types, positive_types
 from gpu_hamlet.query.schema import attr_kind, result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Aggregate, Query
 
 
+def _csr(lists: list[list[int]] | list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
+    idx = np.asarray([v for x in lists for v in x], np.int64)
+    return ptr, idx
+
+
 @dataclass(frozen=True)
 class Template:
-    """Pattern positions with predecessor lists: pred(p) = p-1 (if any) and p itself under E+."""
+    """The pattern's automaton as arrays (gpu_hamlet/query/automaton.py): per state its
+    predecessors (CSR `pred_ptr`, `pred_idx`), start and end flags; per *label* (a type of the
+    pattern, negated types included) the states its events enter (CSR `enter_ptr`, `enter_idx`)
+    and the moves of a negated type (CSR `move_ptr` into `move_from`, `move_to`; -1: cleared).
+
+    An event becomes one row per state it enters plus one move row if its type is negated. When
+    every label enters exactly its own state and nothing is negated (`one_row`), an event is one
+    row whose state is its label, as for every flat `SEQ(A, B+, C)`."""
 
     k: int
     pred_ptr: np.ndarray
     pred_idx: np.ndarray
     is_start: np.ndarray
     is_end: np.ndarray
-    position: dict[str, int]
+    labels: dict[str, int]
+    enter_ptr: np.ndarray
+    enter_idx: np.ndarray
+    move_ptr: np.ndarray
+    move_from: np.ndarray
+    move_to: np.ndarray
+    automaton: Automaton
 
     @property
     def carry(self) -> np.ndarray:
-        """Positions some position reads as a predecessor: the inputs a segment map depends on."""
-        return np.unique(self.pred_idx).astype(np.int64)
+        """States some row reads (a predecessor) or moves on to one: the inputs a segment map
+        depends on."""
+        moved = self.move_from[self.move_to >= 0]
+        return np.unique(np.concatenate([self.pred_idx, moved])).astype(np.int64)
+
+    @property
+    def one_row(self) -> bool:
+        n = len(self.labels)
+        return (
+            self.move_from.shape[0] == 0
+            and np.array_equal(self.enter_ptr, np.arange(n + 1))
+            and np.array_equal(self.enter_idx, np.arange(n))
+        )
 
     @classmethod
-    def of(cls, query: Query) -> Template:
-        k = len(query.pattern)
-        ptr = [0]
-        idx: list[int] = []
-        for p, elem in enumerate(query.pattern):
-            if p > 0:
-                idx.append(p - 1)
-            if elem.kleene:
-                idx.append(p)
-            ptr.append(len(idx))
-        start = np.zeros(k, np.bool_)
-        start[0] = True
-        end = np.zeros(k, np.bool_)
-        end[k - 1] = True
+    def of(cls, pattern: Positive) -> Template:
+        auto = Automaton.of(pattern)
+        types = positive_types(pattern)
+        labels = {t: i for i, t in enumerate(dict.fromkeys(types + negated_types(pattern)))}
+        enter_ptr, enter_idx = _csr([auto.entering(t) for t in labels])
+        move_ptr, moves = _csr(
+            [[m for pair in auto.moves.get(t, ()) for m in pair] for t in labels]
+        )
+        pred_ptr, pred_idx = _csr(list(auto.preds))
         return cls(
-            k,
-            np.asarray(ptr, np.int64),
-            np.asarray(idx, np.int64),
-            start,
-            end,
-            {e.type: p for p, e in enumerate(query.pattern)},
+            len(auto.states),
+            pred_ptr,
+            pred_idx,
+            np.asarray(auto.start, np.bool_),
+            np.asarray(auto.end, np.bool_),
+            labels,
+            enter_ptr,
+            enter_idx,
+            move_ptr // 2,
+            moves[0::2],
+            moves[1::2],
+            auto,
         )
 
 
@@ -122,8 +156,12 @@ def divisor(agg: Aggregate, nullable: bool) -> Channel:
     return Channel("count_valid", agg.type, agg.attr) if nullable else Channel("count_e", agg.type)
 
 
-def _channels_for(agg: Aggregate, kinds: dict[str, str], nullable: set[str], exact_mode: bool):
-    """(float-run channels, exact-run channels, minmax channels) one aggregate needs."""
+def _channels_for(
+    agg: Aggregate, kinds: dict[str, str], nullable: set[str], exact_mode: bool, optional: bool
+):
+    """(float-run channels, exact-run channels, minmax channels) one aggregate needs. With
+    `optional` (a pattern whose trends need not hold every type: OR, repeated parts) a SUM
+    also counts its values, to be null where no trend of the window holds one."""
     if agg.type is None:
         return [], [], []
     ce = Channel("count_e", agg.type)
@@ -138,7 +176,7 @@ def _channels_for(agg: Aggregate, kinds: dict[str, str], nullable: set[str], exa
     if agg.func == "AVG":
         lin.append(d)
         return lin, ([s, d] if exact_attr else []), []
-    if d.kind == "count_valid":  # SUM over nothing but nulls is null
+    if d.kind == "count_valid" or optional:  # SUM over no value (or only nulls) is null
         lin.append(d)
     return lin, ([s] if exact_attr else []), []
 
@@ -148,6 +186,12 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
     nullability included (an aggregated column that may hold nulls needs its own divisor), so
     every slice of one dataset gets the same plan. SUM and AVG of a column that is not a number
     are a WorkloadError (`result_schema`)."""
+    if isinstance(query.pattern, And):
+        raise WorkloadError(
+            f"{query.pattern_text}: a conjunction (AND) is not supported by the engine yet "
+            "(docs/semantics.md section 2)",
+            query=query.name,
+        )
     result = result_schema(query, axis, schema, numeric)
     attr_types = {a.attr: schema.field(a.attr).type for a in query.aggregates if a.attr}
     kinds = {name: attr_kind(t) for name, t in attr_types.items()}
@@ -157,7 +201,7 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
     exact: list[Channel] = [COUNT] if exact_mode else []
     minmax: list[Channel] = []
     for agg in query.aggregates:
-        lin, ex, mm = _channels_for(agg, kinds, nullable, exact_mode)
+        lin, ex, mm = _channels_for(agg, kinds, nullable, exact_mode, query.elements is None)
         linear += [c for c in lin if c not in linear]
         exact += [c for c in ex if c not in exact]
         minmax += [c for c in mm if c not in minmax]
@@ -165,7 +209,7 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         minmax.insert(0, COUNT)
     return QueryPlan(
         query,
-        Template.of(query),
+        Template.of(query.pattern),
         Windowing.of(query, axis),
         tuple(linear),
         tuple(exact),

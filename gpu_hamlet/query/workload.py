@@ -10,6 +10,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gpu_hamlet.query.pattern import (
+    Pattern,
+    PatternElement,
+    Seq,
+    elements,
+    negated_types,
+    positive_types,
+    show,
+)
+
 #: A filter literal. A number with a fraction is a float when the float reads back as written
 #: (every literal of up to 15 significant digits), else a Decimal: either way it stands for the
 #: number written, which filters compare exactly with integer and decimal columns.
@@ -29,17 +39,6 @@ def format_ms(ms: int) -> str:
         if ms % size == 0 and ms != 0:
             return f"{ms // size} {unit}"
     return f"{ms} ms"
-
-
-@dataclass(frozen=True)
-class PatternElement:
-    """One element of a SEQ pattern: an event type, optionally under Kleene plus."""
-
-    type: str
-    kleene: bool = False
-
-    def __str__(self) -> str:
-        return self.type + ("+" if self.kleene else "")
 
 
 @dataclass(frozen=True)
@@ -94,10 +93,12 @@ class Query:
     Durations are whole milliseconds. `slide_ms == within_ms` for tumbling windows.
     `group_items` are the bare names of RETURN (each one is in `groupby`).
     `equivalence` lists the attributes of all `[a, b]` conditions, first appearance first.
+    `pattern` is a tree (gpu_hamlet/query/pattern.py); a tuple of PatternElements given here
+    stands for their SEQ.
     """
 
     name: str
-    pattern: tuple[PatternElement, ...]
+    pattern: Pattern
     aggregates: tuple[Aggregate, ...]
     group_items: tuple[str, ...] = ()
     filters: tuple[Filter, ...] = ()
@@ -109,6 +110,11 @@ class Query:
     #: The window clause as written (`WITHIN 30 min SLIDE 10 min`), for messages and explain.
     window_text: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.pattern, tuple | list):
+            elems = tuple(self.pattern)
+            object.__setattr__(self, "pattern", elems[0] if len(elems) == 1 else Seq(elems))
+
     @property
     def window(self) -> str:
         """The window clause in the query's own units (or the largest whole ones)."""
@@ -119,8 +125,27 @@ class Query:
 
     @property
     def types(self) -> tuple[str, ...]:
-        """Event types of the pattern, in pattern order."""
-        return tuple(e.type for e in self.pattern)
+        """Types trend events may have, first appearance first."""
+        return positive_types(self.pattern)
+
+    @property
+    def negated_types(self) -> tuple[str, ...]:
+        """Types of the pattern's NOT parts: their events end partial trends, never join one."""
+        return negated_types(self.pattern)
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        """Types whose events the query reads: its trend types, then its negated-only types."""
+        return tuple(dict.fromkeys(self.types + self.negated_types))
+
+    @property
+    def elements(self) -> tuple[PatternElement, ...] | None:
+        """The pattern as `SEQ(T1, T2+, ...)` of distinct types, or None when it is not one."""
+        return elements(self.pattern)
+
+    @property
+    def pattern_text(self) -> str:
+        return show(self.pattern)
 
     @property
     def partition_attrs(self) -> tuple[str, ...]:

@@ -138,7 +138,7 @@ def run_job(
     # after min and max, once per group), and how many events of each pattern type it holds;
     # grouping by type first costs one hash per row, where a count per pattern type would cost
     # a string comparison per type and row.
-    type_names = tuple(sorted({t for q in wl for t in q.types}))
+    type_names = tuple(sorted({t for q in wl for t in q.event_types}))
     per_type = events.groupBy(*keys, type_col).agg(
         F.count(F.lit(1)).alias("__n"),
         F.min(time_col).alias("__lo"),

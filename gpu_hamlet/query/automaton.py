@@ -1,0 +1,218 @@
+"""A pattern compiled to the deterministic automaton the recursions run (docs/architecture.md
+section 3): states with an entering type and predecessor lists, start and end flags, and for each
+negated type the moves its events make.
+
+Why deterministic: a state holds the number of partial trends that reach it, and a trend must be
+counted once however many ways it matches (`SEQ(A+, A+)`), so every partial trend must be in
+exactly one state. The construction:
+
+1. Positions (Glushkov): every type leaf of the pattern is a position; `first` and `last` are
+   the positions a match may start and end at, `follow[p][q]` says q may come right after p, with
+   the set of types negated between them (the NOTs of the SEQ that q's part follows p's part in).
+2. Subsets: a state is (S, G): S the set of positions the partial trend may stand at, G the
+   negated types seen since its last event (only those some edge out of S forbids). An event of
+   type E takes (S, G) to (S', {}) with S' the E positions following some p in S by an edge
+   whose negated types miss G; an event of a negated type N takes (S, G) to (S, G + {N}) (a
+   *move*, applied after the reads of its timestamp). A state no event can leave any more is
+   dropped: a move into it is a clear.
+
+A pattern without NOT, OR, nested Kleene or repeated types gives one state per position, numbered
+as the positions (`SEQ(A, B+, C)`: states A, B, C, B reading A and itself), the automaton the
+engine ran before these forms existed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from gpu_hamlet.query.pattern import Alt, Not, PatternElement, Positive
+
+#: follow[p][q]: the types negated between p and q.
+Follow = dict[int, dict[int, frozenset[str]]]
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The pattern's positions (type leaves, left to right) and how they follow each other."""
+
+    types: tuple[str, ...]
+    first: frozenset[int]
+    last: frozenset[int]
+    follow: Follow
+
+    @classmethod
+    def of(cls, pattern: Positive) -> Positions:
+        types: list[str] = []
+        follow: Follow = {}
+
+        def link(ps: frozenset[int], qs: frozenset[int], blocked: frozenset[str]) -> None:
+            for p in ps:
+                for q in qs:
+                    # One route per pair: q is first in the part right after p's (a SEQ), or
+                    # p and q are last and first of one Kleene body (no negation between).
+                    assert follow[p].get(q, blocked) == blocked, "one negation set per pair"
+                    follow[p][q] = blocked
+
+        def visit(node: Positive) -> tuple[frozenset[int], frozenset[int]]:
+            if isinstance(node, PatternElement):
+                p = len(types)
+                types.append(node.type)
+                follow[p] = {}
+                first = last = frozenset((p,))
+            elif isinstance(node, Alt):
+                ends = [visit(o) for o in node.options]
+                first = frozenset().union(*(f for f, _ in ends))
+                last = frozenset().union(*(la for _, la in ends))
+            else:
+                first = last = frozenset()
+                blocked: set[str] = set()
+                for part in node.parts:
+                    if isinstance(part, Not):
+                        blocked.add(part.type)
+                        continue
+                    f, la = visit(part)
+                    if not first:
+                        first = f
+                    else:
+                        link(last, f, frozenset(blocked))
+                    last, blocked = la, set()
+            if node.kleene:
+                link(last, first, frozenset())
+            return first, last
+
+        first, last = visit(pattern)
+        return cls(tuple(types), first, last, follow)
+
+
+@dataclass(frozen=True)
+class State:
+    """Positions a partial trend may stand at, and the negated types seen since its last event.
+    `type` is the type of the events entering it (None for a state only moves reach)."""
+
+    at: frozenset[int]
+    seen: frozenset[str]
+    type: str | None
+
+
+@dataclass(frozen=True)
+class Automaton:
+    """States, numbered; `preds[s]` the states an event entering s extends; `moves[N]` the
+    (from, to) pairs of an N event, to = -1 where the partial trends end there."""
+
+    states: tuple[State, ...]
+    preds: tuple[tuple[int, ...], ...]
+    start: tuple[bool, ...]
+    end: tuple[bool, ...]
+    moves: dict[str, tuple[tuple[int, int], ...]]
+    positions: Positions
+
+    def entering(self, type_: str) -> tuple[int, ...]:
+        """The states an event of `type_` enters (one row each, at its timestamp)."""
+        return tuple(s for s, st in enumerate(self.states) if st.type == type_)
+
+    @classmethod
+    def of(cls, pattern: Positive) -> Automaton:
+        pos = Positions.of(pattern)
+
+        def forbidden(at: frozenset[int]) -> frozenset[str]:
+            """Negated types some edge out of `at` forbids: the only ones a state tracks."""
+            return frozenset().union(*(b for p in at for b in pos.follow[p].values()))
+
+        def step(at: frozenset[int], seen: frozenset[str], type_: str) -> frozenset[int]:
+            return frozenset(
+                q
+                for p in at
+                for q, blocked in pos.follow[p].items()
+                if pos.types[q] == type_ and not blocked & seen
+            )
+
+        def alive(at: frozenset[int], seen: frozenset[str]) -> bool:
+            """Whether some event can still extend a partial trend in this state (else only its
+            arrival, counted in the finals, mattered)."""
+            return any(not b & seen for p in at for b in pos.follow[p].values())
+
+        found: dict[tuple[frozenset[int], frozenset[str]], int] = {}
+        order: list[State] = []
+        todo: deque[tuple[frozenset[int], frozenset[str]]] = deque()
+
+        def state(at: frozenset[int], seen: frozenset[str]) -> int:
+            key = (at, seen)
+            if key not in found:
+                types = {pos.types[p] for p in at}
+                found[key] = len(order)
+                order.append(State(at, seen, types.pop() if not seen else None))
+                todo.append(key)
+            return found[key]
+
+        alphabet = tuple(dict.fromkeys(pos.types))
+        for t in alphabet:
+            at = frozenset(p for p in pos.first if pos.types[p] == t)
+            if at:
+                state(at, frozenset())
+        edges: list[tuple[int, int]] = []  # (from, to) by events
+        moved: dict[str, list[tuple[int, int]]] = {}
+        while todo:
+            at, seen = todo.popleft()
+            s = found[(at, seen)]
+            for t in alphabet:
+                nxt = step(at, seen, t)
+                if nxt:
+                    edges.append((s, state(nxt, frozenset())))
+            for n in sorted(forbidden(at) - seen):
+                more = seen | {n}
+                to = state(at, more) if alive(at, more) else -1
+                moved.setdefault(n, []).append((s, to))
+        # Number states by their positions (and seen types): the flat patterns' states then
+        # stand in position order, as the engine always numbered them.
+        rank = sorted(range(len(order)), key=lambda i: (sorted(order[i].at), sorted(order[i].seen)))
+        new = {old: i for i, old in enumerate(rank)}
+        new[-1] = -1
+        states = tuple(order[i] for i in rank)
+        preds: list[list[int]] = [[] for _ in states]
+        for a, b in edges:
+            preds[new[b]].append(new[a])
+        starts = {
+            new[found[(frozenset(p for p in pos.first if pos.types[p] == t), frozenset())]]
+            for t in alphabet
+            if any(pos.types[p] == t for p in pos.first)
+        }
+        return cls(
+            states,
+            tuple(tuple(sorted(set(p))) for p in preds),
+            tuple(i in starts for i in range(len(states))),
+            tuple(bool(st.at & pos.last) and not st.seen for st in states),
+            {n: tuple(sorted((new[a], new[b]) for a, b in ms)) for n, ms in moved.items()},
+            pos,
+        )
+
+    def describe(self) -> list[str]:
+        """One line per state and per negated type, for `gpu-hamlet explain`."""
+        pos = self.positions
+
+        def name(s: int) -> str:
+            if s < 0:
+                return "(ended)"
+            st = self.states[s]
+            at = ",".join(f"{pos.types[p]}#{p}" for p in sorted(st.at))
+            return f"s{s}{{{at}}}" + (f" after {'+'.join(sorted(st.seen))}" if st.seen else "")
+
+        lines = []
+        for s, st in enumerate(self.states):
+            flags = [f for f, on in (("start", self.start[s]), ("end", self.end[s])) if on]
+            entered = f"entered by {st.type}" if st.type else "reached by negated events only"
+            reads = ", ".join(f"s{p}" for p in self.preds[s]) or "nothing"
+            tail = f" [{', '.join(flags)}]" if flags else ""
+            lines.append(f"{name(s)}: {entered}, extends {reads}{tail}")
+        for n, ms in self.moves.items():
+            shown = ", ".join(f"s{a} -> {'ended' if b < 0 else f's{b}'}" for a, b in ms)
+            lines.append(f"NOT {n} blocks: {shown}")
+        return lines
+
+
+def is_flat(auto: Automaton) -> bool:
+    """Whether the automaton is the flat pattern's: one state per position, state = position."""
+    return not auto.moves and all(st.at == frozenset((s,)) for s, st in enumerate(auto.states))
+
+
+__all__ = ["Automaton", "Positions", "State", "is_flat"]
