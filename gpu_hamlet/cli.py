@@ -41,7 +41,7 @@ from gpu_hamlet.engine.options import (
     Options,
 )
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
-from gpu_hamlet.query.pattern import And, Pattern, show
+from gpu_hamlet.query.pattern import And, Pattern, show, sides
 from gpu_hamlet.query.workload import Workload
 
 log = logging.getLogger("gpu_hamlet")
@@ -188,10 +188,10 @@ def _print_automata(pattern: Pattern) -> None:
     (docs/architecture.md section 3)."""
     from gpu_hamlet.query.automaton import Automaton
 
-    sides = (pattern.left, pattern.right) if isinstance(pattern, And) else (pattern,)
-    for side in sides:
-        auto = Automaton.of(side)
-        of = f" of {show(side)}" if len(sides) > 1 else ""
+    parts = (pattern.left, pattern.right) if isinstance(pattern, And) else (pattern,)
+    for part in parts:
+        auto = Automaton.of(*sides(part))
+        of = f" of {show(part)}" if len(parts) > 1 else ""
         print(f"  automaton{of}: {len(auto.states)} states")
         for line in auto.describe():
             print(f"    {line}")

@@ -78,8 +78,7 @@ def warm_up_kernels(
     the sample is every k-th event over the whole time span, at most `max_events` of them
     (`events` in time order, as gpu_hamlet/datagen.py makes them)."""
     from gpu_hamlet.engine.evaluate import evaluate
-    from gpu_hamlet.engine.summaries import Cut, compose, summarize
-    from gpu_hamlet.query.plan import plan_query
+    from gpu_hamlet.engine.summaries import Cut, compose_query, summarize
     from gpu_hamlet.query.time_axis import time_axis
 
     step = max(1, -(-events.num_rows // max_events))
@@ -101,8 +100,7 @@ def warm_up_kernels(
         for q in workload:
             summaries = [s for s in (p[q.name] for p in parts) if s is not None]
             if summaries:
-                plan = plan_query(q, axis, sample.schema, options.numeric)
-                compose(summaries, plan, sample.schema, axis, cut, options)
+                compose_query(summaries, q, sample.schema, axis, cut, options)
 
     return warm_up(run)
 

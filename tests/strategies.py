@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from gpu_hamlet.query.pattern import Alt, Not, Positive, Seq
+from gpu_hamlet.query.pattern import Alt, And, Not, Positive, Seq
 from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
 
 __all__ = [
@@ -142,10 +142,16 @@ def query_cases(
     name = f"n{index}" if named else f"q{index}"
 
     # pattern: 1..4 distinct types, Kleene plus anywhere; or (`general`) the whole language
-    pattern: Positive | tuple[PatternElement, ...]
+    pattern: Positive | And | tuple[PatternElement, ...]
+    conjunction = False
     if general:
         pattern_text, pattern = draw(patterns(alphabet, draw(st.sampled_from([1, 2, 2, 3]))))
         types = list(dict.fromkeys(n.type for n in _leaves(pattern)))
+        if draw(st.integers(0, 3)) == 0:  # P1 AND P2: COUNT(*) only
+            right_text, right = draw(patterns(alphabet, draw(st.sampled_from([1, 2]))))
+            pattern_text = f"{pattern_text} {kw('AND')} {right_text}"
+            pattern = And(pattern, right)
+            conjunction = True
     else:
         n = min(draw(st.sampled_from([1, 2, 2, 3, 3, 4])), len(alphabet))
         types = draw(st.permutations(alphabet))[:n]
@@ -162,7 +168,7 @@ def query_cases(
 
     # aggregates: distinct (func, type, attr), optional aliases
     candidates = [("COUNT", None, None)]
-    for t in types:
+    for t in [] if conjunction else types:
         candidates.append(("COUNT", t, None))
         for f in ("SUM", "AVG", "MIN", "MAX"):
             for a in _NUMERIC_ATTRS:

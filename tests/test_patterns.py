@@ -10,13 +10,14 @@ the engine's automaton.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
-from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.errors import NumericOverflowError, WorkloadError
 from gpu_hamlet.query.automaton import Automaton, is_flat
 from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.plan import Template
@@ -190,12 +191,38 @@ def test_filters_on_a_negated_type_choose_the_blocking_events():
     assert passes.column("count").to_pylist() == [1]
 
 
-def test_conjunction_is_a_clear_error_until_the_engine_runs_it():
-    table = pa.table({"time": [1, 2], "type": ["A", "B"]})
-    with pytest.raises(
-        WorkloadError, match="conjunction \\(AND\\) is not supported by the engine yet"
-    ):
-        gpu_hamlet.aggregate(table, "RETURN COUNT(*) PATTERN A AND B WITHIN 5 s")
+@pytest.mark.parametrize(
+    "pattern, events, pairs",
+    [
+        # 3 trends a1b2, a1b4, a3b4 match both sides: 3 unordered pairs of distinct ones
+        ("SEQ(A, B) AND SEQ(A, B)", "A1 B2 A3 B4", 3),
+        ("A AND B", "A1 A2 B3", 2),  # {a1, b3}, {a2, b3}
+        # left a1, a2, a1a2; right a1, a2: {a1, a2}, {a1, a1a2}, {a2, a1a2}
+        ("A+ AND A", "A1 A2", 3),
+        ("SEQ(A, B) AND C", "A1 B2", 0),  # no C: no pair, no row
+    ],
+)
+def test_conjunction_counts_pairs_of_distinct_trends(pattern, events, pairs):
+    evs = [(int(e[1:]), e[0]) for e in events.split()]
+    rows = [{"time": t, "type": x} for t, x in evs]
+    q = parse_workload(f"RETURN COUNT(*) PATTERN {pattern} WITHIN 1000 s")
+    expected = oracle(rows, q)["q1"]
+    assert [r["count"] for r in expected] == ([pairs] if pairs else [])
+    for numeric in NUMERIC_MODES:
+        assert count(pattern, evs, numeric=numeric) == pairs, numeric
+
+
+def test_conjunction_overflow_names_the_query_and_window():
+    # 130 As: 2^130 - 1 trends of A+ on either side, pairs far beyond decimal(38)
+    table = pa.table({"time": list(range(130)), "type": ["A"] * 130})
+    text = "big: RETURN COUNT(*) PATTERN A+ AND A+ WITHIN 1000 s"
+    with pytest.raises(NumericOverflowError, match=r"query big: COUNT\(\*\) .* window \[0, 1000\)"):
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+    exact = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="bigint")["big"]
+    c = 2**130 - 1
+    assert exact.column("count").to_pylist() == [str(c * c - c * (c + 1) // 2)]
+    nulls = gpu_hamlet.aggregate(table, text, backend="cpu", on_overflow="null")["big"]
+    assert nulls.column("count").to_pylist() == [None]
 
 
 # --- every backend, mode and sharing mode against the oracle ---
@@ -263,3 +290,45 @@ def test_general_patterns_through_spark(spark, tasks, data):
         ]
         got[name] = t.sort_by([(k, "ascending") for k in keys])  # Spark has no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, "exact")
+
+
+FIXED_WORKLOAD = (
+    "a: RETURN g, COUNT(*) PATTERN SEQ(A, NOT C, B+) OR SEQ(C, A) GROUPBY g WITHIN 6 s SLIDE 3 s;"
+    "b: RETURN COUNT(*) PATTERN SEQ(A, B) AND B+ WHERE [g] WITHIN 5 s;"
+    "c: RETURN COUNT(B), SUM(B.x), MAX(A.x) PATTERN (SEQ(A, B+))+ WITHIN 8 s"
+)
+
+
+def fixed_events() -> list[dict]:
+    rng = np.random.default_rng(18)
+    return [
+        {
+            "time": int(rng.integers(0, 24)),
+            "type": str(rng.choice(["A", "B", "B", "C"])),
+            "g": str(rng.choice(["g1", "g2"])),
+            "x": int(rng.integers(-3, 6)),
+        }
+        for _ in range(48)
+    ]
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 7])
+def test_fixed_general_workload_through_spark(spark, tasks):
+    from gpu_hamlet.spark import trend_aggregate
+
+    events = fixed_events()
+    wl = parse_workload(FIXED_WORKLOAD)
+    table = pa.Table.from_pylist(events)
+    results = trend_aggregate(
+        spark.createDataFrame(table.to_pandas()), FIXED_WORKLOAD, num_tasks=tasks
+    )
+    got = {}
+    for name, df in results.items():
+        t = df.toArrow()
+        keys = [c for c in t.column_names if c != "window_end"][
+            : t.column_names.index("window_start") + 1
+        ]
+        got[name] = t.sort_by([(k, "ascending") for k in keys])
+    expected = oracle(events, wl, with_magnitudes=True)
+    assert all(expected[n] for n in wl.names)  # every query has rows to compare
+    assert_matches_oracle(got, expected, wl, "exact", event_schema=table.schema)

@@ -18,7 +18,7 @@ import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.evaluate import Context
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.summaries import Cut, compose, summarize
+from gpu_hamlet.engine.summaries import Cut, compose_query, summarize
 from gpu_hamlet.query.parser import parse_workload
 
 
@@ -40,18 +40,19 @@ def split_and_compose(
             summaries[q.name].append(summ[q.name])
     out = {}
     for q in wl:
-        crossing = compose(
-            summaries[q.name], ctx.plans[q.name], ctx.ev.table.schema, ctx.ev.axis, cut, opts
-        )
+        crossing = compose_query(summaries[q.name], q, ctx.ev.table.schema, ctx.ev.axis, cut, opts)
         out[q.name] = _sorted(pa.concat_tables(inside[q.name] + [crossing]))
     return out
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_cut_streams_match_oracle(data):
-    text, wl = data.draw(workload_cases(max_queries=3))
-    events = data.draw(event_streams(workload_types(wl), max_time=12))
+@pytest.mark.parametrize("general", [False, True], ids=["flat", "general-patterns"])
+def test_cut_streams_match_oracle(general, data):
+    text, wl = data.draw(workload_cases(max_queries=3, general=general))
+    events = data.draw(
+        event_streams(workload_types(wl), max_time=12, max_events=12 if general else 20)
+    )
     numeric = data.draw(st.sampled_from(["exact", "bigint", "float"]))
     time_type = data.draw(st.sampled_from(["int", "float"]))
     cut = Cut(

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
+from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS
@@ -32,9 +33,11 @@ from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
+from gpu_hamlet.query.schema import result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
-from gpu_hamlet.query.workload import Workload
+from gpu_hamlet.query.workload import Query, Workload
 
 #: Events (summed over queries, after pruning) of the queries a batching backend runs together:
 #: bounds the host memory their arrays take at once.
@@ -91,7 +94,7 @@ def evaluate(
     )
     shared: dict[str, list[SharedBursts]] = {}
     if options.sharing != "none" and ev.n:
-        for sset in analyze(wl).sets:
+        for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
             sb = SharedBursts(
@@ -119,13 +122,13 @@ def evaluate(
             plans[q.name],
             matcher,
             shared.get(q.name, []),
-            options,
+            ctx.options[q.name],
             be,
             record_snapshots=stats is not None,
         )
 
     def results(rows: QueryRows) -> QueryResults:
-        return QueryResults(rows, rows.plan, options, be)
+        return QueryResults(rows, rows.plan, ctx.options[rows.plan.query.name], be)
 
     out, snapshots = {}, {}
     if batches(be):  # queries together, each kernel step of all of them in one batch
@@ -136,18 +139,18 @@ def evaluate(
             snapshots.update({n: rows.snapshots for n, rows in group.items()})
             group.clear()
 
-        for q in wl:  # a batch takes no more queries once they hold BATCH_EVENTS events
+        for q in ctx.runs:  # a batch takes no more queries once they hold BATCH_EVENTS events
             group[q.name] = query_rows(q)
             if sum(rows.pos.shape[0] for rows in group.values()) >= BATCH_EVENTS:
                 run_group()
         run_group()
     else:  # one query at a time: only its arrays are alive
-        for q in wl:
+        for q in ctx.runs:
             rows = query_rows(q)
             out[q.name], snapshots[q.name] = results(rows).table(), rows.snapshots
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
-    return {q.name: out[q.name] for q in wl}
+    return {q.name: ctx.finish(q, out) for q in wl}
 
 
 def result_schemas(
@@ -158,20 +161,23 @@ def result_schemas(
     `evaluate` returns have these schemas, whatever the rows."""
     wl = parse_workload(workload) if isinstance(workload, str) else workload
     axis = check_columns(schema, wl, options.time_col, options.type_col)
-    plans = compile_workload(schema, wl, axis, options.numeric)
-    return {name: plan.result_schema for name, plan in plans.items()}
+    compile_workload(schema, wl, axis, options)
+    return {q.name: result_schema(q, axis, schema, options.numeric) for q in wl}
 
 
 def compile_workload(
-    schema: pa.Schema, wl: Workload, axis: TimeAxis, numeric: str
-) -> dict[str, QueryPlan]:
-    """Every query's plan for events of `schema` (its columns checked by `check_columns`), and
-    every filter checked against its column, before any kernel runs."""
-    plans = {q.name: plan_query(q, axis, schema, numeric) for q in wl}
+    schema: pa.Schema, wl: Workload, axis: TimeAxis, options: Options
+) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options]]:
+    """The queries the engine runs for `wl` (an AND as its three counts,
+    gpu_hamlet/engine/conjunction.py), their plans for events of `schema` (its columns checked
+    by `check_columns`) and their options; every filter checked against its column, before any
+    kernel runs."""
+    runs = [run for q in wl for run in runs_of(q, options)]
+    plans = {q.name: plan_query(q, axis, schema, o.numeric) for q, o in runs}
     for q in wl:
         for f in q.filters:
             check_filter(q, f, schema.field(f.attr).type)
-    return plans
+    return Workload(tuple(q for q, _ in runs)), plans, {q.name: o for q, o in runs}
 
 
 @dataclass
@@ -184,8 +190,24 @@ class Context:
     ev: EventFrame
     parts: Partitioner
     attrs: Attributes
-    plans: dict[str, QueryPlan]
+    runs: Workload  # the queries run: the workload's, an AND as its three counts
+    plans: dict[str, QueryPlan]  # per run
+    options: dict[str, Options]  # per run
     matcher: Matcher
+
+    call_options: Options  # as given: an AND's counts run with their own
+
+    def finish(self, q: Query, tables: dict[str, pa.Table]) -> pa.Table:
+        """Query q's table from its runs' tables."""
+        if not isinstance(q.pattern, And):
+            return tables[q.name]
+        opts = self.call_options
+        schema = result_schema(q, self.ev.axis, self.ev.table.schema, opts.numeric)
+        return combine(q, tables, schema, opts)
+
+    def window_of(self, q: Query) -> int | float:
+        """Query q's window length in ticks."""
+        return self.plans[runs_of(q, self.call_options)[0][0].name].windowing.within
 
     @classmethod
     def of(
@@ -194,10 +216,12 @@ class Context:
         wl = parse_workload(workload) if isinstance(workload, str) else workload
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
-        plans = compile_workload(ev.table.schema, wl, ev.axis, options.numeric)
+        runs, plans, run_options = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
-        _check_window_bounds(ev, wl, plans, matcher)
-        return cls(wl, be, ev, Partitioner(ev), Attributes(ev), plans, matcher)
+        _check_window_bounds(ev, runs, plans, matcher)
+        return cls(
+            wl, be, ev, Partitioner(ev), Attributes(ev), runs, plans, run_options, matcher, options
+        )
 
 
 def _check_window_bounds(

@@ -28,6 +28,7 @@ from gpu_hamlet.core.numeric import crt, primes, primes_for_bits, xfloat_log2
 from gpu_hamlet.core.rings import NO_RANK
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
+from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.evaluate import Context, evaluate
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
@@ -35,8 +36,10 @@ from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
-from gpu_hamlet.query.plan import QueryPlan
-from gpu_hamlet.query.workload import Workload
+from gpu_hamlet.query.pattern import And
+from gpu_hamlet.query.plan import QueryPlan, plan_query
+from gpu_hamlet.query.schema import result_schema
+from gpu_hamlet.query.workload import Query, Workload
 
 _NAN = float("nan")
 
@@ -90,17 +93,29 @@ def summarize(
     summaries of its segments near the slice's boundaries (None for a query with none)."""
     ctx = Context.of(events, workload, options, True)
     inside = {}
-    for name, table in evaluate(events, workload, options, stats=stats, part=True).items():
+    for q, table in zip(
+        workload, evaluate(events, workload, options, stats=stats, part=True).values()
+    ):
         starts = _ticks(table.column("window_start"))
-        crossing = cut.crossing(starts, ctx.plans[name].windowing.within)
-        inside[name] = table.filter(pa.array(~crossing))
+        crossing = cut.crossing(starts, ctx.window_of(q))
+        inside[q.name] = table.filter(pa.array(~crossing))
     reach = max(p.windowing.within for p in ctx.plans.values())
     near = cut.near(ctx.ev.time, reach)
     out: dict[str, dict | None] = {}
     if near.any():
         ctx = Context.of(ctx.ev.table.filter(pa.array(near)), workload, options, True)
     for q in workload:
-        out[q.name] = _query_summary(ctx, ctx.plans[q.name], options) if near.any() else None
+        if not near.any():
+            out[q.name] = None
+        elif isinstance(q.pattern, And):  # the summaries of its three counts
+            out[q.name] = {
+                "parts": {
+                    run.name: _query_summary(ctx, ctx.plans[run.name], ctx.options[run.name])
+                    for run, _ in runs_of(q, options)
+                }
+            }
+        else:
+            out[q.name] = _query_summary(ctx, ctx.plans[q.name], options)
     return inside, out
 
 
@@ -179,6 +194,23 @@ def _ranks_to_values(
         new[has] = ~idx if inverted else idx
         mm[:, rows, :, 1] = np.where(has, new, NO_RANK)
     return mm, values
+
+
+def compose_query(
+    parts: list[dict], q: Query, ev_schema: pa.Schema, axis, cut: Cut, options: Options
+) -> pa.Table:
+    """`compose` for query q, an AND from its three counts' summaries
+    (gpu_hamlet/engine/conjunction.py)."""
+    if not isinstance(q.pattern, And):
+        return compose(
+            parts, plan_query(q, axis, ev_schema, options.numeric), ev_schema, axis, cut, options
+        )
+    tables = {}
+    for run, opts in runs_of(q, options):
+        mine = [p["parts"][run.name] for p in parts if p is not None]
+        plan = plan_query(run, axis, ev_schema, opts.numeric)
+        tables[run.name] = compose(mine, plan, ev_schema, axis, cut, opts)
+    return combine(q, tables, result_schema(q, axis, ev_schema, options.numeric), options)
 
 
 def compose(

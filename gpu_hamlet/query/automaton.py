@@ -87,12 +87,16 @@ class Positions:
 
 @dataclass(frozen=True)
 class State:
-    """Positions a partial trend may stand at, and the negated types seen since its last event.
-    `type` is the type of the events entering it (None for a state only moves reach)."""
+    """Per pattern run together (one; two for the trends an AND's sides share): the positions a
+    partial trend may stand at, and the negated types seen since its last event. `type` is the
+    type of the events entering it (None for a state only moves reach)."""
 
-    at: frozenset[int]
-    seen: frozenset[str]
+    at: tuple[frozenset[int], ...]
+    seen: tuple[frozenset[str], ...]
     type: str | None
+
+
+Key = tuple[tuple[frozenset[int], ...], tuple[frozenset[str], ...]]
 
 
 @dataclass(frozen=True)
@@ -105,97 +109,111 @@ class Automaton:
     start: tuple[bool, ...]
     end: tuple[bool, ...]
     moves: dict[str, tuple[tuple[int, int], ...]]
-    positions: Positions
+    positions: tuple[Positions, ...]
 
     def entering(self, type_: str) -> tuple[int, ...]:
         """The states an event of `type_` enters (one row each, at its timestamp)."""
         return tuple(s for s, st in enumerate(self.states) if st.type == type_)
 
     @classmethod
-    def of(cls, pattern: Positive) -> Automaton:
-        pos = Positions.of(pattern)
+    def of(cls, *patterns: Positive) -> Automaton:
+        """The automaton of the trends matching every one of `patterns` (one pattern, or an
+        AND's two sides for the trends they share): the patterns' subset automata run in
+        lockstep, a state alive while each of them is."""
+        comps = tuple(Positions.of(p) for p in patterns)
 
-        def forbidden(at: frozenset[int]) -> frozenset[str]:
+        def forbidden(c: Positions, at: frozenset[int]) -> frozenset[str]:
             """Negated types some edge out of `at` forbids: the only ones a state tracks."""
-            return frozenset().union(*(b for p in at for b in pos.follow[p].values()))
+            return frozenset().union(*(b for p in at for b in c.follow[p].values()))
 
-        def step(at: frozenset[int], seen: frozenset[str], type_: str) -> frozenset[int]:
+        def step(c: Positions, at: frozenset[int], seen: frozenset[str], t: str) -> frozenset[int]:
             return frozenset(
                 q
                 for p in at
-                for q, blocked in pos.follow[p].items()
-                if pos.types[q] == type_ and not blocked & seen
+                for q, blocked in c.follow[p].items()
+                if c.types[q] == t and not blocked & seen
             )
 
-        def alive(at: frozenset[int], seen: frozenset[str]) -> bool:
+        def alive(c: Positions, at: frozenset[int], seen: frozenset[str]) -> bool:
             """Whether some event can still extend a partial trend in this state (else only its
             arrival, counted in the finals, mattered)."""
-            return any(not b & seen for p in at for b in pos.follow[p].values())
+            return any(not b & seen for p in at for b in c.follow[p].values())
 
-        found: dict[tuple[frozenset[int], frozenset[str]], int] = {}
+        def firsts(t: str) -> tuple[frozenset[int], ...]:
+            return tuple(frozenset(p for p in c.first if c.types[p] == t) for c in comps)
+
+        none: tuple[frozenset[str], ...] = tuple(frozenset() for _ in comps)
+        found: dict[Key, int] = {}
         order: list[State] = []
-        todo: deque[tuple[frozenset[int], frozenset[str]]] = deque()
+        todo: deque[Key] = deque()
 
-        def state(at: frozenset[int], seen: frozenset[str]) -> int:
+        def state(at: tuple[frozenset[int], ...], seen: tuple[frozenset[str], ...]) -> int:
             key = (at, seen)
             if key not in found:
-                types = {pos.types[p] for p in at}
+                types = {comps[0].types[p] for p in at[0]}
                 found[key] = len(order)
-                order.append(State(at, seen, types.pop() if not seen else None))
+                order.append(State(at, seen, types.pop() if not any(seen) else None))
                 todo.append(key)
             return found[key]
 
-        alphabet = tuple(dict.fromkeys(pos.types))
+        alphabet = tuple(dict.fromkeys(t for c in comps for t in c.types))
         for t in alphabet:
-            at = frozenset(p for p in pos.first if pos.types[p] == t)
-            if at:
-                state(at, frozenset())
+            if all(firsts(t)):
+                state(firsts(t), none)
         edges: list[tuple[int, int]] = []  # (from, to) by events
         moved: dict[str, list[tuple[int, int]]] = {}
         while todo:
             at, seen = todo.popleft()
             s = found[(at, seen)]
             for t in alphabet:
-                nxt = step(at, seen, t)
-                if nxt:
-                    edges.append((s, state(nxt, frozenset())))
-            for n in sorted(forbidden(at) - seen):
-                more = seen | {n}
-                to = state(at, more) if alive(at, more) else -1
-                moved.setdefault(n, []).append((s, to))
+                nxt = tuple(step(c, a, g, t) for c, a, g in zip(comps, at, seen))
+                if all(nxt):
+                    edges.append((s, state(nxt, none)))
+            negated = frozenset().union(*(forbidden(c, a) - g for c, a, g in zip(comps, at, seen)))
+            for n in sorted(negated):
+                more = tuple(
+                    g | {n} if n in forbidden(c, a) else g for c, a, g in zip(comps, at, seen)
+                )
+                live = all(alive(c, a, g) for c, a, g in zip(comps, at, more))
+                moved.setdefault(n, []).append((s, state(at, more) if live else -1))
         # Number states by their positions (and seen types): the flat patterns' states then
         # stand in position order, as the engine always numbered them.
-        rank = sorted(range(len(order)), key=lambda i: (sorted(order[i].at), sorted(order[i].seen)))
+        rank = sorted(
+            range(len(order)),
+            key=lambda i: (
+                [sorted(a) for a in order[i].at],
+                [sorted(g) for g in order[i].seen],
+            ),
+        )
         new = {old: i for i, old in enumerate(rank)}
         new[-1] = -1
         states = tuple(order[i] for i in rank)
         preds: list[list[int]] = [[] for _ in states]
         for a, b in edges:
             preds[new[b]].append(new[a])
-        starts = {
-            new[found[(frozenset(p for p in pos.first if pos.types[p] == t), frozenset())]]
-            for t in alphabet
-            if any(pos.types[p] == t for p in pos.first)
-        }
+        starts = {new[found[(firsts(t), none)]] for t in alphabet if all(firsts(t))}
         return cls(
             states,
             tuple(tuple(sorted(set(p))) for p in preds),
             tuple(i in starts for i in range(len(states))),
-            tuple(bool(st.at & pos.last) and not st.seen for st in states),
+            tuple(
+                all(a & c.last for c, a in zip(comps, st.at)) and not any(st.seen) for st in states
+            ),
             {n: tuple(sorted((new[a], new[b]) for a, b in ms)) for n, ms in moved.items()},
-            pos,
+            comps,
         )
 
     def describe(self) -> list[str]:
         """One line per state and per negated type, for `gpu-hamlet explain`."""
-        pos = self.positions
 
         def name(s: int) -> str:
-            if s < 0:
-                return "(ended)"
             st = self.states[s]
-            at = ",".join(f"{pos.types[p]}#{p}" for p in sorted(st.at))
-            return f"s{s}{{{at}}}" + (f" after {'+'.join(sorted(st.seen))}" if st.seen else "")
+            at = " & ".join(
+                ",".join(f"{c.types[p]}#{p}" for p in sorted(a))
+                for c, a in zip(self.positions, st.at)
+            )
+            seen = "+".join(sorted(set().union(*st.seen)))
+            return f"s{s}{{{at}}}" + (f" after {seen}" if seen else "")
 
         lines = []
         for s, st in enumerate(self.states):
@@ -212,7 +230,11 @@ class Automaton:
 
 def is_flat(auto: Automaton) -> bool:
     """Whether the automaton is the flat pattern's: one state per position, state = position."""
-    return not auto.moves and all(st.at == frozenset((s,)) for s, st in enumerate(auto.states))
+    return (
+        len(auto.positions) == 1
+        and not auto.moves
+        and all(st.at == (frozenset((s,)),) for s, st in enumerate(auto.states))
+    )
 
 
 __all__ = ["Automaton", "Positions", "State", "is_flat"]

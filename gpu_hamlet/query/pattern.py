@@ -70,7 +70,19 @@ class And:
         return f"{show(self.left)} AND {show(self.right)}"
 
 
-Pattern = Positive | And
+@dataclass(frozen=True)
+class Both:
+    """The trends matching both sides of an AND: never written, only run by the engine (one of
+    the three counts an AND combines, gpu_hamlet/engine/conjunction.py)."""
+
+    left: Positive
+    right: Positive
+
+    def __str__(self) -> str:
+        return f"BOTH({show(self.left)}; {show(self.right)})"
+
+
+Pattern = Positive | And | Both
 
 
 def show(node: Pattern) -> str:
@@ -78,6 +90,11 @@ def show(node: Pattern) -> str:
     if isinstance(node, Alt) and not node.kleene:
         return " OR ".join(map(str, node.options))
     return str(node)
+
+
+def sides(node: Positive | Both) -> tuple[Positive, ...]:
+    """The patterns a trend must match together: both sides of `Both`, else the pattern."""
+    return (node.left, node.right) if isinstance(node, Both) else (node,)
 
 
 def walk(node: Pattern | Not) -> Iterator[Pattern | Not]:
@@ -89,7 +106,7 @@ def walk(node: Pattern | Not) -> Iterator[Pattern | Not]:
     elif isinstance(node, Alt):
         for option in node.options:
             yield from walk(option)
-    elif isinstance(node, And):
+    elif isinstance(node, And | Both):
         yield from walk(node.left)
         yield from walk(node.right)
 

@@ -14,9 +14,8 @@ from math import gcd
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.automaton import Automaton
-from gpu_hamlet.query.pattern import And, Positive, negated_types, positive_types
+from gpu_hamlet.query.pattern import And, Positive, negated_types, positive_types, sides
 from gpu_hamlet.query.schema import attr_kind, result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Aggregate, Query
@@ -69,10 +68,12 @@ class Template:
         )
 
     @classmethod
-    def of(cls, pattern: Positive) -> Template:
-        auto = Automaton.of(pattern)
-        types = positive_types(pattern)
-        labels = {t: i for i, t in enumerate(dict.fromkeys(types + negated_types(pattern)))}
+    def of(cls, *patterns: Positive) -> Template:
+        """The template of the trends matching every one of `patterns` (usually one)."""
+        auto = Automaton.of(*patterns)
+        types = [t for p in patterns for t in positive_types(p)]
+        types += [t for p in patterns for t in negated_types(p)]
+        labels = {t: i for i, t in enumerate(dict.fromkeys(types))}
         enter_ptr, enter_idx = _csr([auto.entering(t) for t in labels])
         move_ptr, moves = _csr(
             [[m for pair in auto.moves.get(t, ()) for m in pair] for t in labels]
@@ -186,12 +187,9 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
     nullability included (an aggregated column that may hold nulls needs its own divisor), so
     every slice of one dataset gets the same plan. SUM and AVG of a column that is not a number
     are a WorkloadError (`result_schema`)."""
-    if isinstance(query.pattern, And):
-        raise WorkloadError(
-            f"{query.pattern_text}: a conjunction (AND) is not supported by the engine yet "
-            "(docs/semantics.md section 2)",
-            query=query.name,
-        )
+    assert not isinstance(query.pattern, And), (
+        "an AND runs as three queries (engine/conjunction.py)"
+    )
     result = result_schema(query, axis, schema, numeric)
     attr_types = {a.attr: schema.field(a.attr).type for a in query.aggregates if a.attr}
     kinds = {name: attr_kind(t) for name, t in attr_types.items()}
@@ -209,7 +207,7 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         minmax.insert(0, COUNT)
     return QueryPlan(
         query,
-        Template.of(query.pattern),
+        Template.of(*sides(query.pattern)),
         Windowing.of(query, axis),
         tuple(linear),
         tuple(exact),

@@ -29,8 +29,7 @@ from gpu_hamlet.engine.evaluate import evaluate
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.engine.sharing import RunStats
-from gpu_hamlet.engine.summaries import Cut, compose, summarize
-from gpu_hamlet.query.plan import plan_query
+from gpu_hamlet.engine.summaries import Cut, compose_query, summarize
 from gpu_hamlet.query.time_axis import time_axis
 from gpu_hamlet.query.workload import Workload
 
@@ -237,8 +236,7 @@ def compose_group(job, table):  # no hints: Spark 4.1 cannot read them through f
     schema = blobs[0]["schema"]
     q = job.workload.queries[i]
     axis = time_axis(schema.field(options.time_col).type, options.time_col)
-    plan = plan_query(q, axis, schema, options.numeric)
-    result = compose([b["summary"] for b in blobs], plan, schema, axis, blobs[0]["cut"], options)
+    result = compose_query([b["summary"] for b in blobs], q, schema, axis, blobs[0]["cut"], options)
     return pa.Table.from_batches(
         list(job._wide({name: result}, job.result_schema)), schema=job.result_schema
     )

@@ -1,0 +1,148 @@
+"""AND (docs/semantics.md section 2): unordered pairs of distinct trends of one partition and
+window, one matching each side, from three trend counts the engine computes like any query's.
+
+With L trends of the partition and window matching the left side, R the right and B both, the
+pairs number L*R - B*(B+1)/2: the ordered pairs (t1 left, t2 right) are L*R, less the B pairs
+of a trend with itself, less one of the two orders of each of the B*(B-1)/2 pairs of distinct
+trends that match both sides. The count is not linear in the events, so it is formed per
+partition and window, then added up over a group's partitions. So an AND query runs as three
+COUNT(*) queries grouped by its whole partition (GROUPBY and equivalence attributes), exact at
+any size (float in float mode), and `combine` forms its table from theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query.pattern import And, Both
+from gpu_hamlet.query.workload import Aggregate, Query
+
+SIDES = ("left", "right", "both")
+_NAN = float("nan")
+
+
+def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
+    """The queries the engine runs for `q`, each with its options: `q` itself, or for an AND its
+    three counts, exact at any size unless the mode is float."""
+    if not isinstance(q.pattern, And):
+        return [(q, options)]
+    left, right = q.pattern.left, q.pattern.right
+    exact = options.numeric != "float"
+    opts = replace(
+        options,
+        numeric="bigint" if exact else "float",
+        on_overflow="error" if exact else "null",
+    )
+    count = (Aggregate("COUNT", None, None, "count"),)
+    return [
+        (
+            replace(
+                q,
+                name=f"{q.name}[{side}]",
+                pattern=pattern,
+                aggregates=count,
+                group_items=(),
+                groupby=q.partition_attrs,
+                text=f"{q.name}: the trends of {pattern}",
+            ),
+            opts,
+        )
+        for side, pattern in zip(SIDES, (left, right, Both(left, right)))
+    ]
+
+
+def _key(values: tuple) -> tuple:
+    """Group values as a dict key: every NaN one key (NaN equals NaN in grouping)."""
+    return tuple(_NAN if v != v else v for v in values)
+
+
+def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: Options) -> pa.Table:
+    """The AND query's table (of `schema`) from its three counts' tables (`runs_of` order)."""
+    part_cols = (*q.partition_attrs, "window_start")
+    counts: dict[tuple, dict[str, Any]] = {}
+    ends: dict[tuple, Any] = {}
+    for side, (run, _) in zip(SIDES, runs_of(q, options)):
+        t = tables[run.name]
+        cols = [t.column(c).to_pylist() for c in part_cols]
+        end = t.column("window_end").to_pylist()
+        for i, (values, n) in enumerate(zip(zip(*cols), t.column("count").to_pylist())):
+            key = _key(values)
+            counts.setdefault(key, {})[side] = None if n is None else _number(n)
+            ends[key] = end[i]
+    ng = len(q.groupby)
+    totals: dict[tuple, Any] = {}
+    shown: dict[tuple, tuple] = {}
+    for key, c in counts.items():
+        cl, cr, cb = c.get("left", 0), c.get("right", 0), c.get("both", 0)
+        if None in (cl, cr, cb):  # a float count beyond float64
+            pairs = None
+        elif all(isinstance(v, int) for v in (cl, cr, cb)):
+            pairs = cl * cr - cb * (cb + 1) // 2
+        else:
+            pairs = cl * cr - cb * (cb + 1) / 2
+        group = key[:ng] + key[-1:]
+        before = totals.get(group, 0)
+        totals[group] = None if before is None or pairs is None else before + pairs
+        shown[group] = (key, ends[key])
+    rows = {g: v for g, v in totals.items() if v is None or v > 0}
+    name = q.aggregates[0].name  # COUNT(*), the only aggregate of an AND
+    typ = schema.field(name).type
+    out: dict[str, list] = {name: [] for name in schema.names}
+    for group, total in rows.items():
+        key, end = shown[group]
+        if total is not None and pa.types.is_decimal(typ) and total >= DECIMAL38_LIMIT:
+            total = None
+        if total is not None and pa.types.is_floating(typ) and total == float("inf"):
+            total = None
+        if total is None and options.on_overflow == "error":
+            raise NumericOverflowError(_overflow(q, group, key[-1], end, typ))
+        for g, v in zip(q.groupby, group[:ng]):
+            out[g].append(v)
+        out["window_start"].append(key[-1])
+        out["window_end"].append(end)
+        out[name].append(_typed(total, typ))
+    table = pa.table({n: pa.array(out[n], schema.field(n).type) for n in schema.names})
+    assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
+    keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
+    return table.sort_by(keys) if table.num_rows > 1 else table
+
+
+def _number(v: Any) -> int | float:
+    """A count as the parts return it: a decimal string (bigint) or a float."""
+    return int(v) if isinstance(v, str) else float(v)
+
+
+def _typed(total: int | float | None, typ: pa.DataType) -> Any:
+    if total is None:
+        return None
+    if pa.types.is_decimal(typ):
+        return Decimal(int(total))
+    if pa.types.is_string(typ):
+        return str(int(total))
+    return float(total)
+
+
+def _overflow(q: Query, group: tuple, start: Any, end: Any, typ: pa.DataType) -> str:
+    values = ", ".join(f"{g}={v!r}" for g, v in zip(q.groupby, group))
+    what = (
+        "is beyond the float64 range"
+        if pa.types.is_floating(typ)
+        else ("does not fit decimal(38, 0) (10^38 or more)")
+    )
+    ways = (
+        "on_overflow='null'"
+        if pa.types.is_floating(typ)
+        else "numeric='bigint' for exact digits of any size, or numeric='float' for float64, "
+        "or on_overflow='null'"
+    )
+    return (
+        f"query {q.name}: COUNT(*) for group ({values or 'all events'}) in window "
+        f"[{start}, {end}) {what}; use {ways}"
+    )
