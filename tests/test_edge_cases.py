@@ -418,3 +418,18 @@ def test_spark_windows_near_the_end(spark):
     late = spark.createDataFrame([(I64 - 3, "A"), (I64 - 1, "B")], "time long, type string")
     with pytest.raises(EventDataError, match="query q1: the window starting at"):
         trend_aggregate(late, "RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s", num_tasks=2)
+
+
+def test_min_max_of_a_dictionary_column_keep_its_type():
+    """A dictionary-encoded string column is ranked by its values (it once failed in Arrow's
+    index_in), and MIN/MAX come back dictionary-typed, as the result schema says."""
+    plain = pa.table(
+        {"type": ["A", "B", "B", "B"], "time": [1, 2, 3, 4], "s": ["x", "z", None, "y"]}
+    )
+    coded = plain.set_column(2, "s", plain.column("s").dictionary_encode())
+    text = "RETURN MIN(B.s), MAX(B.s) PATTERN SEQ(A, B+) WITHIN 10 s"
+    got = gpu_hamlet.aggregate(coded, text, backend="cpu")["q1"]
+    assert pa.types.is_dictionary(got.schema.field("min_B_s").type)
+    assert got.column("min_B_s").to_pylist() == ["y"] and got.column("max_B_s").to_pylist() == ["z"]
+    want = gpu_hamlet.aggregate(plain, text, backend="cpu")["q1"]
+    assert got.column("max_B_s").cast(pa.string()).equals(want.column("max_B_s"))

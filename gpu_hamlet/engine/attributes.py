@@ -174,6 +174,13 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
     decimals), and integer columns with nulls or a value equal to NO_RANK, use dense ranks. So
     NO_RANK never stands for a value: the MINREACH ring reads it as 'no value'."""
     t = col.type
+    if pa.types.is_dictionary(t):  # ranked by value; results keep the dictionary type
+        keys, back_values = order_keys(col.cast(t.value_type))
+
+        def back_dictionary(k: np.ndarray) -> pa.Array:
+            return back_values(k).cast(t)
+
+        return keys, back_dictionary
     if _identity_keys(col):
         keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
