@@ -156,7 +156,7 @@ class QueryRows:
         is_move = offset >= n_enter[lab]
         entered = tpl.enter_idx[np.minimum(tpl.enter_ptr[lab] + offset, tpl.enter_idx.shape[0] - 1)]
         self.rows, self.time, self.pid = self.rows[rep], self.time[rep], self.pid[rep]
-        self.pos = np.where(is_move, lab, entered)
+        self.pos = np.where(is_move, lab, entered).astype(lab.dtype)  # one kernel signature
         self.label = np.where(is_move, -1, lab)
         self.kind = np.where(is_move, MOVE, EVENT).astype(np.int64)
         return rep

@@ -89,8 +89,8 @@ class Template:
             enter_ptr,
             enter_idx,
             move_ptr // 2,
-            moves[0::2],
-            moves[1::2],
+            np.ascontiguousarray(moves[0::2]),
+            np.ascontiguousarray(moves[1::2]),
             auto,
         )
 
