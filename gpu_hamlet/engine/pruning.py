@@ -1,11 +1,12 @@
 """Dropping events that cannot be part of any trend, before any kernel runs.
 
-A trend is a sequence of events at pattern positions 0, 1, ..., k-1 in time order, all in one
-partition and one window (docs/semantics.md). An event that is in no trend changes no aggregate,
-and removing it removes no trend and creates none (skip-till-any-match has no negation or
-contiguity), so every result is unchanged. An event can only be in a trend when its run (its
-partition, or its partition's window) holds a position-0 event at or before it and a
-position-(k-1) event at or after it, both less than one window length away. On sparse
+A trend is a sequence of events from one entering a start state of the pattern's automaton to
+one entering an end state, in time order, all in one partition and one window
+(docs/semantics.md). An event that is in no trend changes no aggregate, and removing it removes
+no trend and creates none, so every result is unchanged. An event can only be in a trend when its
+run (its partition, or its partition's window) holds a start event at or before it and an end
+event at or after it, both less than one window length away. A negated event matters only
+between a trend's first and last events, so the same test keeps every one that does. On sparse
 partitions (one driver's events in a 10-minute window) this removes most events, and with them
 most of the per-query work; on dense ones it removes little and costs one compiled pass.
 
@@ -41,16 +42,31 @@ def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple
 def may_complete(
     run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int, within: int | float | None
 ) -> np.ndarray:
-    """Indices of the events (sorted by run, then time; pos -1: not matched) that have a start
-    event at or before them and an end event at or after them in their run, closer than
-    `within` in time (None: any distance)."""
-    if pos.shape[0] == 0:
+    """`rows_may_complete` for a flat SEQ's rows: starts at position 0, ends at k-1 (pos -1:
+    not matched)."""
+    return rows_may_complete(run, time, pos >= 0, pos == 0, pos == k - 1, within)
+
+
+def rows_may_complete(
+    run: np.ndarray,
+    time: np.ndarray,
+    matched: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    within: int | float | None,
+) -> np.ndarray:
+    """Indices of the `matched` rows (sorted by run, then time) that have a row entering a start
+    state (`starts`) at or before them and one entering an end state (`ends`) at or after them
+    in their run, closer than `within` in time (None: any distance). Any automaton's trend runs
+    from the one to the other, so for every pattern of the language this keeps every row some
+    trend needs: its events' rows, and the negated events' move rows between them."""
+    if time.shape[0] == 0:
         return np.zeros(0, np.int64)
     tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
     within, bounded, lowest, highest = bound(tmax, within, time.dtype)
-    flo, fhi = reach(run, time, np.flatnonzero(pos == 0), within, bounded, highest)
-    idx = ranges(*spans(run, time, flo, fhi, np.flatnonzero(pos == k - 1), within, bounded, lowest))
-    return idx[pos[idx] >= 0]
+    flo, fhi = reach(run, time, np.flatnonzero(starts), within, bounded, highest)
+    idx = ranges(*spans(run, time, flo, fhi, np.flatnonzero(ends), within, bounded, lowest))
+    return idx[matched[idx]]
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
-from gpu_hamlet.engine.pruning import may_complete
+from gpu_hamlet.engine.pruning import rows_may_complete
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.window_copies import window_copies
 from gpu_hamlet.errors import EventDataError
@@ -97,11 +97,10 @@ class QueryRows:
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
         self._check_values(matcher)
         if fast is None:
-            # Pruning reads the flat SEQ's order of positions; other patterns keep every row.
             sel = (
                 np.flatnonzero(self.pos >= 0)
-                if maps or q.elements is None
-                else may_complete(self.pid, self.time, self.pos, tpl.k, w.within)
+                if maps
+                else rows_may_complete(self.pid, self.time, *self._ends(), w.within)
             )
             qidx = sel if qidx is None else qidx[sel]
             self._keep(sel, ("rows", "pid", "pos", "time", "label", "kind"))
@@ -131,15 +130,27 @@ class QueryRows:
             return
         if w.full and self._windows_cheaper(starts.shape[0]):
             self._into_windows()
-        if not self.full and self.plan.query.elements is not None:  # prune again, by window
+        if not self.full:  # segments are whole windows: prune again, window by window
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
-            self._keep(may_complete(np.cumsum(change), self.time, self.pos, self.tpl.k, None))
+            self._keep(rows_may_complete(np.cumsum(change), self.time, *self._ends(), None))
 
     _PER_EVENT = (
         "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "gid",
         "seg",
     )  # fmt: skip
+
+    def _ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(matched, entering a start state, entering an end state) per row, for pruning. A
+        flat SEQ has one start and one end state: two comparisons, as cheap as before."""
+        tpl = self.tpl
+
+        def entering(states: np.ndarray) -> np.ndarray:
+            rows = self.pos == states[0] if states.size == 1 else np.isin(self.pos, states)
+            return rows & (self.kind == EVENT) if tpl.move_from.size else rows  # not MOVE rows
+
+        starts = entering(np.flatnonzero(tpl.is_start))
+        return self.pos >= 0, starts, entering(np.flatnonzero(tpl.is_end))
 
     def _expand(self, tpl: Template) -> np.ndarray:
         """Each matched event as one row per state its label enters, then a `MOVE` row when its
