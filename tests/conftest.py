@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark session for the whole test run; the CUDA simulator.
+"""Shared fixtures: one local Spark session for the whole test run (every test that uses it runs
+on one pytest-xdist worker, see pytest_collection_modifyitems); the CUDA simulator.
 
 Without a visible CUDA device the GPU kernels run in numba's CUDA simulator (the same tests run
 on the device where there is one). That must be decided before anything imports numba.cuda.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import pytest
 from hypothesis import settings
@@ -53,3 +55,23 @@ def pytest_collection_modifyitems(items):
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
             item.add_marker(pytest.mark.xdist_group("spark-session"))
+
+
+def pytest_collection_finish(session):
+    """pytest-xdist groups tests by suffixing their node ids with the group; where that no longer
+    takes (pytest 9.2 with xdist 3.8, pytest-xdist issue 1386), say so rather than quietly start
+    a Spark session on every worker."""
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist's workers
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+    ]
+    if lost:
+        warnings.warn(
+            f"pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): the Spark tests "
+            "spread over the workers, each starting its own session; pyproject.toml's test "
+            "extra names the pytest versions it groups with",
+            stacklevel=1,
+        )

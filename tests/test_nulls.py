@@ -58,6 +58,7 @@ def test_nulls_match_oracle_in_every_mode(case, sharing):
         assert_matches_oracle(got, expected, wl, numeric)
 
 
+@pytest.mark.gpu  # the GPU backend's kernels, in numba's CUDA simulator without a device
 @settings(PROPERTY, max_examples=15)
 @given(null_cases(max_queries=2), st.sampled_from(SHARING_MODES))
 def test_nulls_on_the_gpu_backend_equal_the_cpu(case, sharing):
