@@ -20,12 +20,12 @@ import pyarrow as pa
 
 from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
 from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.workload import Aggregate, Query
 
 SIDES = ("left", "right", "both")
-_NAN = float("nan")
 
 
 def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
@@ -58,11 +58,6 @@ def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
     ]
 
 
-def _key(values: tuple) -> tuple:
-    """Group values as a dict key: every NaN one key (NaN equals NaN in grouping)."""
-    return tuple(_NAN if v != v else v for v in values)
-
-
 def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: Options) -> pa.Table:
     """The AND query's table (of `schema`) from its three counts' tables (`runs_of` order)."""
     part_cols = (*q.partition_attrs, "window_start")
@@ -73,7 +68,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         cols = [t.column(c).to_pylist() for c in part_cols]
         end = t.column("window_end").to_pylist()
         for i, (values, n) in enumerate(zip(zip(*cols), t.column("count").to_pylist())):
-            key = _key(values)
+            key = group_key(values)
             counts.setdefault(key, {})[side] = None if n is None else _number(n)
             ends[key] = end[i]
     ng = len(q.groupby)

@@ -27,6 +27,15 @@ class SortedKeys:
     time: np.ndarray
 
 
+_NAN = float("nan")
+
+
+def group_key(values: tuple) -> tuple:
+    """Group values (Python objects, as `grouping_values` gives them) as a dict key: Python's
+    NaN equals only itself, so every NaN becomes one NaN object and NaN keys one key."""
+    return tuple(_NAN if v != v else v for v in values)
+
+
 def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A GROUPBY or equivalence column with the values Spark's grouping normalises made one:
     -0.0 is 0.0 (the value shown for the group) and every NaN is the same NaN. Arrow hashes

@@ -32,7 +32,7 @@ from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.evaluate import Context, evaluate
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.engine.partitions import group_key, grouping_values
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
@@ -40,8 +40,6 @@ from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
 from gpu_hamlet.query.schema import result_schema
 from gpu_hamlet.query.workload import Query, Workload
-
-_NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -235,8 +233,7 @@ class SummaryMaps:
 
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis) -> None:
         q = plan.query
-        # Python's NaN is equal only to itself: one NaN object makes NaN keys one key.
-        keys = [tuple(_NAN if v != v else v for v in k) for p in parts for k in p["key"]]
+        keys = [group_key(k) for p in parts for k in p["key"]]
         codes: dict[tuple, int] = {}
         pid = np.asarray([codes.setdefault(tuple(k), len(codes)) for k in keys], np.int64)
         seg = np.concatenate([p["seg"] for p in parts]) if parts else np.zeros(0, np.int64)
