@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gpu_hamlet.query.pattern import Alt, Not, PatternElement, Positive
+from gpu_hamlet.query.pattern import Alt, Not, Pattern, PatternElement, Positive, sides
 
 #: follow[p][q]: the types negated between p and q.
 Follow = dict[int, dict[int, frozenset[str]]]
@@ -203,6 +203,11 @@ class Automaton:
             comps,
         )
 
+    def last_type(self, s: int) -> str:
+        """The type of the last event of the partial trends in state s (moves keep it)."""
+        c = self.positions[0]
+        return c.types[next(iter(self.states[s].at[0]))]
+
     def describe(self) -> list[str]:
         """One line per state and per negated type, for `gpu-hamlet explain`."""
 
@@ -228,6 +233,18 @@ class Automaton:
         return lines
 
 
+def can_follow(pattern: Pattern, first: str, then: str) -> bool:
+    """Whether a `then` event can come right after a `first` event in a trend of `pattern`
+    (of either side of an AND)."""
+    return any(
+        c.types[p] == first and c.types[q] == then
+        for side in sides(pattern)
+        for c in (Positions.of(side),)
+        for p in range(len(c.types))
+        for q in c.follow[p]
+    )
+
+
 def is_flat(auto: Automaton) -> bool:
     """Whether the automaton is the flat pattern's: one state per position, state = position."""
     return (
@@ -237,4 +254,4 @@ def is_flat(auto: Automaton) -> bool:
     )
 
 
-__all__ = ["Automaton", "Positions", "State", "is_flat"]
+__all__ = ["Automaton", "Positions", "State", "can_follow", "is_flat"]

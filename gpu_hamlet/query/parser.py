@@ -17,12 +17,14 @@ from enum import Enum
 from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.automaton import can_follow
 from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
     COMPARISON_OPS,
     Aggregate,
     Filter,
+    NextCondition,
     Literal,
     Query,
     Workload,
@@ -37,7 +39,20 @@ __all__ = ["parse_workload"]
 #: them (before '(' in RETURN, after a duration's number), so `min` or `day` stay usable attributes.
 #: After `TYPE.` every identifier is an attribute, so `SUM(Stock.return)` needs no backticks.
 RESERVED: frozenset[str] = frozenset(
-    {"RETURN", "PATTERN", "WHERE", "GROUPBY", "WITHIN", "SLIDE", "AND", "AS", "SEQ", "NOT", "OR"}
+    {
+        "RETURN",
+        "PATTERN",
+        "WHERE",
+        "GROUPBY",
+        "WITHIN",
+        "SLIDE",
+        "AND",
+        "AS",
+        "SEQ",
+        "NOT",
+        "OR",
+        "NEXT",
+    }
 )
 
 _MS_PER_SECOND = 1000
@@ -348,11 +363,12 @@ class _Parser:
         self._expect_keyword("PATTERN")
         pattern = self.pattern()
         filters: list[tuple[Filter, Token]] = []
+        nexts: list[tuple[NextCondition, Token]] = []
         equivalence: list[str] = []
         if self._accept_keyword("WHERE"):
-            self.condition(filters, equivalence)
+            self.condition(filters, nexts, equivalence)
             while self._accept_keyword("AND"):
-                self.condition(filters, equivalence)
+                self.condition(filters, nexts, equivalence)
         groupby: list[Token] = []
         if self._accept_groupby():
             groupby.append(self._name("an attribute name"))
@@ -371,6 +387,7 @@ class _Parser:
             aggregates=tuple(a for a, _ in items if isinstance(a, Aggregate)),
             group_items=tuple(a for a, _ in items if isinstance(a, str)),
             filters=tuple(f for f, _ in filters),
+            next_conditions=tuple(dict.fromkeys(c for c, _ in nexts)),
             equivalence=tuple(equivalence),
             groupby=tuple(t.value for t in groupby),
             within_ms=within,
@@ -379,6 +396,7 @@ class _Parser:
             window_text=" ".join(self.text[window_tok.start : end].split()),
         )
         self._check(query, return_tok, items, filters, groupby, slide_tok)
+        self._check_next(query, nexts)
         return query, explicit
 
     def _accept_groupby(self) -> bool:
@@ -506,8 +524,14 @@ class _Parser:
             )
         return Not(name.value), tok
 
-    def condition(self, filters: list[tuple[Filter, Token]], equivalence: list[str]) -> None:
-        """`[a, b]` (merged into `equivalence`) or `TYPE.attr op literal` (added to `filters`)."""
+    def condition(
+        self,
+        filters: list[tuple[Filter, Token]],
+        nexts: list[tuple[NextCondition, Token]],
+        equivalence: list[str],
+    ) -> None:
+        """`[a, b]` (merged into `equivalence`), `TYPE.attr op literal` (added to `filters`) or
+        `TYPE.attr op NEXT(TYPE).attr` (added to `nexts`)."""
         if self._accept_symbol("["):
             names = [self._name("an attribute name")]
             while self._accept_symbol(","):
@@ -522,6 +546,16 @@ class _Parser:
         if not (op_tok.kind is Kind.SYMBOL and op_tok.value in COMPARISON_OPS):
             self._fail("a comparison operator (" + ", ".join(COMPARISON_OPS) + ")")
         self._advance()
+        if self._accept_keyword("NEXT"):
+            self._expect_symbol("(")
+            next_type = self._name("an event type").value
+            self._expect_symbol(")")
+            self._expect_symbol(".")
+            cond = NextCondition(
+                type_tok.value, attr, op_tok.value, next_type, self._attribute().value
+            )
+            nexts.append((cond, type_tok))
+            return
         filters.append((Filter(type_tok.value, attr, op_tok.value, self.literal()), type_tok))
 
     def literal(self) -> Literal:
@@ -643,6 +677,37 @@ class _Parser:
                 "be less than or equal to the window duration",
                 slide_tok,
             )
+
+    def _check_next(self, query: Query, nexts: list[tuple[NextCondition, Token]]) -> None:
+        """Each NEXT condition relates two trend types that can be adjacent in a trend, and each
+        pair of types has at most one ordering condition (docs/semantics.md section 3)."""
+        shown = query.pattern_text
+        ordering: dict[tuple[str, str], NextCondition] = {}
+        for cond, tok in nexts:
+            for t in (cond.type, cond.next_type):
+                if t not in query.types:
+                    negated = t in query.negated_types
+                    raise self._error(
+                        f"{cond} uses event type {t!r}, which is "
+                        + ("only negated" if negated else "not")
+                        + f" in the pattern {shown}",
+                        tok,
+                    )
+            if not can_follow(query.pattern, cond.type, cond.next_type):
+                raise self._error(
+                    f"{cond}: in the pattern {shown} a {cond.next_type} event never comes right "
+                    f"after a {cond.type} event in a trend",
+                    tok,
+                )
+            if cond.op != "=":
+                other = ordering.setdefault((cond.type, cond.next_type), cond)
+                if other != cond:
+                    raise self._error(
+                        f"{cond} and {other} both compare a {cond.type} event with the "
+                        f"{cond.next_type} event after it by order: at most one condition with "
+                        "<, <=, >, >= or != per pair of types (any number with =)",
+                        tok,
+                    )
 
 
 def parse_workload(text: str) -> Workload:

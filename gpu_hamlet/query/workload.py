@@ -56,6 +56,22 @@ class Filter:
 
 
 @dataclass(frozen=True)
+class NextCondition:
+    """`TYPE.attr op NEXT(NEXT_TYPE).next_attr`: for every two adjacent events e, e' of a trend
+    (e' right after e) with e of `type` and e' of `next_type`, `e.attr op e'.next_attr` holds. A
+    comparison with a null is false; floats compare as IEEE numbers (docs/semantics.md section 3)."""
+
+    type: str
+    attr: str
+    op: str
+    next_type: str
+    next_attr: str
+
+    def __str__(self) -> str:
+        return f"{self.type}.{self.attr} {self.op} NEXT({self.next_type}).{self.next_attr}"
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """One RETURN aggregate.
 
@@ -102,6 +118,7 @@ class Query:
     aggregates: tuple[Aggregate, ...]
     group_items: tuple[str, ...] = ()
     filters: tuple[Filter, ...] = ()
+    next_conditions: tuple[NextCondition, ...] = ()
     equivalence: tuple[str, ...] = ()
     groupby: tuple[str, ...] = ()
     within_ms: int = 0
@@ -156,6 +173,12 @@ class Query:
     @property
     def tumbling(self) -> bool:
         return self.slide_ms == self.within_ms
+
+    def next_of(self, type_: str, next_type: str) -> tuple[NextCondition, ...]:
+        """The conditions between an event of `type_` and the `next_type` event right after it
+        in a trend: '=' conditions first, then the one ordering condition, if any."""
+        conds = [c for c in self.next_conditions if (c.type, c.next_type) == (type_, next_type)]
+        return tuple(sorted(conds, key=lambda c: c.op != "="))
 
     def filters_of(self, type_: str) -> tuple[Filter, ...]:
         return tuple(f for f in self.filters if f.type == type_)
