@@ -8,7 +8,8 @@ from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.core import recursions
-from gpu_hamlet.core.rings import make_tag
+from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.rings import layout, make_tag
 from gpu_hamlet.core.weights import as_array
 
 
@@ -42,6 +43,33 @@ class CpuBackend:
             full,
             template.carry,
             snap,
+        )
+
+    def adjacent_results(self, ring, runs: AdjacentRuns, weights, template, param=0):
+        W = as_array(weights)
+        return kernels.adjacent_results(
+            make_tag(ring, param),
+            runs.starts,
+            runs.time,
+            runs.pos,
+            runs.kind,
+            W,
+            template.pred_ptr,
+            template.pred_idx,
+            runs.pred_cls,
+            template.is_start,
+            template.is_end,
+            template.move_ptr,
+            template.move_from,
+            template.move_to,
+            template.k,
+            runs.tree,
+            runs.toff,
+            runs.tsize,
+            runs.slot,
+            runs.rng,
+            runs.nodes,
+            np.zeros(0, layout(ring)[0]),
         )
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):

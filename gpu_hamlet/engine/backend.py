@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.weights import EventWeights
 from gpu_hamlet.errors import GpuHamletError
 
@@ -54,6 +55,18 @@ class Backend(Protocol):
         Rows with mseg >= 0 are macro events (shared bursts) with coefficients mu[mseg], k[mseg];
         their snapshots go to `snap`.
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+        ...
+
+    def adjacent_results(
+        self,
+        ring: str,
+        runs: AdjacentRuns,
+        weights: np.ndarray | EventWeights,
+        template,
+        param: int = 0,
+    ) -> np.ndarray:
+        """Per run (a whole window) its result from zero with predicates between adjacent
+        events (gpu_hamlet/core/adjacency.py): [runs, D, 1, lanes]."""
         ...
 
     def segments(

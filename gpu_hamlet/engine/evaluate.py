@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
@@ -177,6 +178,8 @@ def compile_workload(
     for q in wl:
         for f in q.filters:
             check_filter(q, f, schema.field(f.attr).type)
+        for cond in q.next_conditions:
+            check_next(q, cond, schema)
     return Workload(tuple(q for q, _ in runs)), plans, {q.name: o for q, o in runs}
 
 

@@ -80,6 +80,7 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     for q in workload:
         names = list(q.partition_attrs) + [f.attr for f in q.filters]
         names += [a.attr for a in q.aggregates if a.attr is not None]
+        names += [a for c in q.next_conditions for a in (c.attr, c.next_attr)]
         for name in names:
             cols.setdefault(name, q)
     return cols

@@ -10,9 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.numeric import xfloat_to_float
 from gpu_hamlet.core.recursions import EVENT, MOVE
 from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.adjacent import adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
@@ -118,6 +120,7 @@ class QueryRows:
         self.maps = maps
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
         self.seg: np.ndarray | None = None  # each event's segment, from the segmenting step
+        self._adjacent: AdjacentRuns | None = None
 
     def prepare(self) -> Steps:
         """Segment the events (their panes: a backend step), then choose how windows are
@@ -128,8 +131,8 @@ class QueryRows:
         self.seg, starts = yield ("segments", (self.pid, self.time, w.seg))
         if self.maps:
             return
-        if w.full and self._windows_cheaper(starts.shape[0]):
-            self._into_windows()
+        if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
+            self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
         if not self.full:  # segments are whole windows: prune again, window by window
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
@@ -278,6 +281,12 @@ class QueryRows:
         returns them."""
         tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
+        if self.plan.adjacency is not None:
+            runs = self._adjacent_runs()
+            maps = yield ("adjacent_results", (ring, runs, W, tpl, p))
+            first = runs.starts[:-1]
+            assert self.seg is not None, "events are segmented first"
+            return maps, self.pid[first], self.seg[first]
         dtype, lanes = layout(ring)
         snap: np.ndarray = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         maps, run_pid, run_seg = yield (
@@ -302,6 +311,28 @@ class QueryRows:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
         return maps, run_pid, run_seg
+
+    def _adjacent_runs(self) -> AdjacentRuns:
+        """The trees' layout of the rows (computed once, for every ring)."""
+        if self._adjacent is None:
+            adj = self.plan.adjacency
+            assert adj is not None and not self.full, "NEXT queries run whole windows"
+            assert self.seg is not None, "events are segmented first"
+            change = np.ones(self.seg.shape[0], bool)
+            change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
+            self._adjacent = adjacent_runs(
+                self.plan.query,
+                adj,
+                self.ev.table,
+                self.rows,
+                self.tpl.labels,
+                self.label,
+                self.kind,
+                np.cumsum(change) - 1,
+                self.time,
+                self.pos,
+            )
+        return self._adjacent
 
     def empty(self) -> bool:
         return self.pos.shape[0] == 0

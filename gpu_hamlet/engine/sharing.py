@@ -96,9 +96,9 @@ def analyze(workload: Workload) -> WorkloadAnalysis:
     """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
-        # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
-        # (docs/architecture.md section 9).
-        for e in q.elements or ():
+        # Only flat SEQ patterns without NEXT conditions share a Kleene type's bursts today;
+        # the others run alone (docs/architecture.md section 9).
+        for e in () if q.next_conditions else q.elements or ():
             if e.kleene:
                 by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
     sets = tuple(SharableSet(key[0], tuple(qs)) for key, qs in by_key.items() if len(qs) >= 2)

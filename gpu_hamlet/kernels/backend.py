@@ -22,8 +22,10 @@ import numpy as np
 from numba import cuda
 
 from gpu_hamlet.core import recursions
+from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.core.weights import EventWeights, as_array
+from gpu_hamlet.kernels.adjacent import adjacent_kernel
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
 from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel
 from gpu_hamlet.kernels.device_data import use_rmm_pool
@@ -224,6 +226,56 @@ class GpuBackend:
                 starts = runs.bounds[r0:r1] - e0
                 out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
         return [out[i] for i in range(len(calls))]
+
+    def adjacent_results(self, ring, runs: AdjacentRuns, weights, template, param=0):
+        """Each run's result with predicates between adjacent events, in launches of whole runs
+        whose trees, rows and states fit the device budget."""
+        W = as_array(weights)
+        nch, lanes = W.shape[0], W.shape[2]
+        dtype = layout(ring)[0]
+        D = nch * (template.k + 1) + 1
+        maps = np.empty((runs.runs, D, 1, lanes), dtype)
+        item = nch * lanes * np.dtype(dtype).itemsize
+        run_nodes = np.diff(
+            np.r_[runs.toff[:, 0] if runs.toff.size else np.zeros(runs.runs), runs.nodes]
+        )
+        rows = np.diff(runs.starts)
+        cost = (run_nodes + rows * (3 + 4 * runs.rng.shape[1]) + 2 * D) * item
+        no_carry = to_device(np.zeros(0, np.int64))
+        for r0, r1 in chunks(cost, self.budget):
+            e0, e1 = int(runs.starts[r0]), int(runs.starts[r1])
+            n0 = int(runs.toff[r0, 0]) if runs.toff.size else 0
+            nodes = int(run_nodes[r0:r1].sum())
+            out = cuda.device_array((r1 - r0, D, 1, lanes), dtype)
+            adjacent_kernel(ring)[grid(r1 - r0)](
+                to_device(runs.starts[r0 : r1 + 1] - e0),
+                to_device(runs.time[e0:e1]),
+                to_device(runs.pos[e0:e1]),
+                to_device(runs.kind[e0:e1]),
+                to_device(W[:, e0:e1]),
+                to_device(template.pred_ptr),
+                to_device(template.pred_idx),
+                to_device(runs.pred_cls),
+                to_device(template.is_start),
+                to_device(template.is_end),
+                to_device(template.move_ptr),
+                to_device(template.move_from),
+                to_device(template.move_to),
+                template.k,
+                to_device(runs.tree),
+                to_device(runs.toff[r0:r1] - n0),
+                to_device(runs.tsize[r0:r1]),
+                to_device(runs.slot[e0:e1]),
+                to_device(runs.rng[e0:e1]),
+                no_carry,
+                to_device(np.zeros((max(nodes, 1), nch, lanes), dtype)),
+                cuda.device_array((max(e1 - e0, 1), nch, lanes), dtype),
+                cuda.device_array((r1 - r0, nch, 1, lanes), dtype),
+                out,
+                param,
+            )
+            out.copy_to_host(maps[r0:r1])
+        return maps
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals, param)])[0]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gpu_hamlet.query.pattern import Alt, Not, Pattern, PatternElement, Positive, sides
+from gpu_hamlet.query.pattern import Alt, And, Both, Not, Pattern, PatternElement, Positive
 
 #: follow[p][q]: the types negated between p and q.
 Follow = dict[int, dict[int, frozenset[str]]]
@@ -236,9 +236,14 @@ class Automaton:
 def can_follow(pattern: Pattern, first: str, then: str) -> bool:
     """Whether a `then` event can come right after a `first` event in a trend of `pattern`
     (of either side of an AND)."""
+    tops: tuple[Positive, ...]
+    if isinstance(pattern, And | Both):
+        tops = (pattern.left, pattern.right)
+    else:
+        tops = (pattern,)
     return any(
         c.types[p] == first and c.types[q] == then
-        for side in sides(pattern)
+        for side in tops
         for c in (Positions.of(side),)
         for p in range(len(c.types))
         for q in c.follow[p]

@@ -18,7 +18,7 @@ from gpu_hamlet.query.automaton import Automaton
 from gpu_hamlet.query.pattern import And, Positive, negated_types, positive_types, sides
 from gpu_hamlet.query.schema import attr_kind, result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
-from gpu_hamlet.query.workload import Aggregate, Query
+from gpu_hamlet.query.workload import Aggregate, NextCondition, Query
 
 
 def _csr(lists: list[list[int]] | list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,6 +96,43 @@ class Template:
 
 
 @dataclass(frozen=True)
+class Adjacency:
+    """A query's predicates between adjacent events on its template (gpu_hamlet/core/adjacency.py).
+
+    A *class* is the conditions of one pair of types (X, Y) ('=' first). `pred_cls` gives, per
+    template edge (aligned with `pred_idx`), the class an event reads that predecessor through
+    (-1: none, the state's running sum); every state whose partial trends end with an X event
+    keeps a tree per class of X: `tree[q, c]` numbers it among the `ntree[c]` trees of class c."""
+
+    classes: tuple[tuple[NextCondition, ...], ...]
+    pred_cls: np.ndarray
+    tree: np.ndarray
+    ntree: np.ndarray
+
+    @classmethod
+    def of(cls, query: Query, tpl: Template) -> Adjacency | None:
+        if not query.next_conditions:
+            return None
+        auto = tpl.automaton
+        last = [auto.last_type(s) for s in range(tpl.k)]
+        classes: dict[tuple[str, str], int] = {}
+        pred_cls = np.full(tpl.pred_idx.shape[0], -1, np.int64)
+        for p, st in enumerate(auto.states):
+            for qi in range(tpl.pred_ptr[p], tpl.pred_ptr[p + 1]):
+                pair = (last[tpl.pred_idx[qi]], st.type or last[p])
+                if query.next_of(*pair):
+                    pred_cls[qi] = classes.setdefault(pair, len(classes))
+        tree = np.full((tpl.k, len(classes)), -1, np.int64)
+        ntree = np.zeros(len(classes), np.int64)
+        for (x, _), c in classes.items():
+            for q in range(tpl.k):
+                if last[q] == x:
+                    tree[q, c] = ntree[c]
+                    ntree[c] += 1
+        return cls(tuple(query.next_of(*pair) for pair in classes), pred_cls, tree, ntree)
+
+
+@dataclass(frozen=True)
 class Channel:
     """A weighted trend count: `count` (weight 1 everywhere, channel 0), `count_e` (1 on events
     of `type`), `sum` (attribute value, 0 for null), `abs` (|value|: a magnitude bound for exact
@@ -149,6 +186,7 @@ class QueryPlan:
     attr_types: dict[str, pa.DataType]
     nullable: frozenset[str]  # aggregated columns that may hold nulls
     result_schema: pa.Schema  # the result table's (gpu_hamlet/query/schema.py)
+    adjacency: Adjacency | None = None  # predicates between adjacent events (NEXT)
 
 
 def divisor(agg: Aggregate, nullable: bool) -> Channel:
@@ -205,9 +243,10 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         minmax += [c for c in mm if c not in minmax]
     if minmax:
         minmax.insert(0, COUNT)
+    tpl = Template.of(*sides(query.pattern))
     return QueryPlan(
         query,
-        Template.of(*sides(query.pattern)),
+        tpl,
         Windowing.of(query, axis),
         tuple(linear),
         tuple(exact),
@@ -215,4 +254,5 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         attr_types,
         frozenset(nullable),
         result,
+        Adjacency.of(query, tpl),
     )

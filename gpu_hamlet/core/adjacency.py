@@ -1,0 +1,189 @@
+"""Trends with predicates between adjacent events (`X.a op NEXT(Y).b`), written once over a ring
+for both backends (docs/architecture.md section 3, docs/semantics.md section 3).
+
+Such a predicate makes an event extend only the partial trends whose last event satisfies it, so
+a state's running sum no longer suffices: for each edge q -> p of the automaton that carries
+conditions (a *class*: the conditions of one pair of types), the partial trends of state q are
+also kept in a segment tree over the ranks of their last events' keys. The host
+(gpu_hamlet/engine/adjacent.py) ranks the keys of each run and turns every comparison into at
+most two ranges of leaves, so the recursion only adds points and sums ranges: O(log n) per event
+and edge, in any ring, with adds only (MIN has no inverse, so no prefix difference is taken).
+
+A run is a whole window from the zero state (windows are not composed from pane maps: the state
+depends on the last events' values). Rows of one timestamp all read before any of them writes,
+then negated events move states (and their trees), then the rows' values are added: the order of
+`run_events` in gpu_hamlet/core/recursions.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_hamlet.core.recursions import MOVE, move_states
+from gpu_hamlet.core.rings import jitable, r_add, r_load, r_mul, r_one, r_store, r_zero
+
+
+@dataclass(frozen=True)
+class AdjacentRuns:
+    """One query's rows cut into runs (windows), with what the trees need.
+
+    `starts` (runs + 1) bounds the runs; per row `time`, `pos` (the state entered, or the label
+    of a move row), `kind` (EVENT or MOVE). Per template edge (aligned with `pred_idx`) `pred_cls`
+    is its class or -1; `tree[q, c]` numbers state q's tree among the trees of class c (-1: none).
+    Per run and class, the trees start at `toff` and have `tsize` leaves (2 * tsize nodes each).
+    Per row and class, `slot` is the leaf its values are added at (-1: none) and `rng` the two
+    leaf ranges [lo, hi) it reads."""
+
+    starts: np.ndarray
+    time: np.ndarray
+    pos: np.ndarray
+    kind: np.ndarray
+    pred_cls: np.ndarray
+    tree: np.ndarray
+    toff: np.ndarray
+    tsize: np.ndarray
+    slot: np.ndarray
+    rng: np.ndarray
+    nodes: int
+
+    @property
+    def runs(self) -> int:
+        return self.starts.shape[0] - 1
+
+
+@jitable
+def tree_add(tag, T, base, m, leaf, V, e, nch):
+    """Row e's values V[e, ch] added at `leaf` of the tree at `base` with m leaves."""
+    j = leaf + m
+    while j >= 1:
+        for ch in range(nch):
+            r_store(
+                tag,
+                T,
+                base + j,
+                ch,
+                r_add(tag, r_load(tag, T, base + j, ch), r_load(tag, V, e, ch)),
+            )
+        j = j // 2
+
+
+@jitable
+def tree_sum(tag, T, base, m, lo, hi, A, nch):
+    """A[ch] grows by the sum of leaves lo..hi-1 of the tree at `base` with m leaves."""
+    left = lo + m
+    right = hi + m
+    while left < right:
+        if left & 1:
+            for ch in range(nch):
+                r_store(
+                    tag,
+                    A,
+                    ch,
+                    0,
+                    r_add(tag, r_load(tag, A, ch, 0), r_load(tag, T, base + left, ch)),
+                )
+            left += 1
+        if right & 1:
+            right -= 1
+            for ch in range(nch):
+                r_store(
+                    tag,
+                    A,
+                    ch,
+                    0,
+                    r_add(tag, r_load(tag, A, ch, 0), r_load(tag, T, base + right, ch)),
+                )
+        left = left // 2
+        right = right // 2
+
+
+@jitable
+def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, nch):
+    """The moves of a negated event of `label` on the trees: a moved state's trees are added into
+    its target's (a state and its target end with the same type, so both have them) and cleared."""
+    for mv in range(move_ptr[label], move_ptr[label + 1]):
+        a = move_from[mv]
+        b = move_to[mv]
+        for c in range(tree.shape[1]):
+            if tree[a, c] < 0 or tsize[c] == 0:
+                continue
+            size = 2 * tsize[c]
+            src = toff[c] + tree[a, c] * size
+            dst = toff[c] + tree[b, c] * size if b >= 0 else -1
+            for node in range(1, size):
+                for ch in range(nch):
+                    v = r_load(tag, T, src + node, ch)
+                    r_store(tag, T, src + node, ch, r_zero(tag))
+                    if dst >= 0:
+                        r_store(
+                            tag, T, dst + node, ch, r_add(tag, r_load(tag, T, dst + node, ch), v)
+                        )
+
+
+@jitable
+def run_adjacent(
+    tag, X, T, V, A, i, end, t, pos, kind, W, pred_ptr, pred_idx, pred_cls, is_start, is_end,
+    move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng,
+):  # fmt: skip
+    """Rows i..end-1 of one run (sorted by time) from the zero state X [D, 1, lanes] (its
+    constant set); the finals end in X. T holds the run's trees (zero), V [rows, channels, lanes]
+    the rows' values, A [channels, 1, lanes] is scratch; `toff`, `tsize` are the run's."""
+    nch = W.shape[0]
+    stride = k + 1
+    ncls = tree.shape[1]
+    while i < end:
+        j = i + 1
+        while j < end and t[j] == t[i]:
+            j += 1
+        for e in range(i, j):
+            if kind[e] == MOVE:
+                continue
+            p = pos[e]
+            for ch in range(nch):
+                r_store(tag, A, ch, 0, r_zero(tag))
+            for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+                q = pred_idx[qi]
+                c = pred_cls[qi]
+                if c < 0:
+                    for ch in range(nch):
+                        v = r_load(tag, X, ch * stride + q, 0)
+                        r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), v))
+                elif tsize[c] > 0:
+                    base = toff[c] + tree[q, c] * 2 * tsize[c]
+                    tree_sum(tag, T, base, tsize[c], rng[e, c, 0], rng[e, c, 1], A, nch)
+                    tree_sum(tag, T, base, tsize[c], rng[e, c, 2], rng[e, c, 3], A, nch)
+            cnt = r_load(tag, A, 0, 0)
+            if is_start[p]:
+                cnt = r_add(tag, cnt, r_one(tag))
+            r_store(tag, V, e, 0, cnt)
+            for ch in range(1, nch):
+                v = r_add(tag, r_load(tag, A, ch, 0), r_mul(tag, r_load(tag, W, ch, e), cnt))
+                r_store(tag, V, e, ch, v)
+        for e in range(i, j):
+            if kind[e] == MOVE:
+                move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
+                move_trees(tag, T, pos[e], move_ptr, move_from, move_to, tree, toff, tsize, nch)
+        for e in range(i, j):
+            if kind[e] == MOVE:
+                continue
+            p = pos[e]
+            for ch in range(nch):
+                v = r_load(tag, V, e, ch)
+                r_store(
+                    tag, X, ch * stride + p, 0, r_add(tag, r_load(tag, X, ch * stride + p, 0), v)
+                )
+                if is_end[p]:
+                    r_store(
+                        tag,
+                        X,
+                        ch * stride + k,
+                        0,
+                        r_add(tag, r_load(tag, X, ch * stride + k, 0), v),
+                    )
+            for c in range(ncls):
+                if slot[e, c] >= 0:
+                    base = toff[c] + tree[p, c] * 2 * tsize[c]
+                    tree_add(tag, T, base, tsize[c], slot[e, c], V, e, nch)
+        i = j

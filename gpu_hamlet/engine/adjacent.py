@@ -1,0 +1,209 @@
+"""The host half of predicates between adjacent events (`X.a op NEXT(Y).b`): the keys of each run
+ranked, and every comparison turned into leaf ranges of a segment tree
+(gpu_hamlet/core/adjacency.py runs the trees; docs/semantics.md section 3 the meaning).
+
+Per class (the conditions of one pair of types X, Y) an event of type X *writes* its key (its X
+attributes) and an event of type Y *reads* with its Y attributes. Within a run (a window), the
+writers' and readers' keys are sorted together: '=' attributes first (a block of equal values),
+then the ordering attribute. A writer's leaf is its key's place in that order; a reader's
+comparison is one range of its block (two for '!='). Nulls compare false (the key is left out);
+a NaN only satisfies '!=' (it sorts after every number, at the end of its block); -0.0 is 0.0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.recursions import EVENT
+from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.plan import Adjacency
+from gpu_hamlet.query.workload import NextCondition, Query
+
+
+def _value_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type two columns are compared in, or None when they cannot be: equal types; integers
+    as int64; integers and decimals as a decimal; any number with a float as float64 (an integer
+    that float64 cannot hold exactly is then an error); strings as large strings."""
+    a, b = _value_type(a), _value_type(b)
+    if a == b:
+        return a
+    if pa.types.is_integer(a) and pa.types.is_integer(b):
+        return pa.int64()
+    numbers = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+    if any(f(a) for f in numbers) and any(f(b) for f in numbers):
+        if pa.types.is_floating(a) or pa.types.is_floating(b):
+            return pa.float64()
+        scale = max(t.scale for t in (a, b) if pa.types.is_decimal(t))
+        return pa.decimal128(38, scale)
+    text = (pa.types.is_string, pa.types.is_large_string)
+    if any(f(a) for f in text) and any(f(b) for f in text):
+        return pa.large_string()
+    return None
+
+
+def check_next(q: Query, cond: NextCondition, schema: pa.Schema) -> None:
+    """A WorkloadError unless both columns of the condition exist and can be compared."""
+    for attr in (cond.attr, cond.next_attr):
+        if schema.get_field_index(attr) < 0:
+            raise WorkloadError(
+                f"{cond} reads column '{attr}', which the events do not have "
+                f"(columns: {', '.join(schema.names)})",
+                query=q.name,
+            )
+    ta, tb = schema.field(cond.attr).type, schema.field(cond.next_attr).type
+    if comparable_type(ta, tb) is None:
+        raise WorkloadError(
+            f"{cond} compares column '{cond.attr}' of type {ta} with column '{cond.next_attr}' "
+            f"of type {tb}, which cannot be compared",
+            query=q.name,
+        )
+
+
+def _joint_ranks(
+    q: Query, cond: NextCondition, a: pa.Array, b: pa.Array
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dense ranks, null, NaN) of the writers' values `a` followed by the readers' `b`, in one
+    order; NaN ranks after every number."""
+    typ = comparable_type(a.type, b.type)
+    assert typ is not None, "conditions are checked against the schema first (check_next)"
+    try:
+        both = pa.concat_arrays([pc.cast(x, typ) for x in (a, b)])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise WorkloadError(
+            f"{cond} compares column '{cond.attr}' ({a.type}) with column '{cond.next_attr}' "
+            f"({b.type}) as {typ}, and a value does not convert exactly: {exc}",
+            query=q.name,
+        ) from None
+    null = both.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(typ):
+        nan = pc.is_nan(both).fill_null(False).to_numpy(zero_copy_only=False)
+    else:
+        nan = np.zeros(len(both), bool)
+    ranks = pc.rank(both, sort_keys="ascending", tiebreaker="dense")
+    return ranks.to_numpy().astype(np.int64), null, nan
+
+
+def _ranges(op: str, lo, hi, nan_lo, at, reader_nan):
+    """A reader's leaf ranges (lo1, hi1, lo2, hi2) for `writer op reader` in its block
+    [lo, hi) (NaN keys from nan_lo on), its own key at leaf `at`."""
+    empty = np.zeros_like(at)
+    r: tuple[np.ndarray, ...]
+    if op == "=":
+        r = (at, at + 1, empty, empty)
+    elif op == "<":
+        r = (lo, at, empty, empty)
+    elif op == "<=":
+        r = (lo, at + 1, empty, empty)
+    elif op == ">":
+        r = (at + 1, nan_lo, empty, empty)
+    elif op == ">=":
+        r = (at, nan_lo, empty, empty)
+    else:  # '!=': everything else in the block; a NaN reader differs from every key
+        r = (lo, np.where(reader_nan, hi, at), np.where(reader_nan, hi, at + 1), hi)
+    if op != "!=":  # a NaN reader satisfies nothing but '!='
+        r = tuple(np.where(reader_nan, 0, x) for x in r)
+    return np.stack(r, axis=1)
+
+
+def adjacent_runs(
+    q: Query,
+    adj: Adjacency,
+    table: pa.Table,
+    rows: np.ndarray,
+    labels: dict[str, int],
+    label: np.ndarray,
+    kind: np.ndarray,
+    run: np.ndarray,
+    time: np.ndarray,
+    pos: np.ndarray,
+) -> AdjacentRuns:
+    """The trees' layout for one query's rows (rows of `table`, their `label`, `kind` and `run`,
+    sorted by run and time)."""
+    n = rows.shape[0]
+    nruns = int(run[-1]) + 1 if n else 0
+    ncls = len(adj.classes)
+    slot = np.full((n, ncls), -1, np.int64)
+    rng = np.zeros((n, ncls, 4), np.int64)
+    tsize = np.zeros((nruns, ncls), np.int64)
+    for c, conds in enumerate(adj.classes):
+        x, y = conds[0].type, conds[0].next_type
+        writers = np.flatnonzero((kind == EVENT) & (label == labels[x]))
+        readers = np.flatnonzero((kind == EVENT) & (label == labels[y]))
+        nw = writers.shape[0]
+        keys, bad = [], np.zeros(nw + readers.shape[0], bool)
+        nan_key = np.zeros_like(bad)
+        for cond in conds:
+            a = table.column(cond.attr).take(pa.array(rows[writers])).combine_chunks()
+            b = table.column(cond.next_attr).take(pa.array(rows[readers])).combine_chunks()
+            ranks, null, nan = _joint_ranks(q, cond, a, b)
+            bad |= null
+            if cond.op == "=":
+                bad |= nan
+            else:
+                nan_key = nan
+            keys.append(ranks)
+        ordering = conds[-1].op if conds[-1].op != "=" else None
+        entry_run = np.concatenate([run[writers], run[readers]])
+        is_reader = np.arange(bad.shape[0]) >= nw
+        reader_nan = nan_key & is_reader
+        # A NaN reader of '!=' reads its whole block, so it needs the block: it stays, with its
+        # key (NaN sorts after every number, so no writer shares its leaf by mistake).
+        ok = np.flatnonzero(~bad & (~reader_nan | (ordering == "!=")))
+        order = ok[np.lexsort(tuple(k[ok] for k in reversed(keys)) + (entry_run[ok],))]
+        srun = entry_run[order]
+        skeys = [k[order] for k in keys]
+        m = order.shape[0]
+        new_run = np.ones(m, bool)
+        new_run[1:] = srun[1:] != srun[:-1]
+        new_block = new_run.copy()
+        for k in skeys[: len(skeys) - (ordering is not None)]:
+            new_block[1:] |= k[1:] != k[:-1]
+        new_key = new_block.copy()
+        if ordering is not None:
+            new_key[1:] |= skeys[-1][1:] != skeys[-1][:-1]
+        keyid = np.cumsum(new_key) - 1
+        run_first = np.maximum.accumulate(np.where(new_run, keyid, 0))
+        local = keyid - run_first
+        if m:
+            np.maximum.at(tsize[:, c], srun, local + 1)
+        block_start = np.maximum.accumulate(np.where(new_block, np.arange(m), 0))
+        block_end = np.r_[np.flatnonzero(new_block)[1:], m]  # per block
+        block_no = np.cumsum(new_block) - 1
+        lo = local[block_start]
+        hi = local[block_end[block_no] - 1] + 1
+        nan_sorted = nan_key[order]
+        # The first NaN key of each block (NaN keys sort last in it), else the block's end.
+        first_nan = np.where(nan_sorted, local, np.iinfo(np.int64).max)
+        nan_lo = np.minimum.reduceat(first_nan, np.flatnonzero(new_block)) if m else first_nan
+        nan_lo = np.minimum(nan_lo[block_no] if m else nan_lo, hi)
+        reads = is_reader[order]
+        at = np.flatnonzero(reads)
+        row_of = np.concatenate([writers, readers])[order]
+        rng[row_of[at], c] = _ranges(
+            ordering or "=", lo[at], hi[at], nan_lo[at], local[at], reader_nan[order][at]
+        )
+        wr = np.flatnonzero(~reads)
+        slot[row_of[wr], c] = local[wr]
+    sizes = 2 * tsize * adj.ntree[None, :]
+    toff = (np.cumsum(sizes.ravel()) - sizes.ravel()).reshape(sizes.shape)
+    starts = np.r_[0, np.flatnonzero(run[1:] != run[:-1]) + 1, n].astype(np.int64)
+    return AdjacentRuns(
+        starts,
+        time,
+        pos,
+        kind,
+        adj.pred_cls,
+        adj.tree,
+        toff.astype(np.int64),
+        tsize,
+        slot,
+        rng,
+        int(sizes.sum()),
+    )
