@@ -212,6 +212,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")
+        if q.next_conditions:
+            print(
+                f"  adjacent   : {' AND '.join(map(str, q.next_conditions))} (segment trees; "
+                "windows run whole, the query runs alone)"
+            )
         print(f"  window     : {q.window}")
         _print_automata(q.pattern)
     print()

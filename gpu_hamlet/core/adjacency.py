@@ -1,5 +1,5 @@
 """Trends with predicates between adjacent events (`X.a op NEXT(Y).b`), written once over a ring
-for both backends (docs/architecture.md section 3, docs/semantics.md section 3).
+for both backends (docs/architecture.md section 3, docs/semantics.md section 2).
 
 Such a predicate makes an event extend only the partial trends whose last event satisfies it, so
 a state's running sum no longer suffices: for each edge q -> p of the automaton that carries

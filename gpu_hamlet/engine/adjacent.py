@@ -1,6 +1,6 @@
 """The host half of predicates between adjacent events (`X.a op NEXT(Y).b`): the keys of each run
 ranked, and every comparison turned into leaf ranges of a segment tree
-(gpu_hamlet/core/adjacency.py runs the trees; docs/semantics.md section 3 the meaning).
+(gpu_hamlet/core/adjacency.py runs the trees; docs/semantics.md section 2 the meaning).
 
 Per class (the conditions of one pair of types X, Y) an event of type X *writes* its key (its X
 attributes) and an event of type Y *reads* with its Y attributes. Within a run (a window), the

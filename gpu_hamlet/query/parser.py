@@ -680,7 +680,7 @@ class _Parser:
 
     def _check_next(self, query: Query, nexts: list[tuple[NextCondition, Token]]) -> None:
         """Each NEXT condition relates two trend types that can be adjacent in a trend, and each
-        pair of types has at most one ordering condition (docs/semantics.md section 3)."""
+        pair of types has at most one ordering condition (docs/semantics.md section 2)."""
         shown = query.pattern_text
         ordering: dict[tuple[str, str], NextCondition] = {}
         for cond, tok in nexts:

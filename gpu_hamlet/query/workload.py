@@ -60,7 +60,7 @@ class NextCondition:
     """`TYPE.attr op NEXT(NEXT_TYPE).next_attr`: for every two adjacent events e, e' of a trend
     (e' right after e) with e of `type` and e' of `next_type`, `e.attr op e'.next_attr` holds. A
     comparison with a null is false; floats compare as IEEE numbers (docs/semantics.md
-    section 3)."""
+    section 2)."""
 
     type: str
     attr: str
