@@ -17,6 +17,10 @@
 5. A second, small stage: the summaries grouped by query and group (`applyInArrow`) are composed
    into the windows that cross the cuts, so every window is counted once, by one task. Each
    query's DataFrame selects its rows and columns from the union.
+
+Queries with NEXT conditions (docs/semantics.md section 2) have no pane summaries: their windows
+run whole. They run in passes of their own, one per GROUPBY, whose groups are never cut: each
+group goes whole to one task (all events to one task when the query has no GROUPBY).
 """
 
 from __future__ import annotations
@@ -96,6 +100,13 @@ def run_job(
     )
 
     wl = parse_workload(workload) if isinstance(workload, str) else workload
+    passes = _passes(wl)
+    if len(passes) > 1:
+        out: dict[str, Any] = {}
+        for sub in passes:
+            out.update(run_job(df, sub, options, num_tasks=num_tasks, stats=stats))
+        return {q.name: out[q.name] for q in wl}
+    cut = not any(q.next_conditions for q in wl)
     time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
@@ -175,7 +186,7 @@ def run_job(
     if total and missing:  # no error: those queries have no trends (warned once, here)
         present = [r[0] for r in events.select(type_col).distinct().limit(1000).collect()]
         warn_absent_types(wl, present, type_col)
-    plan = assign_tasks(groups, keys, total, tasks, integral)
+    plan = assign_tasks(groups, keys, total, tasks, integral, cut=cut)
     log.info(
         "statistics of %d events in %d group(s): %.1f s; %d task(s), %d split group(s)",
         total,
@@ -302,8 +313,17 @@ def _task_error(exc: Exception) -> Exception:
     return exc
 
 
+def _passes(wl: Workload) -> list[Workload]:
+    """The workload's passes: the queries without NEXT conditions together, and those with them
+    by GROUPBY (their groups are never cut, so each pass shards by its own GROUPBY)."""
+    by: dict[tuple[str, ...] | None, list] = {}
+    for q in wl:
+        by.setdefault(q.groupby if q.next_conditions else None, []).append(q)
+    return [Workload(tuple(qs)) for qs in by.values()]
+
+
 def assign_tasks(
-    groups: list, keys: list[str], total: int, tasks: int, integral: bool
+    groups: list, keys: list[str], total: int, tasks: int, integral: bool, cut: bool = True
 ) -> list[tuple]:
     """A plan row per group of the shard key: (key values..., task per slice, t0, R, last slice).
 
@@ -311,7 +331,7 @@ def assign_tasks(
     ticks, as many as their share of tasks (at most one per tick of their span: equal times stay
     together); others stay whole (t0, R, last slice are None). Groups and slices go to tasks
     largest first, each to the least loaded task. `groups` are rows with the key columns, `__n`
-    (events), `__lo` and `__hi` (first and last tick)."""
+    (events), `__lo` and `__hi` (first and last tick). Without `cut` every group stays whole."""
     fair = max(total / max(tasks, 1), 1.0)
     units = []  # (estimated events, group index, slice)
     cuts = {}
@@ -322,7 +342,12 @@ def assign_tasks(
         m = 1
         # Slices are found from t - t0 (here and in Cut.slice_of): a group spanning more than
         # int64 ticks (times at both ends of the type) would overflow it, so it stays whole.
-        if tasks > 1 and row["__n"] > fair and 0 < span <= (2**63 - 1 if integral else math.inf):
+        if (
+            cut
+            and tasks > 1
+            and row["__n"] > fair
+            and 0 < span <= (2**63 - 1 if integral else math.inf)
+        ):
             m = min(math.ceil(row["__n"] / fair), tasks)
             if integral:
                 m = min(m, int(span) + 1)
