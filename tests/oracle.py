@@ -18,6 +18,8 @@ Semantics implemented, literally:
 * Per (group, window), over the partitions of that group: COUNT(*) the number of trends; COUNT(E)
   the number of E events summed over the trends; SUM(E.a) the sum of ``a`` over those occurrences;
   AVG(E.a) = SUM(E.a) / COUNT(E); MIN/MAX(E.a) over the E events that occur in at least one trend.
+* A NEXT condition ``X.a op NEXT(Y).b`` drops every trend holding two adjacent events e, e'
+  (e' right after e in the trend) of types X and Y with ``e.a op e'.b`` false or null.
 * Only (group, window) pairs with at least one trend produce a row.
 
 Result values: COUNT and SUM of integer attributes are exact Python ints; SUM of a float attribute
@@ -321,11 +323,14 @@ def _dfs_trends(
     matcher: _Matcher,
     contrib: Sequence[tuple] | None,
     on_trend: Callable[[tuple[int, ...], tuple], None],
+    adjacent: Callable[[int, int], bool] | None = None,
 ) -> list[bool]:
     """Enumerate the trends over events sorted by time; call ``on_trend(path, acc)`` for each.
 
     ``contrib[i]`` is a tuple of numbers added component-wise along the path (``acc`` is the sum
-    over the trend's events). Returns, per event, whether it occurs in at least one trend.
+    over the trend's events). ``adjacent(i, j)`` says whether event j may come right after event
+    i in a trend (the query's NEXT conditions); a path with a pair that may not is no trend.
+    Returns, per event, whether it occurs in at least one trend.
     """
     n = len(types)
     assert all(times[i] <= times[i + 1] for i in range(n - 1)), "events must be sorted by time"
@@ -344,6 +349,8 @@ def _dfs_trends(
         ti = times[i]
         for j in range(i + 1, n):
             # strictly later: equal timestamps never follow each other
+            if adjacent is not None and not adjacent(i, j):
+                continue
             if times[j] > ti and matcher.viable(ptypes + [types[j]], ptimes + [times[j]]):
                 nacc = tuple(a + b for a, b in zip(acc, contrib[j])) if width else ()
                 if extend(j, nacc):
@@ -466,6 +473,27 @@ def _passes(event: dict, filters: Sequence[Any]) -> bool:
     return True
 
 
+def _adjacency(q: Any, sub: list[dict], type_col: str) -> Callable[[int, int], bool] | None:
+    """Whether sub[j] may come right after sub[i] in a trend: every NEXT condition
+    ``X.a op NEXT(Y).b`` with sub[i] of type X and sub[j] of type Y holds, compared as Python
+    compares the values (a null is never adjacent; NaN satisfies only !=)."""
+    conds = getattr(q, "next_conditions", ())
+    if not conds:
+        return None
+
+    def ok(i: int, j: int) -> bool:
+        e, f = sub[i], sub[j]
+        for c in conds:
+            if (c.type, c.next_type) != (e[type_col], f[type_col]):
+                continue
+            a, b = e.get(c.attr), f.get(c.next_attr)
+            if a is None or b is None or not COMPARISONS[c.op](a, b):
+                return False
+        return True
+
+    return ok
+
+
 def _literal(v: Any, lit: Any) -> Any:
     """The literal as compared with value ``v``: a float value against the nearest float of the
     number written (Spark's cast to double); any other number against the number written, so a
@@ -558,6 +586,7 @@ def _query_rows(
                 sub_types = [e[type_col] for e in sub]
                 sub_times = [secs[i] for i in idx]
                 contrib = [contribution(e) for e in sub]
+                adjacent = _adjacency(q, sub, type_col)
                 trends = [0]
                 total = [0] * len(channels)
 
@@ -576,6 +605,7 @@ def _query_rows(
                             _matcher(side, sub_types, sub_times),
                             None,
                             lambda path, acc, paths=paths: paths.add(path),
+                            adjacent,
                         )
                         found.append(paths)
                     trends[0] = _pairs(found[0], found[1])
@@ -587,6 +617,7 @@ def _query_rows(
                         _matcher(tree, sub_types, sub_times),
                         contrib if channels else None,
                         on_trend,
+                        adjacent,
                     )
                 seen[idx] = (trends, total, used)
             trends, total, used = seen[idx]

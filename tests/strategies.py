@@ -19,8 +19,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from gpu_hamlet.query.automaton import can_follow
 from gpu_hamlet.query.pattern import Alt, And, Not, Positive, Seq
-from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.workload import (
+    Aggregate,
+    Filter,
+    NextCondition,
+    PatternElement,
+    Query,
+    Workload,
+)
 
 __all__ = [
     "TYPES",
@@ -47,6 +55,8 @@ EVENT_ATTRS = {"g": str, "k": int, "x": int, "y": float, "s": str}
 
 _OPS = ("=", "!=", "<", "<=", ">", ">=")
 _NUMERIC_ATTRS = ("x", "y")
+#: Column pairs a NEXT condition compares: ints, floats, an int with a float, strings.
+_NEXT_ATTRS = (("x", "x"), ("x", "x"), ("y", "y"), ("x", "y"), ("s", "s"), ("k", "x"))
 
 
 def workload_types(workload: Workload) -> list[str]:
@@ -129,11 +139,13 @@ def query_cases(
     alphabet: Sequence[str] = TYPES,
     window_unit_ms: int = 1000,
     general: bool = False,
+    adjacent: bool = False,
 ) -> tuple[str, Query]:
     """One query at position ``index`` (1-based) over types of ``alphabet``: text and Query.
 
     WITHIN and SLIDE are multiples of ``window_unit_ms`` (1000: whole seconds, which int-second
     time columns can hold; 250 or 100 give sub-second windows for float or timestamp times).
+    With ``adjacent``, one or two NEXT conditions between types that can be adjacent.
     """
     kw = lambda w: draw(_kw(w))  # noqa: E731
 
@@ -204,7 +216,24 @@ def query_cases(
         op = draw(st.sampled_from(_OPS))
         lit_text, value = draw(_literal(attr))
         conds.append(("filter", (f"{t}.{attr} {op} {lit_text}", Filter(t, attr, op, value))))
+    if adjacent:
+        tree = (
+            (pattern[0] if len(pattern) == 1 else Seq(pattern))
+            if isinstance(pattern, tuple)
+            else pattern
+        )
+        pairs = [(a, b) for a in types for b in types if can_follow(tree, a, b)]
+        ordered: set[tuple[str, str]] = set()
+        for _ in range(draw(st.sampled_from([1, 1, 2])) if pairs else 0):
+            a, b = draw(st.sampled_from(pairs))
+            attr, next_attr = draw(st.sampled_from(_NEXT_ATTRS))
+            op = "=" if (a, b) in ordered else draw(st.sampled_from(_OPS))
+            if op != "=":
+                ordered.add((a, b))
+            cond = NextCondition(a, attr, op, b, next_attr)
+            conds.append(("next", (str(cond), cond)))
     conds = draw(st.permutations(conds)) if conds else []
+    nexts: list[NextCondition] = []
     equivalence: list[str] = []  # attributes of all [..] conditions, first appearance first
     filters: list[Filter] = []  # in text order
     cond_texts = []
@@ -212,6 +241,10 @@ def query_cases(
         if kind == "eq":
             cond_texts.append("[" + ", ".join(c) + "]")
             equivalence += [a for a in c if a not in equivalence]
+        elif kind == "next":
+            cond_texts.append(c[0])
+            if c[1] not in nexts:
+                nexts.append(c[1])
         else:
             cond_texts.append(c[0])
             filters.append(c[1])
@@ -245,6 +278,7 @@ def query_cases(
         aggregates=tuple(aggregates),
         group_items=group_items,
         filters=tuple(filters),
+        next_conditions=tuple(nexts),
         equivalence=tuple(equivalence),
         groupby=groupby,
         within_ms=within_ms,
@@ -268,13 +302,16 @@ def workload_cases(
     max_queries: int = 5,
     window_unit_ms: int = 1000,
     general: bool = False,
+    adjacent: bool = False,
 ) -> tuple[str, Workload]:
-    """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms and
-    `general`)."""
+    """``(workload text, Workload)`` with 1..5 queries (see query_cases for window_unit_ms,
+    `general` and `adjacent`)."""
     n = draw(st.integers(min_queries, max_queries))
     # a workload draws its types from a few of A..E: denser streams, more shared Kleene types
     alphabet = draw(st.permutations(TYPES))[: draw(st.sampled_from([2, 3, 3, 4, 5]))]
-    cases = [draw(query_cases(i + 1, alphabet, window_unit_ms, general)) for i in range(n)]
+    cases = [
+        draw(query_cases(i + 1, alphabet, window_unit_ms, general, adjacent)) for i in range(n)
+    ]
     sep = draw(st.sampled_from([";\n", "; ", ";\n\n"]))
     text = sep.join(t for t, _ in cases)
     if draw(st.booleans()):

@@ -1,0 +1,171 @@
+"""Conditions between adjacent events (`X.a op NEXT(Y).b`, docs/semantics.md section 2) against
+the brute-force oracle, which drops every enumerated trend with a violating adjacent pair
+(tests/oracle.py): hand-counted examples, then random workloads (flat and general patterns,
+filters, GROUPBY, equivalence, sliding windows) in every numeric and sharing mode, on the CPU
+backend, the GPU backend (numba's CUDA simulator without a device) and through Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from gpu_hamlet import parse_workload
+from gpu_hamlet.errors import EventDataError, WorkloadError
+
+try:
+    from compare import assert_matches_oracle, events_to_table
+    from oracle import oracle
+    from strategies import event_streams, workload_cases, workload_types
+    from test_spark import _sorted
+except ImportError:  # pragma: no cover
+    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.oracle import oracle
+    from tests.strategies import event_streams, workload_cases, workload_types
+    from tests.test_spark import _sorted
+
+NUMERIC_MODES = ("exact", "bigint", "float")
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def count(text: str, rows: list[dict], **options) -> int:
+    got = gpu_hamlet.aggregate(pa.Table.from_pylist(rows), text, backend="cpu", **options)
+    out = got["q1"].to_pylist()
+    return int(out[0]["count"]) if out else 0
+
+
+def ticks(values: list, times: list[int] | None = None, type_: str = "S") -> list[dict]:
+    times = times or list(range(1, len(values) + 1))
+    return [{"time": t, "type": type_, "p": v} for t, v in zip(times, values)]
+
+
+def oracle_count(text: str, rows: list[dict]) -> int:
+    expected = oracle(rows, parse_workload(text))["q1"]
+    return expected[0]["count"] if expected else 0
+
+
+RISING = "RETURN COUNT(*) PATTERN S+ WHERE S.p {op} NEXT(S).p WITHIN 1 h"
+
+
+@pytest.mark.parametrize(
+    "op, values, times, trends",
+    [
+        # 4 singles + (1,3) (1,2) (1,4) (3,4) (2,4) + (1,3,4) (1,2,4)
+        ("<", [1, 3, 2, 4], None, 11),
+        ("<=", [1, 1, 1], None, 7),  # every subsequence
+        ("<", [1, 1, 1], None, 3),  # singles only
+        ("=", [2, 1, 2, 2], None, 4 + 3 + 1),  # pairs among the three 2s, one triple
+        ("!=", [1, 2, 1], None, 3 + 2 + 1),  # not (1, 1)
+        ("<", [1, 2, 3], [1, 1, 2], 3 + 2),  # 1 and 2 share a timestamp: no (1, 2)
+        ("<", [1, None, 2], None, 3 + 1),  # a null is never adjacent
+        (">", [float("nan"), 1.0, 0.5], None, 3 + 1),  # NaN fails every order
+        ("!=", [float("nan"), float("nan")], None, 2 + 1),  # NaN != NaN
+        ("=", [-0.0, 0.0], None, 2 + 1),  # -0.0 equals 0.0
+    ],
+)
+def test_hand_counted_examples(op, values, times, trends):
+    rows = ticks(values, times)
+    text = RISING.format(op=op)
+    assert count(text, rows) == trends
+    assert oracle_count(text, rows) == trends
+
+
+def test_conditions_across_types_negation_and_conjunction():
+    rows = [
+        {"time": 1, "type": "A", "p": 5},
+        {"time": 2, "type": "B", "p": 6},
+        {"time": 3, "type": "B", "p": 4},
+        {"time": 4, "type": "N", "p": 0},
+        {"time": 5, "type": "B", "p": 7},
+    ]
+    # a1 b2, a1 b2 b5 (6 < 7), a1 b5 (b3 and b5 cross the N only after a B)
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE A.p < NEXT(B).p AND B.p < NEXT(B).p WITHIN 1 h"
+    assert count(text, rows) == 3
+    negated = text.replace("SEQ(A, B+)", "SEQ(A, B+, NOT N, B)")
+    for t in (text, negated):
+        assert count(t, rows) == oracle_count(t, rows)
+    both = "RETURN COUNT(*) PATTERN B+ AND SEQ(A, B) WHERE B.p < NEXT(B).p WITHIN 1 h"
+    assert count(both, rows) == oracle_count(both, rows)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("RETURN COUNT(*) PATTERN S+ WHERE S.p < NEXT(S).name WITHIN 1 h", "cannot be compared"),
+        ("RETURN COUNT(*) PATTERN S+ WHERE S.p < NEXT(S).big WITHIN 1 h", "does not convert"),
+    ],
+)
+def test_bad_columns_name_the_query_and_condition(text, message):
+    table = pa.table(
+        {"time": [1, 2], "type": ["S", "S"], "p": [1.0, 2.0], "name": ["a", "b"],
+         "big": [2**60 + 1, 1]}
+    )  # fmt: skip
+    with pytest.raises(WorkloadError, match=message) as err:
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+    assert "query q1" in str(err.value) and "NEXT(S)" in str(err.value)
+    missing = "RETURN COUNT(*) PATTERN S+ WHERE S.q < NEXT(S).p WITHIN 1 h"
+    with pytest.raises(EventDataError, match="query q1: attribute column 'q' is missing"):
+        gpu_hamlet.aggregate(table, missing, backend="cpu")
+
+
+@st.composite
+def cases(draw, max_queries: int = 2, general: bool = False):
+    text, wl = draw(workload_cases(1, max_queries, general=general, adjacent=True))
+    events = draw(event_streams(workload_types(wl), max_events=12, nulls=True))
+    return text, wl, events
+
+
+def check(case, backend: str, sharing: str = "dynamic") -> None:
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    for numeric in NUMERIC_MODES:
+        got = gpu_hamlet.aggregate(table, text, backend=backend, sharing=sharing, numeric=numeric)
+        assert_matches_oracle(got, expected, wl, numeric)
+
+
+@pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
+@SETTINGS
+@given(case=cases())
+def test_flat_patterns_match_oracle(case, sharing):
+    check(case, "cpu", sharing)
+
+
+@SETTINGS
+@given(case=cases(general=True))
+def test_general_patterns_match_oracle(case):
+    check(case, "cpu")
+
+
+@pytest.mark.gpu
+@settings(SETTINGS, max_examples=10)
+@given(case=cases(general=True))
+def test_gpu_backend_matches_oracle(case):
+    check(case, "gpu")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("tasks", [1, 2, 7])
+@settings(
+    SETTINGS,
+    max_examples=3,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_through_spark(spark, tasks, data):
+    """Mixed with queries without NEXT (passes of their own, groups never cut)."""
+    from gpu_hamlet.spark import trend_aggregate
+
+    text, wl, events = data.draw(cases(general=True))
+    assume(events)  # (an empty DataFrame needs its schema spelled out; test_spark covers it)
+    df = spark.createDataFrame(events_to_table(events).to_pandas())
+    numeric = data.draw(st.sampled_from(NUMERIC_MODES))
+    results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric)
+    got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
+    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
