@@ -164,7 +164,7 @@ def test_through_spark(spark, tasks, data):
 
     text, wl, events = data.draw(cases(general=True))
     assume(events)  # (an empty DataFrame needs its schema spelled out; test_spark covers it)
-    df = spark.createDataFrame(events_to_table(events).to_pandas())
+    df = spark.createDataFrame(events_to_table(events))  # Arrow: nulls stay nulls
     numeric = data.draw(st.sampled_from(NUMERIC_MODES))
     results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric)
     got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
