@@ -9,7 +9,7 @@ from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
-from gpu_hamlet.core.rings import layout, make_tag
+from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 
 
@@ -45,15 +45,17 @@ class CpuBackend:
             snap,
         )
 
-    def adjacent_results(self, ring, runs: AdjacentRuns, weights, template, param=0):
-        W = as_array(weights)
+    def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,
+                         param=0):  # fmt: skip
         return kernels.adjacent_results(
             make_tag(ring, param),
             runs.starts,
             runs.time,
             runs.pos,
-            runs.kind,
-            W,
+            mseg,
+            as_array(weights),
+            mu,
+            k,
             template.pred_ptr,
             template.pred_idx,
             runs.pred_cls,
@@ -69,7 +71,7 @@ class CpuBackend:
             runs.slot,
             runs.rng,
             runs.nodes,
-            np.zeros(0, layout(ring)[0]),
+            snap,
         )
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):

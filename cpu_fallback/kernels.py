@@ -178,27 +178,27 @@ def burst_coefficients(tag, t, W, event_bounds, burst_bounds):
 
 @njit(cache=True)
 def adjacent_results(
-    tag, starts, t, pos, kind, W, pred_ptr, pred_idx, pred_cls, is_start, is_end, move_ptr,
-    move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, like,
+    tag, starts, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start, is_end,
+    move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, snap,
 ):  # fmt: skip
     """Per run (a whole window) its result from zero, with predicates between adjacent events
-    (gpu_hamlet/core/adjacency.py): maps [runs, D, 1, lanes], as `segment_maps` without `full`.
-    `like` gives the ring's dtype."""
+    (gpu_hamlet/core/adjacency.py): maps [runs, D, 1, lanes], as `segment_maps` without `full`;
+    macro rows' snapshots go to `snap`."""
     nch = W.shape[0]
     D = nch * (k + 1) + 1
     lanes = W.shape[2]
     runs = starts.shape[0] - 1
-    maps = np.empty((runs, D, 1, lanes), like.dtype)
-    T = np.zeros((nodes, nch, lanes), like.dtype)
-    V = np.empty((pos.shape[0], nch, lanes), like.dtype)
-    A = np.empty((nch, 1, lanes), like.dtype)
+    maps = np.empty((runs, D, 1, lanes), snap.dtype)
+    T = np.empty((nodes, nch, lanes), snap.dtype)
+    V = np.empty((pos.shape[0], nch, lanes), snap.dtype)
+    A = np.empty((nch, 1, lanes), snap.dtype)
     no_carry = np.zeros(0, np.int64)
     for r in range(runs):
         X = maps[r]
         reset(tag, X, no_carry)
         run_adjacent(
-            tag, X, T, V, A, starts[r], starts[r + 1], t, pos, kind, W, pred_ptr, pred_idx,
-            pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r], tsize[r],
-            slot, rng,
+            tag, X, T, V, A, starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
+            pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
+            tsize[r], slot, rng, snap,
         )  # fmt: skip
     return maps

@@ -22,15 +22,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu_hamlet.core.recursions import MOVE, move_states
-from gpu_hamlet.core.rings import jitable, r_add, r_load, r_mul, r_one, r_store, r_zero
+from gpu_hamlet.core.rings import (
+    jitable,
+    r_add,
+    r_is_zero,
+    r_load,
+    r_mul,
+    r_one,
+    r_store,
+    r_zero,
+)
 
 
 @dataclass(frozen=True)
 class AdjacentRuns:
     """One query's rows cut into runs (windows), with what the trees need.
 
-    `starts` (runs + 1) bounds the runs; per row `time`, `pos` (the state entered, or the label
-    of a move row), `kind` (EVENT or MOVE). Per template edge (aligned with `pred_idx`) `pred_cls`
+    `starts` (runs + 1) bounds the runs; per row `time` and `pos` (the state entered, or the
+    label of a move row). Per template edge (aligned with `pred_idx`) `pred_cls`
     is its class or -1; `tree[q, c]` numbers state q's tree among the trees of class c (-1: none).
     Per run and class, the trees start at `toff` and have `tsize` leaves (2 * tsize nodes each).
     Per row and class, `slot` is the leaf its values are added at (-1: none) and `rng` the two
@@ -39,7 +48,6 @@ class AdjacentRuns:
     starts: np.ndarray
     time: np.ndarray
     pos: np.ndarray
-    kind: np.ndarray
     pred_cls: np.ndarray
     tree: np.ndarray
     toff: np.ndarray
@@ -124,21 +132,34 @@ def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, n
 
 @jitable
 def run_adjacent(
-    tag, X, T, V, A, i, end, t, pos, kind, W, pred_ptr, pred_idx, pred_cls, is_start, is_end,
-    move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng,
+    tag, X, T, V, A, i, end, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start,
+    is_end, move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, snap,
 ):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) from the zero state X [D, 1, lanes] (its
-    constant set); the finals end in X. T holds the run's trees (zero), V [rows, channels, lanes]
-    the rows' values, A [channels, 1, lanes] is scratch; `toff`, `tsize` are the run's."""
+    constant set); the finals end in X. T holds the run's trees (cleared here), V [rows,
+    channels, lanes] the rows' values, A [channels, 1, lanes] is scratch; `toff`, `tsize` are the
+    run's.
+
+    `mseg` is EVENT, MOVE, or a macro row's burst (a shared burst of a Kleene type no condition
+    touches, so its events form one macro event as in `apply_event`: MU*c and MU*z + K*c, its
+    snapshot c recorded in `snap`)."""
     nch = W.shape[0]
     stride = k + 1
     ncls = tree.shape[1]
+    for c in range(ncls):  # the run's trees start empty (the ring's zero: not 0 in MINREACH)
+        n_trees = 0
+        for q in range(tree.shape[0]):
+            if tree[q, c] >= 0:
+                n_trees += 1
+        for node in range(toff[c], toff[c] + n_trees * 2 * tsize[c]):
+            for ch in range(nch):
+                r_store(tag, T, node, ch, r_zero(tag))
     while i < end:
         j = i + 1
         while j < end and t[j] == t[i]:
             j += 1
         for e in range(i, j):
-            if kind[e] == MOVE:
+            if mseg[e] == MOVE:
                 continue
             p = pos[e]
             for ch in range(nch):
@@ -157,16 +178,32 @@ def run_adjacent(
             cnt = r_load(tag, A, 0, 0)
             if is_start[p]:
                 cnt = r_add(tag, cnt, r_one(tag))
+            # A weight only counts on partial trends that exist: in MINREACH a key times an
+            # unreached count is not zero (as in `apply_event`).
+            cz = r_is_zero(tag, cnt)
+            m = mseg[e]
+            if m >= 0:
+                r_store(tag, snap, e, 0, cnt)
+                mu = r_load(tag, MU, m, 0)
+                r_store(tag, V, e, 0, r_mul(tag, mu, cnt))
+                for ch in range(1, nch):
+                    v = r_mul(tag, mu, r_load(tag, A, ch, 0))
+                    if not cz:
+                        v = r_add(tag, v, r_mul(tag, r_load(tag, K, m, ch), cnt))
+                    r_store(tag, V, e, ch, v)
+                continue
             r_store(tag, V, e, 0, cnt)
             for ch in range(1, nch):
-                v = r_add(tag, r_load(tag, A, ch, 0), r_mul(tag, r_load(tag, W, ch, e), cnt))
+                v = r_load(tag, A, ch, 0)
+                if not cz:
+                    v = r_add(tag, v, r_mul(tag, r_load(tag, W, ch, e), cnt))
                 r_store(tag, V, e, ch, v)
         for e in range(i, j):
-            if kind[e] == MOVE:
+            if mseg[e] == MOVE:
                 move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
                 move_trees(tag, T, pos[e], move_ptr, move_from, move_to, tree, toff, tsize, nch)
         for e in range(i, j):
-            if kind[e] == MOVE:
+            if mseg[e] == MOVE:
                 continue
             p = pos[e]
             for ch in range(nch):

@@ -32,6 +32,8 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     as int64; integers and decimals as a decimal; any number with a float as float64 (an integer
     that float64 cannot hold exactly is then an error); strings as large strings."""
     a, b = _value_type(a), _value_type(b)
+    if pa.types.is_null(a) or pa.types.is_null(b):  # all nulls: never adjacent
+        return b if pa.types.is_null(a) else a
     if a == b:
         return a
     if pa.types.is_integer(a) and pa.types.is_integer(b):
@@ -82,6 +84,8 @@ def _joint_ranks(
             query=q.name,
         ) from None
     null = both.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_null(typ):
+        return np.zeros(len(both), np.int64), null, np.zeros(len(both), bool)
     if pa.types.is_floating(typ):
         nan = pc.is_nan(both).fill_null(False).to_numpy(zero_copy_only=False)
     else:
@@ -198,7 +202,6 @@ def adjacent_runs(
         starts,
         time,
         pos,
-        kind,
         adj.pred_cls,
         adj.tree,
         toff.astype(np.int64),

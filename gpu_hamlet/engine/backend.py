@@ -62,11 +62,16 @@ class Backend(Protocol):
         ring: str,
         runs: AdjacentRuns,
         weights: np.ndarray | EventWeights,
+        mu: np.ndarray,
+        k: np.ndarray,
+        mseg: np.ndarray,
         template,
+        snap: np.ndarray,
         param: int = 0,
     ) -> np.ndarray:
         """Per run (a whole window) its result from zero with predicates between adjacent
-        events (gpu_hamlet/core/adjacency.py): [runs, D, 1, lanes]."""
+        events (gpu_hamlet/core/adjacency.py): [runs, D, 1, lanes]. Macro rows (mseg >= 0) are
+        shared bursts of a type no condition touches, as in `segment_maps`."""
         ...
 
     def segments(

@@ -281,32 +281,33 @@ class QueryRows:
         returns them."""
         tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
-        if self.plan.adjacency is not None:
-            runs = self._adjacent_runs()
-            maps = yield ("adjacent_results", (ring, runs, W, tpl, p))
-            first = runs.starts[:-1]
-            assert self.seg is not None, "events are segmented first"
-            return maps, self.pid[first], self.seg[first]
         dtype, lanes = layout(ring)
         snap: np.ndarray = np.zeros((self.pos.shape[0], 1, lanes), dtype)
-        maps, run_pid, run_seg = yield (
-            "segment_maps",
-            (
-                ring,
-                self.pid,
-                self.seg,
-                self.time,
-                self.pos,
-                W,
-                MU,
-                K,
-                mseg,
-                tpl,
-                self.full,
-                snap,
-                p,
-            ),
-        )
+        if self.plan.adjacency is not None:
+            runs = self._adjacent_runs()
+            maps = yield ("adjacent_results", (ring, runs, W, MU, K, mseg, tpl, snap, p))
+            first = runs.starts[:-1]
+            assert self.seg is not None, "events are segmented first"
+            run_pid, run_seg = self.pid[first], self.seg[first]
+        else:
+            maps, run_pid, run_seg = yield (
+                "segment_maps",
+                (
+                    ring,
+                    self.pid,
+                    self.seg,
+                    self.time,
+                    self.pos,
+                    W,
+                    MU,
+                    K,
+                    mseg,
+                    tpl,
+                    self.full,
+                    snap,
+                    p,
+                ),
+            )
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro)
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()

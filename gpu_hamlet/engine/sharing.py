@@ -92,14 +92,21 @@ class WorkloadAnalysis:
         return "\n".join(lines)
 
 
+def touches(q: Query, type_: str) -> bool:
+    """Whether a NEXT condition of q compares events of `type_` with their neighbours."""
+    return any(type_ in (c.type, c.next_type) for c in q.next_conditions)
+
+
 def analyze(workload: Workload) -> WorkloadAnalysis:
     """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
-        # Only flat SEQ patterns without NEXT conditions share a Kleene type's bursts today;
-        # the others run alone (docs/architecture.md section 9).
-        for e in () if q.next_conditions else q.elements or ():
-            if e.kleene:
+        # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
+        # (docs/architecture.md section 9). A NEXT condition touching the Kleene type makes
+        # each of its events a snapshot of its own (HAMLET Def. 9: its count depends on its own
+        # value), so sharing cannot pay (Def. 12) and the query keeps those bursts to itself.
+        for e in q.elements or ():
+            if e.kleene and not touches(q, e.type):
                 by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
     sets = tuple(SharableSet(key[0], tuple(qs)) for key, qs in by_key.items() if len(qs) >= 2)
     pane = 0

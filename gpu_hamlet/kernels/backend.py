@@ -227,7 +227,8 @@ class GpuBackend:
                 out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
         return [out[i] for i in range(len(calls))]
 
-    def adjacent_results(self, ring, runs: AdjacentRuns, weights, template, param=0):
+    def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,
+                         param=0):  # fmt: skip
         """Each run's result with predicates between adjacent events, in launches of whole runs
         whose trees, rows and states fit the device budget."""
         W = as_array(weights)
@@ -247,12 +248,15 @@ class GpuBackend:
             n0 = int(runs.toff[r0, 0]) if runs.toff.size else 0
             nodes = int(run_nodes[r0:r1].sum())
             out = cuda.device_array((r1 - r0, D, 1, lanes), dtype)
+            snap_d = to_device(snap[e0:e1])
             adjacent_kernel(ring)[grid(r1 - r0)](
                 to_device(runs.starts[r0 : r1 + 1] - e0),
                 to_device(runs.time[e0:e1]),
                 to_device(runs.pos[e0:e1]),
-                to_device(runs.kind[e0:e1]),
+                to_device(mseg[e0:e1]),
                 to_device(W[:, e0:e1]),
+                to_device(mu),
+                to_device(k),
                 to_device(template.pred_ptr),
                 to_device(template.pred_idx),
                 to_device(runs.pred_cls),
@@ -267,14 +271,16 @@ class GpuBackend:
                 to_device(runs.tsize[r0:r1]),
                 to_device(runs.slot[e0:e1]),
                 to_device(runs.rng[e0:e1]),
+                snap_d,
                 no_carry,
-                to_device(np.zeros((max(nodes, 1), nch, lanes), dtype)),
+                cuda.device_array((max(nodes, 1), nch, lanes), dtype),
                 cuda.device_array((max(e1 - e0, 1), nch, lanes), dtype),
                 cuda.device_array((r1 - r0, nch, 1, lanes), dtype),
                 out,
                 param,
             )
             out.copy_to_host(maps[r0:r1])
+            snap[e0:e1] = snap_d.copy_to_host()
         return maps
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
