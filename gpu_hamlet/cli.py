@@ -215,7 +215,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if q.next_conditions:
             print(
                 f"  adjacent   : {' AND '.join(map(str, q.next_conditions))} (segment trees; "
-                "windows run whole, the query runs alone)"
+                "windows run whole)"
             )
         print(f"  window     : {q.window}")
         _print_automata(q.pattern)
