@@ -233,9 +233,9 @@ def adjacent_events() -> list[dict]:
 def test_gpu_adjacent_conditions_equal_cpu(budget):
     """NEXT conditions (segment trees, gpu_hamlet/core/adjacency.py) give the CPU's very tables
     in every mode, also when a small device budget cuts the runs into several launches."""
-    from gpu_hamlet.kernels.backend import GpuBackend
-
     import pyarrow as pa
+
+    from gpu_hamlet.kernels.backend import GpuBackend
 
     table = pa.Table.from_pylist(adjacent_events())
     be = GpuBackend(max_device_bytes=budget)
