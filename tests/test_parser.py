@@ -9,7 +9,14 @@ import pytest
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.parser import parse_workload, tokenize
 from gpu_hamlet.query.pattern import Alt, And, Not, Seq
-from gpu_hamlet.query.workload import Aggregate, Filter, PatternElement, Query, Workload
+from gpu_hamlet.query.workload import (
+    Aggregate,
+    Filter,
+    NextCondition,
+    PatternElement,
+    Query,
+    Workload,
+)
 
 MS, S, MIN, H, D = 1, 1000, 60_000, 3_600_000, 86_400_000
 
@@ -877,3 +884,70 @@ def test_error_is_a_value_error_with_fields() -> None:
 def test_exponent_literals_in_filters_and_durations() -> None:
     q = one("RETURN COUNT(*) PATTERN A WHERE A.v < 1e308 WITHIN 1e3 s")
     assert q.filters == (Filter("A", "v", "<", 1e308),) and q.within_ms == 1_000_000
+
+
+# --------------------------------------------------------------------------------------------------
+# Conditions between adjacent events (NEXT)
+
+
+def test_next_conditions_are_parsed_in_text_order_without_duplicates() -> None:
+    q = one(
+        "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE A.x < NEXT(B).y AND B.k = NEXT(B).k "
+        "AND B.x > 0 WITHIN 1 h"
+    )
+    assert q.next_conditions == (
+        NextCondition("A", "x", "<", "B", "y"),
+        NextCondition("B", "k", "=", "B", "k"),
+    )
+    assert q.filters == (Filter("B", "x", ">", 0),)
+    assert str(q.next_conditions[0]) == "A.x < NEXT(B).y"
+    twice = one("RETURN COUNT(*) PATTERN S+ WHERE S.p < NEXT(S).p AND S.p < NEXT(S).p WITHIN 1 h")
+    assert twice.next_conditions == (NextCondition("S", "p", "<", "S", "p"),)
+    assert twice.next_of("S", "S") == twice.next_conditions
+
+
+def test_next_of_puts_equalities_first() -> None:
+    q = one("RETURN COUNT(*) PATTERN S+ WHERE S.p <= NEXT(S).p AND S.g = NEXT(S).g WITHIN 1 h")
+    assert [c.op for c in q.next_of("S", "S")] == ["=", "<="]
+    assert q.next_of("S", "T") == ()
+
+
+@pytest.mark.parametrize(
+    "text, column, contains",
+    [
+        (
+            "RETURN COUNT(*) PATTERN SEQ(A, B) WHERE B.x < NEXT(A).x WITHIN 1 h",
+            41,
+            ("B.x < NEXT(A).x", "never comes right after a B event"),
+        ),
+        (
+            "RETURN COUNT(*) PATTERN SEQ(A, NOT N, B) WHERE N.x < NEXT(B).x WITHIN 1 h",
+            48,
+            ("uses event type 'N', which is only negated",),
+        ),
+        (
+            "RETURN COUNT(*) PATTERN A+ WHERE A.x < NEXT(Z).x WITHIN 1 h",
+            34,
+            ("uses event type 'Z', which is not in the pattern",),
+        ),
+        (
+            "RETURN COUNT(*) PATTERN S+ WHERE S.a < NEXT(S).a AND S.b != NEXT(S).b WITHIN 1 h",
+            54,
+            ("at most one condition with <, <=, >, >= or != per pair of types",),
+        ),
+        (
+            "RETURN COUNT(*) PATTERN S+ WHERE S.a < NEXT S.a WITHIN 1 h",
+            45,
+            ("expected '('",),
+        ),
+    ],
+)
+def test_next_condition_errors(text: str, column: int, contains: tuple[str, ...]) -> None:
+    assert_error(text, query="q1", line=1, column=column, contains=contains)
+
+
+def test_next_is_reserved() -> None:
+    assert "write `NEXT` to use it as a name" in str(
+        error("RETURN COUNT(*) PATTERN NEXT WITHIN 1 h")
+    )
+    assert one("RETURN COUNT(*) PATTERN `NEXT`+ WITHIN 1 h").types == ("NEXT",)
