@@ -169,3 +169,22 @@ def test_through_spark(spark, tasks, data):
     results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric)
     got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
+
+
+def test_spark_passes_keep_next_queries_whole():
+    """Queries with NEXT conditions run in passes of their own, one per GROUPBY, whose groups
+    are never cut into time slices (windows run whole: no pane summaries)."""
+    from gpu_hamlet.spark.job import _passes, assign_tasks
+
+    wl = parse_workload(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h;"
+        "b: RETURN COUNT(*) PATTERN B+ WHERE B.x < NEXT(B).x WITHIN 1 h;"
+        "c: RETURN COUNT(*) PATTERN B+ WHERE B.x < NEXT(B).x GROUPBY g WITHIN 1 h;"
+        "d: RETURN COUNT(*) PATTERN A+ WHERE A.x = NEXT(A).x WITHIN 1 h"
+    )
+    assert [sub.names for sub in _passes(wl)] == [("a",), ("b", "d"), ("c",)]
+    groups = [{"__n": 900, "__lo": 0, "__hi": 1000}, {"__n": 100, "__lo": 0, "__hi": 50}]
+    cut = assign_tasks(groups, [], 1000, 4, True)
+    whole = assign_tasks(groups, [], 1000, 4, True, cut=False)
+    assert cut[0][-1] is not None  # the big group is cut into slices by default
+    assert all(row[-3:] == (None, None, None) and len(row[0]) == 1 for row in whole)
