@@ -188,3 +188,46 @@ def test_spark_passes_keep_next_queries_whole():
     whole = assign_tasks(groups, [], 1000, 4, True, cut=False)
     assert cut[0][-1] is not None  # the big group is cut into slices by default
     assert all(row[-3:] == (None, None, None) and len(row[0]) == 1 for row in whole)
+
+
+SHARED_TEXT = """
+a: RETURN COUNT(*), SUM(B.x), MIN(B.x) PATTERN SEQ(A, C, B+, D) WHERE A.x < NEXT(C).x
+   WITHIN 20 s SLIDE 10 s;
+b: RETURN COUNT(*), COUNT(B) PATTERN SEQ(C, B+, D) WHERE C.x >= NEXT(B).x WITHIN 20 s SLIDE 10 s;
+c: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, D) WITHIN 20 s SLIDE 10 s;
+d: RETURN COUNT(*) PATTERN SEQ(C, B+) WHERE C.x = NEXT(B).x AND B.x <= NEXT(B).x WITHIN 20 s
+"""
+
+
+def shared_events() -> pa.Table:
+    """Long bursts of B among A, C and D events, for SHARED_TEXT."""
+    import random
+
+    rnd = random.Random(3)
+    return pa.Table.from_pylist(
+        [
+            {"time": i // 2, "type": rnd.choice("ABBBBCD"), "x": rnd.choice([1, 2, 3, None])}
+            for i in range(400)
+        ]
+    )
+
+
+def test_next_queries_share_bursts_their_conditions_do_not_touch():
+    """`a`'s condition (A -> C) leaves B alone, so `a` shares B's bursts with `c` (macro rows in
+    the tree recursion); `b` and `d` compare B events, so they keep B's bursts. Every sharing
+    mode gives the same tables."""
+    table = shared_events()
+    for numeric in NUMERIC_MODES:
+        base = gpu_hamlet.aggregate(
+            table, SHARED_TEXT, backend="cpu", numeric=numeric, sharing="none"
+        )
+        assert all(base[n].num_rows for n in "abcd")
+        for sharing in ("static", "dynamic"):
+            stats = gpu_hamlet.RunStats()
+            got = gpu_hamlet.aggregate(
+                table, SHARED_TEXT, backend="cpu", numeric=numeric, sharing=sharing, stats=stats
+            )
+            for n in "abcd":
+                assert repr(got[n].to_pylist()) == repr(base[n].to_pylist()), (numeric, sharing, n)
+            assert "B+ shared by a, c" in stats.describe()
+            assert sharing == "dynamic" or " 0 shared" not in stats.describe()

@@ -246,3 +246,19 @@ def test_gpu_adjacent_conditions_equal_cpu(budget):
         for name in ("rise", "flat"):  # repr: a MAX may be NaN, which equals() never matches
             assert got[name].schema.equals(cpu[name].schema)
             assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), name
+
+
+def test_gpu_next_queries_with_shared_bursts_equal_cpu():
+    """Macro rows (shared bursts) in the GPU's tree recursion give the CPU's tables."""
+    from test_adjacent import SHARED_TEXT, shared_events
+
+    table = shared_events()
+    for numeric in NUMERIC_MODES:
+        got = gpu_hamlet.aggregate(
+            table, SHARED_TEXT, backend="gpu", numeric=numeric, sharing="static"
+        )
+        cpu = gpu_hamlet.aggregate(
+            table, SHARED_TEXT, backend="cpu", numeric=numeric, sharing="static"
+        )
+        for name in "abcd":
+            assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), (numeric, name)
