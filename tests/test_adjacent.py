@@ -231,3 +231,17 @@ def test_next_queries_share_bursts_their_conditions_do_not_touch():
                 assert repr(got[n].to_pylist()) == repr(base[n].to_pylist()), (numeric, sharing, n)
             assert "B+ shared by a, c" in stats.describe()
             assert sharing == "dynamic" or " 0 shared" not in stats.describe()
+
+
+def test_columns_of_different_types_compare_by_value():
+    """An int with a float column, and timestamps of different units, compare as values."""
+    seconds = pa.array([1, 5, 9], pa.timestamp("s"))
+    millis = pa.array([2000, 4000, 10000], pa.timestamp("ms"))
+    table = pa.table(
+        {"time": [1, 2, 3], "type": ["S"] * 3, "a": seconds, "b": millis, "i": [1, 5, 9],
+         "f": [2.0, 4.0, 10.0]}
+    )  # fmt: skip
+    for a, b in (("a", "b"), ("i", "f")):
+        text = f"RETURN COUNT(*) PATTERN S+ WHERE S.{a} < NEXT(S).{b} WITHIN 1 h"
+        got = gpu_hamlet.aggregate(table, text, backend="cpu")["q1"].to_pylist()
+        assert got[0]["count"] == 3 + 3 + 1  # every pair and the triple: 1 < 4, 1 < 10, 5 < 10

@@ -30,7 +30,8 @@ def _value_type(t: pa.DataType) -> pa.DataType:
 def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type two columns are compared in, or None when they cannot be: equal types; integers
     as int64; integers and decimals as a decimal; any number with a float as float64 (an integer
-    that float64 cannot hold exactly is then an error); strings as large strings."""
+    that float64 cannot hold exactly is then an error); timestamps of one time zone in the finer
+    unit; strings as large strings."""
     a, b = _value_type(a), _value_type(b)
     if pa.types.is_null(a) or pa.types.is_null(b):  # all nulls: never adjacent
         return b if pa.types.is_null(a) else a
@@ -44,6 +45,9 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
             return pa.float64()
         scale = max(t.scale for t in (a, b) if pa.types.is_decimal(t))
         return pa.decimal128(38, scale)
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz:
+        units = ("s", "ms", "us", "ns")
+        return pa.timestamp(max(a.unit, b.unit, key=units.index), a.tz)
     text = (pa.types.is_string, pa.types.is_large_string)
     if any(f(a) for f in text) and any(f(b) for f in text):
         return pa.large_string()
