@@ -4,6 +4,11 @@ to 10^6 events; in one run on one machine.
 
     python benchmarks/bench_adjacent.py [--sizes 1000 10000 100000 1000000] [--max-scan 100000]
         [--repeat 2] [--streams NASDAQ ridesharing] [--out benchmarks/results/adjacent]
+    python benchmarks/bench_adjacent.py --sliding 200000
+
+`--sliding N` instead times N NASDAQ-like ticks (one a second) under WITHIN 1 h with slides of
+60, 30, 10 and 5 minutes: such windows run whole, each event copied into its WITHIN / SLIDE
+windows, and the time should grow by that factor.
 
 Two streams, one window holding all n events (one event per second):
 - *NASDAQ*: closing prices as a random walk whose steps are drawn from the real close-to-close
@@ -124,7 +129,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--streams", nargs="+", choices=list(STREAMS), default=list(STREAMS))
     ap.add_argument("--out", default=None, help="folder for results.json, results.md, PNG")
+    ap.add_argument("--sliding", type=int, default=0, help="time sliding windows over N events")
     args = ap.parse_args()
+    if args.sliding:
+        sliding(args.sliding, args.repeat)
+        return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; CPU backend, float mode, "
         f"best of {args.repeat}"
@@ -177,6 +186,31 @@ def main() -> None:
             )
     if args.out:
         write(Path(args.out), rows, args)
+
+
+def sliding(n: int, repeat: int) -> None:
+    """Seconds per slide, and the ratio to tumbling windows against the copies per event."""
+    values = nasdaq_walk(n)
+    table = pa.table(
+        {"time": np.arange(n, dtype=np.int64), "type": np.full(n, "S"), "close": values}
+    )
+    base = None
+    for slide in (60, 30, 10, 5):
+        query = "RETURN COUNT(*) PATTERN S+ WHERE S.close < NEXT(S).close WITHIN 1 h"
+        query += f" SLIDE {slide} min"
+
+        def once(query: str = query) -> tuple[float, None]:
+            started = time.perf_counter()
+            gpu_hamlet.aggregate(table, query, backend="cpu", numeric="float", on_overflow="null")
+            return time.perf_counter() - started, None
+
+        once()
+        seconds = best(once, repeat)[0]
+        base = base or seconds
+        print(
+            f"WITHIN 1 h SLIDE {slide:>2} min: {seconds:6.3f} s, {seconds / base:5.1f}x tumbling "
+            f"({60 // slide} copies per event)"
+        )
 
 
 def write(out: Path, rows: list[dict], args: argparse.Namespace) -> None:
