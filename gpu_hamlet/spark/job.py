@@ -19,8 +19,12 @@
    query's DataFrame selects its rows and columns from the union.
 
 Queries with NEXT conditions (docs/semantics.md section 2) have no pane summaries: their windows
-run whole. They run in passes of their own, one per GROUPBY, whose groups are never cut: each
-group goes whole to one task (all events to one task when the query has no GROUPBY).
+run whole. They run in passes of their own (steps 2 to 5 again), one per GROUPBY, whose groups
+are never cut: each group goes whole to one task, groups still spread across tasks. The costs:
+a NEXT query with no GROUPBY runs in one task, whatever `num_tasks`; the windows of NEXT queries
+are evaluated window by window, so a sliding window copies each event into every window holding
+it (WITHIN / SLIDE copies); and each pass reads the DataFrame again (twice: its statistics and
+its engine pass), so cache an expensive `df` first.
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ def trend_aggregate(
     Options are those of `gpu_hamlet.aggregate`. `num_tasks` is the number of engine tasks, and
     so of Spark partitions of the engine pass (default: the context's default parallelism).
     `stats`, a `RunStats()`, receives the sharing decisions of all engine tasks, summed per
-    sharable set (brought back by a Spark accumulator). The engine pass runs once, here."""
+    sharable set (brought back by a Spark accumulator). The engine pass runs once (once per pass
+    when NEXT queries need passes of their own), here."""
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
     return run_job(df, workload, options, num_tasks=num_tasks, stats=stats)
 
@@ -87,7 +92,11 @@ def run_job(
     num_tasks: int | None = None,
     stats: RunStats | None = None,
 ) -> dict[str, Any]:
-    """`trend_aggregate` with its options checked already (the command line's entry)."""
+    """`trend_aggregate` with its options checked already (the command line's entry).
+
+    A workload mixing queries with and without NEXT conditions runs as several passes (see the
+    module's docstring), each a `run_job` of its sub-workload, after the whole workload has been
+    validated; the results come back in the workload's query order."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import (
@@ -100,13 +109,6 @@ def run_job(
     )
 
     wl = parse_workload(workload) if isinstance(workload, str) else workload
-    passes = _passes(wl)
-    if len(passes) > 1:
-        out: dict[str, Any] = {}
-        for sub in passes:
-            out.update(run_job(df, sub, options, num_tasks=num_tasks, stats=stats))
-        return {q.name: out[q.name] for q in wl}
-    cut = not any(q.next_conditions for q in wl)
     time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
@@ -129,6 +131,21 @@ def run_job(
             f"{events.schema[type_col].dataType.simpleString()}"
         )
     schemas = result_schemas(to_arrow_schema(events.schema), wl, options)
+    passes = _passes(wl)
+    if len(passes) > 1:  # every query validated above, before any pass's Spark job
+        out: dict[str, Any] = {}
+        for i, sub in enumerate(passes):
+            by = sub.queries[0].groupby
+            if not any(q.next_conditions for q in sub):
+                kind = "without NEXT conditions"
+            elif by:
+                kind = f"NEXT conditions, GROUPBY {', '.join(by)}: each group whole in one task"
+            else:
+                kind = "NEXT conditions, no GROUPBY: all events in one task"
+            log.info("pass %d of %d (%s): %s", i + 1, len(passes), ", ".join(sub.names), kind)
+            out.update(run_job(df, sub, options, num_tasks=num_tasks, stats=stats))
+        return {q.name: out[q.name] for q in wl}
+    cut = not any(q.next_conditions for q in wl)  # NEXT: no pane summaries, windows run whole
 
     spark = df.sparkSession
     tasks = num_tasks or spark.sparkContext.defaultParallelism
@@ -315,10 +332,11 @@ def _task_error(exc: Exception) -> Exception:
 
 def _passes(wl: Workload) -> list[Workload]:
     """The workload's passes: the queries without NEXT conditions together, and those with them
-    by GROUPBY (their groups are never cut, so each pass shards by its own GROUPBY)."""
-    by: dict[tuple[str, ...] | None, list] = {}
+    by GROUPBY (their groups are never cut, so each pass shards by its own GROUPBY; the order of
+    the GROUPBY attributes does not matter to the shards), in the order they first occur."""
+    by: dict[frozenset[str] | None, list] = {}
     for q in wl:
-        by.setdefault(q.groupby if q.next_conditions else None, []).append(q)
+        by.setdefault(frozenset(q.groupby) if q.next_conditions else None, []).append(q)
     return [Workload(tuple(qs)) for qs in by.values()]
 
 
