@@ -1,7 +1,7 @@
 """HAMLET sharing (issue 3): dynamic vs static vs none, in one run on one machine.
 
     python benchmarks/bench_sharing.py [--events 200000] [--queries 5 25 50 100]
-        [--bursts 5 20 50] [--json OUT.json]
+        [--bursts 5 20 50] [--backend cpu] [--json OUT.json]
 
 Two streams from `gpu_hamlet.datagen.kleene_stream` (types A..H, Kleene type B):
 - *kleene-sharing*: the workload of HAMLET 6.1, queries with different patterns that share B+
@@ -39,7 +39,7 @@ def kleene_sharing(n: int, filters: bool = False) -> str:
     )
 
 
-def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunStats]:
+def run(events, workload: str, sharing: str, repeat: int, backend: str) -> tuple[float, RunStats]:
     """Best time of `repeat` runs, and the last run's sharing statistics."""
     stats: list[RunStats] = []
 
@@ -48,7 +48,7 @@ def run(events, workload: str, sharing: str, repeat: int) -> tuple[float, RunSta
         gpu_hamlet.aggregate(
             events,
             workload,
-            backend="cpu",
+            backend=backend,
             sharing=sharing,
             numeric="float",
             on_overflow="null",
@@ -64,11 +64,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, nargs="+", default=[5, 25, 50, 100])
     ap.add_argument("--bursts", type=float, nargs="+", default=[5, 20, 50])
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events; "
-        f"float mode, CPU backend, best of {args.repeat}"
+        f"float mode, {args.backend.upper()} backend, best of {args.repeat}"
     )
     streams = [
         (
@@ -87,14 +88,14 @@ def main() -> None:
     )
     warm = kleene_sharing(3)
     for mode in ("none", "static", "dynamic"):
-        run(streams[0][1].slice(0, 5000), warm, mode, 1)
+        run(streams[0][1].slice(0, 5000), warm, mode, 1, args.backend)
     rows = []
     for label, events, filters in streams:
         for n in args.queries:
             wl = kleene_sharing(n, filters)
             res = {}
             for mode in ("none", "static", "dynamic"):
-                dt, st = run(events, wl, mode, args.repeat)
+                dt, st = run(events, wl, mode, args.repeat, args.backend)
                 s = st.sets[0] if st.sets else None
                 res[mode] = dt
                 rows.append(

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine (H100 or H200 with CuPy, numba-cuda, pyarrow and pytest, but no
+# PySpark or cuDF; issue 22): installs gpu-hamlet without its dependencies, then runs the named
+# steps in order, each under its own time limit in seconds, writing raw output under $OUT
+# (benchmarks/results/gpu/ keeps it, with nvidia-smi's lines).
+#
+#   OUT=/tmp/out bash benchmarks/gpu_steps.sh tests:330 bench:180:--events:1000000 ...
+#
+# Steps: tests (the suite without Spark, real CUDA: the simulator is off when a device is
+# visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
+# ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
+# (benchmarks/bench_sharing.py --backend gpu). The data of
+# ../shared/data travel as .devdata/ (ignored by git, carried by the call).
+set -u
+out=${OUT:?OUT must name the folder for the results}
+export PYTHONUNBUFFERED=1
+py=python3
+{
+    date -u
+    nvidia-smi
+    nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,power.draw \
+        --format=csv
+    $py -c "import sys, numpy, numba, pyarrow; print(sys.version); print('numpy', numpy.__version__, 'numba', numba.__version__, 'pyarrow', pyarrow.__version__)"
+    $py -m pip list 2>/dev/null | grep -iE "numba|cupy|cuda-(bindings|core)|pytest|hypothesis"
+} > "$out/machine.txt" 2>&1
+$py -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 ||
+    export PYTHONPATH=$PWD
+if [ -d .devdata ] && [ ! -e ../shared/data ]; then
+    mkdir -p ../shared && ln -s "$PWD/.devdata" ../shared/data
+fi
+for step in "$@"; do
+    name=${step%%:*}
+    rest=${step#*:}
+    limit=${rest%%:*}
+    extra=""
+    [ "$rest" != "$limit" ] && extra=${rest#*:} && extra=${extra//:/ }
+    echo "== $name (limit ${limit} s) $extra" | tee -a "$out/steps.log"
+    start=$(date +%s)
+    case $name in
+    tests)
+        # shellcheck disable=SC2086
+        timeout "$limit" $py -m pytest -m "not spark" -q -rfE --timeout 240 \
+            --junitxml="$out/junit.xml" $extra > "$out/tests.log" 2>&1
+        ;;
+    bench)
+        # shellcheck disable=SC2086
+        timeout "$limit" $py benchmarks/bench_gpu.py --json "$out/bench_gpu_$start.json" $extra \
+            > "$out/bench_gpu_$start.txt" 2>&1
+        ;;
+    calibrate)
+        # shellcheck disable=SC2086
+        timeout "$limit" $py benchmarks/calibrate_costs.py --backend gpu $extra \
+            > "$out/calibrate_gpu.txt" 2>&1
+        ;;
+    sharing)
+        # shellcheck disable=SC2086
+        timeout "$limit" $py benchmarks/bench_sharing.py --backend gpu \
+            --json "$out/sharing_gpu.json" $extra > "$out/sharing_gpu.txt" 2>&1
+        ;;
+    *)
+        echo "unknown step $name" >&2
+        ;;
+    esac
+    echo "   rc=$? in $(($(date +%s) - start)) s" | tee -a "$out/steps.log"
+done
+tail -n 25 "$out"/*.txt "$out"/*.log 2>/dev/null | cut -c1-300
