@@ -15,6 +15,7 @@ Per query the engine
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,7 +173,21 @@ def compile_workload(
     """The queries the engine runs for `wl` (an AND as its three counts,
     gpu_hamlet/engine/conjunction.py), their plans for events of `schema` (its columns checked
     by `check_columns`) and their options; every filter checked against its column, before any
-    kernel runs."""
+    kernel runs.
+
+    Compiled once per (schema, workload, time axis, options): plans are immutable, and a caller
+    with many small calls (tiny tables, many groups or Spark tasks) would otherwise pay the
+    automaton construction per query and call (docs/architecture.md section 4)."""
+    texts = tuple((q.text, q.window_text) for q in wl)  # equal queries may be spelled apart
+    runs, plans, run_options = _compiled(schema, wl, texts, axis, options)
+    return runs, dict(plans), dict(run_options)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(
+    schema: pa.Schema, wl: Workload, texts: tuple, axis: TimeAxis, options: Options
+) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options]]:
+    """`compile_workload`'s work; `texts` is part of the cache key only."""
     runs = [run for q in wl for run in runs_of(q, options)]
     plans = {q.name: plan_query(q, axis, schema, o.numeric) for q, o in runs}
     for q in wl:

@@ -10,6 +10,7 @@ soon as a query has been read, so the first fault in text order is the one repor
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -719,4 +720,12 @@ def parse_workload(text: str) -> Workload:
         raise TypeError(
             f"parse_workload expects the workload text as str, got {type(text).__name__}"
         )
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed(text: str) -> Workload:
+    """Parsed once per text: a Workload is immutable, and callers that pass the text on every
+    call (many small `aggregate` calls, one per Spark task) would parse it again each time
+    (docs/architecture.md section 4)."""
     return _Parser(text).workload()

@@ -9,6 +9,7 @@ on the numeric mode, so it is decided here once per query.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import gcd
 
 import numpy as np
@@ -51,14 +52,15 @@ class Template:
     move_to: np.ndarray
     automaton: Automaton
 
-    @property
+    @cached_property
     def carry(self) -> np.ndarray:
         """States some row reads (a predecessor) or moves on to one: the inputs a segment map
-        depends on."""
+        depends on. (Cached, like `one_row`: plans are compiled once per workload and read on
+        every call.)"""
         moved = self.move_from[self.move_to >= 0]
         return np.unique(np.concatenate([self.pred_idx, moved])).astype(np.int64)
 
-    @property
+    @cached_property
     def one_row(self) -> bool:
         n = len(self.labels)
         return (
