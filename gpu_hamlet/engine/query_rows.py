@@ -50,6 +50,9 @@ class QueryRows:
         self.tpl = plan.template
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
+        # A set whose optimizer shared none of the bursts q matches leaves q's rows as they are:
+        # q then takes the plain path, at the cost of sharing="none" (issue 21, part 3).
+        shared = [sb for sb in shared if sb.shares(q.name)]
         self.sources = shared
         tpl = self.tpl
         assert tpl.one_row or not shared, "only flat SEQ patterns share bursts (sharing.analyze)"

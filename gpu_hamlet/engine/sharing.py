@@ -102,9 +102,10 @@ def analyze(workload: Workload) -> WorkloadAnalysis:
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
         # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
-        # (docs/architecture.md section 9). A NEXT condition touching the Kleene type makes
-        # each of its events a snapshot of its own (HAMLET Def. 9: its count depends on its own
-        # value), so sharing cannot pay (Def. 12) and the query keeps those bursts to itself.
+        # (docs/architecture.md section 9). A query with a NEXT condition touching the Kleene
+        # type keeps those bursts to itself: an E event also reads earlier bursts' E events by
+        # value, so a burst does not fold into one snapshot (section 9: when sharing per window
+        # would pay, and why it cannot with conditions on the edges into or out of E).
         for e in q.elements or ():
             if e.kleene and not touches(q, e.type):
                 by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
@@ -449,6 +450,10 @@ class SharedBursts:
             code_start = np.r_[0, np.cumsum(np.bincount(code, minlength=ncodes + 2))]
             self._slots[g] = (code, seg, by_code, code_start)
         return self._slots[g]
+
+    def shares(self, name: str) -> bool:
+        """Whether some burst runs shared for query `name` (a macro row in its rows)."""
+        return bool((self.segidx[self.group[self.index[name]]] >= 0).any())
 
     def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
         """For a query's events (as indices into the sorted order), which collapse into macro
