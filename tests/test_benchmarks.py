@@ -264,3 +264,30 @@ def test_adjacent_benchmark_agrees_with_the_scan(tmp_path):
     assert [(r["events"], r["scan_measured"]) for r in rows] == [(300, True), (1500, False)]
     assert all(r["engine_s"] > 0 and r["scan_s"] > 0 for r in rows)
     assert (tmp_path / "adjacent.png").stat().st_size > 0
+
+
+def test_small_call_benchmark_times_every_case(tmp_path):
+    """`benchmarks/bench_small.py` with a few calls per case: every case timed."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    out = tmp_path / "small.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_small.py"), "--calls", "3"]
+        + ["--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    rows = json.loads(out.read_text())
+    assert [(r["case"].split(",")[0], r["numeric"], r["sharing"]) for r in rows] == [
+        ("1 query", "float", "dynamic"),
+        ("1 query", "exact", "dynamic"),
+        ("50 queries", "float", "dynamic"),
+        ("50 queries", "float", "none"),
+        ("50 queries", "exact", "dynamic"),
+    ]
+    assert all(r["seconds"] > 0 for r in rows)
