@@ -52,10 +52,10 @@ def test_runs_in_the_simulator_on_a_tiny_input(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "simulator" in proc.stdout and "nvidia-smi" in proc.stdout.lower()
     for line in (
-        "   1 queries float:",
-        "   1 queries exact:",
-        "   3 queries float:",
-        "   3 queries exact:",
+        "   1 queries  float:",
+        "   1 queries  exact:",
+        "   3 queries  float:",
+        "   3 queries  exact:",
     ):
         assert line in proc.stdout, proc.stdout
     rows = json.loads(out.read_text())
