@@ -29,13 +29,18 @@ MODES = ("dynamic", "static", "none")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run_quick(out: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
-    """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
-    env = {
+def checkout_env(**extra: str) -> dict[str, str]:
+    """This process's environment plus `extra`, with this checkout's package first on the path."""
+    return {
         **os.environ,
-        **env,
+        **extra,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
+
+
+def run_quick(out: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
+    env = checkout_env(**env)
     return subprocess.run(
         [sys.executable, str(RUN), "--quick", "--out", str(out), *args],
         cwd=ROOT,
@@ -173,10 +178,7 @@ def test_gpu_backend_without_a_device_is_refused_clearly(tmp_path):
 
 def test_task_benchmark_runs_and_profiles():
     """`benchmarks/bench_task.py` on a small stream: one task's districts, a time, a profile."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    env = checkout_env()
     out = subprocess.run(
         [
             sys.executable,
@@ -206,10 +208,7 @@ def test_task_benchmark_runs_and_profiles():
 def test_pattern_benchmark_times_every_case(tmp_path):
     """`benchmarks/bench_patterns.py` on a small stream: both workloads, general and flat
     patterns, sharing on and off."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    env = checkout_env()
     out = tmp_path / "patterns.json"
     subprocess.run(
         [
@@ -243,10 +242,7 @@ def test_adjacent_benchmark_agrees_with_the_scan(tmp_path):
     """`benchmarks/bench_adjacent.py` on small windows of the ridesharing stream (the NASDAQ
     stream needs ../shared/data): the engine and the scan agree (the script asserts it), the
     larger size's scan is extrapolated, and the table and plot are written."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    env = checkout_env()
     subprocess.run(
         [
             sys.executable,
@@ -268,10 +264,7 @@ def test_adjacent_benchmark_agrees_with_the_scan(tmp_path):
 
 def test_small_call_benchmark_times_every_case(tmp_path):
     """`benchmarks/bench_small.py` with a few calls per case: every case timed."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    env = checkout_env()
     out = tmp_path / "small.json"
     subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_small.py"), "--calls", "3"]
