@@ -46,8 +46,8 @@ class CpuBackend:
         )
 
     def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,
-                         param=0):  # fmt: skip
-        return kernels.adjacent_results(
+                         param=0, values=False):  # fmt: skip
+        maps, V = kernels.adjacent_results(
             make_tag(ring, param),
             runs.starts,
             runs.time,
@@ -72,7 +72,11 @@ class CpuBackend:
             runs.rng,
             runs.nodes,
             snap,
+            runs.wburst,
+            runs.wprev,
+            runs.doff,
         )
+        return maps, (V if values else None)
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return kernels.compose_windows(

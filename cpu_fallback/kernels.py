@@ -179,11 +179,12 @@ def burst_coefficients(tag, t, W, event_bounds, burst_bounds):
 @njit(cache=True)
 def adjacent_results(
     tag, starts, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start, is_end,
-    move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, snap,
+    move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, snap, wburst, wprev,
+    doff,
 ):  # fmt: skip
     """Per run (a whole window) its result from zero, with predicates between adjacent events
-    (gpu_hamlet/core/adjacency.py): maps [runs, D, 1, lanes], as `segment_maps` without `full`;
-    macro rows' snapshots go to `snap`."""
+    (gpu_hamlet/core/adjacency.py): (maps [runs, D, 1, lanes], as `segment_maps` without `full`,
+    and every row's values [rows, channels, lanes]); macro rows' snapshots go to `snap`."""
     nch = W.shape[0]
     D = nch * (k + 1) + 1
     lanes = W.shape[2]
@@ -199,6 +200,6 @@ def adjacent_results(
         run_adjacent(
             tag, X, T, V, A, starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
             pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
-            tsize[r], slot, rng, snap,
+            tsize[r], slot, rng, snap, wburst, wprev, doff,
         )  # fmt: skip
-    return maps
+    return maps, V

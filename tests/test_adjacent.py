@@ -245,3 +245,101 @@ def test_columns_of_different_types_compare_by_value():
         text = f"RETURN COUNT(*) PATTERN S+ WHERE S.{a} < NEXT(S).{b} WITHIN 1 h"
         got = gpu_hamlet.aggregate(table, text, backend="cpu")["q1"].to_pylist()
         assert got[0]["count"] == 3 + 3 + 1  # every pair and the triple: 1 < 4, 1 < 10, 5 < 10
+
+
+_E_CONDITIONS = (
+    "B.x < NEXT(B).x",
+    "B.x <= NEXT(B).y",
+    "B.y >= NEXT(B).y",
+    "B.s = NEXT(B).s",
+    "B.s = NEXT(B).s AND B.x > NEXT(B).x",
+    "B.y != NEXT(B).y",
+)
+_SHAPES = ("B+", "SEQ(A, B+)", "SEQ(B+, C)", "SEQ(A, B+, C)", "SEQ(C, A, B+)")
+_AGGREGATES = ("COUNT(*)", "COUNT(B)", "SUM(B.x)", "AVG(B.y)", "MIN(B.x)", "MAX(B.y)", "SUM(A.x)")
+
+
+@st.composite
+def window_sharing_cases(draw):
+    """Two to four flat queries with B+ and the same B -> B conditions and filters on B (so they
+    share B's bursts per window), each with its own pattern, aggregates, other filters, window
+    and slide; GROUPBY and equivalence alike or not. Returns (text, workload, events)."""
+    conds = draw(st.sampled_from(_E_CONDITIONS))
+    on_b = draw(st.sampled_from(["", " AND B.x > -2"]))
+    shared_part = draw(st.sampled_from(["", " AND [k]", " GROUPBY g"]))
+    lines = []
+    for i in range(draw(st.integers(2, 4))):
+        aggs = draw(st.lists(st.sampled_from(_AGGREGATES), min_size=1, max_size=3, unique=True))
+        shape = draw(st.sampled_from(_SHAPES))
+        other = draw(st.sampled_from(["", " AND A.y > 0", " AND C.x != 1"]))
+        other = other if other[6:7] in shape else ""
+        aggs = [a for a in aggs if "A." not in a or "A" in shape] or ["COUNT(*)"]
+        part = shared_part if draw(st.integers(0, 4)) else draw(st.sampled_from(["", " AND [g]"]))
+        where = f"{conds}{on_b}{other}"
+        if part.startswith(" AND"):
+            where += part
+        group = part if part.startswith(" GROUPBY") else ""
+        within = draw(st.sampled_from([2, 4, 4, 6, 11]))
+        slide = draw(st.sampled_from([None, 2, within]))
+        window = f"WITHIN {within} s" + (f" SLIDE {slide} s" if slide and slide <= within else "")
+        lines.append(
+            f"q{i}: RETURN {', '.join(aggs)} PATTERN {shape} WHERE {where}{group} {window}"
+        )
+    text = ";\n".join(lines)
+    wl = parse_workload(text)
+    events = draw(event_streams(["A", "B", "B", "B", "C"], max_events=13, nulls=True))
+    return text, wl, events
+
+
+@SETTINGS
+@given(case=window_sharing_cases(), sharing=st.sampled_from(["static", "dynamic"]))
+def test_queries_with_the_same_kleene_conditions_share_per_window(case, sharing):
+    """Queries comparing B events by the same conditions share B's bursts window by window
+    (gpu_hamlet/engine/window_sharing.py): the oracle's counts in every numeric mode, and under
+    `static` every burst of a set resolved from the basis responses."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    for numeric in NUMERIC_MODES:
+        stats = gpu_hamlet.RunStats()
+        got = gpu_hamlet.aggregate(
+            table, text, backend="cpu", sharing=sharing, numeric=numeric, stats=stats
+        )
+        assert_matches_oracle(got, expected, wl, numeric)
+        if sharing == "static":
+            assert all(s.shared == s.bursts for s in stats.sets), stats.describe()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("tasks", [1, 2, 7])
+@settings(
+    SETTINGS,
+    max_examples=3,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_window_sharing_through_spark(spark, tasks, data):
+    """Per-window sharing inside Spark tasks (groups never cut): the oracle's counts."""
+    from gpu_hamlet.spark import trend_aggregate
+
+    text, wl, events = data.draw(window_sharing_cases())
+    assume(events)
+    df = spark.createDataFrame(events_to_table(events))
+    numeric = data.draw(st.sampled_from(NUMERIC_MODES))
+    results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric, sharing="static")
+    got = {name: _sorted(df.toArrow()) for name, df in results.items()}
+    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
+
+
+@pytest.mark.gpu
+@settings(SETTINGS, max_examples=8)
+@given(case=window_sharing_cases())
+def test_gpu_backend_shares_per_window(case):
+    """The window macro rows and basis passes on the GPU backend (the simulator without a
+    device): the oracle's counts."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    for numeric in NUMERIC_MODES:
+        got = gpu_hamlet.aggregate(table, text, backend="gpu", sharing="static", numeric=numeric)
+        assert_matches_oracle(got, expected, wl, numeric)

@@ -262,3 +262,36 @@ def test_gpu_next_queries_with_shared_bursts_equal_cpu():
         )
         for name in "abcd":
             assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), (numeric, name)
+
+
+WINDOW_SHARED_TEXT = """
+up1: RETURN COUNT(*), SUM(B.v), MAX(B.w) PATTERN SEQ(A, B+) WHERE B.v < NEXT(B).v GROUPBY g
+     WITHIN 8 s SLIDE 4 s;
+up2: RETURN COUNT(*), MIN(B.v), COUNT(B) PATTERN SEQ(B+, C) WHERE B.v < NEXT(B).v GROUPBY g
+     WITHIN 6 s
+"""
+
+
+@pytest.mark.parametrize("budget", [None, 4096])
+def test_gpu_window_shared_bursts_equal_cpu(budget):
+    """Bursts shared per window (basis passes and window macro rows,
+    gpu_hamlet/engine/window_sharing.py) give the CPU's tables, also when a small device budget
+    cuts the runs, and the chains of window macro rows, into several launches."""
+    import pyarrow as pa
+
+    from gpu_hamlet.kernels.backend import GpuBackend
+
+    table = pa.Table.from_pylist(adjacent_events())
+    be = GpuBackend(max_device_bytes=budget)
+    for numeric in NUMERIC_MODES:
+        stats = gpu_hamlet.RunStats()
+        got = gpu_hamlet.aggregate(
+            table, WINDOW_SHARED_TEXT, backend=be, numeric=numeric, sharing="static", stats=stats
+        )
+        cpu = gpu_hamlet.aggregate(
+            table, WINDOW_SHARED_TEXT, backend="cpu", numeric=numeric, sharing="none"
+        )
+        assert stats.sets[0].shared == stats.sets[0].bursts > 10
+        for name in ("up1", "up2"):
+            assert got[name].num_rows > 0
+            assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), (numeric, name)

@@ -43,7 +43,12 @@ class AdjacentRuns:
     is its class or -1; `tree[q, c]` numbers state q's tree among the trees of class c (-1: none).
     Per run and class, the trees start at `toff` and have `tsize` leaves (2 * tsize nodes each).
     Per row and class, `slot` is the leaf its values are added at (-1: none) and `rng` the two
-    leaf ranges [lo, hi) it reads."""
+    leaf ranges [lo, hi) it reads.
+
+    Window macro rows (`wburst` >= 0: the burst's number in its shared set) stand for a burst
+    of a Kleene type whose E -> E conditions the queries of a set share
+    (gpu_hamlet/engine/window_sharing.py): `wprev` chains each to the previous one of its run
+    (-1: none), and the responses of burst s's snapshot on burst b are K[doff[s] + b - s]."""
 
     starts: np.ndarray
     time: np.ndarray
@@ -55,6 +60,9 @@ class AdjacentRuns:
     slot: np.ndarray
     rng: np.ndarray
     nodes: int
+    wburst: np.ndarray
+    wprev: np.ndarray
+    doff: np.ndarray
 
     @property
     def runs(self) -> int:
@@ -108,6 +116,29 @@ def tree_sum(tag, T, base, m, lo, hi, A, nch):
 
 
 @jitable
+def resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch):
+    """V[e] of a window macro row of burst b: every snapshot f of its run so far (its own
+    included, following `wprev`) times its basis responses on burst b. A channel's weight term
+    only counts on snapshots that exist (as in `apply_event`)."""
+    for ch in range(nch):
+        r_store(tag, V, e, ch, r_zero(tag))
+    f = e
+    while f >= 0:
+        s = wburst[f]
+        d = doff[s] + b - s
+        c = r_load(tag, snap, f, 0)
+        cz = r_is_zero(tag, c)
+        d0 = r_load(tag, K, d, 0)
+        r_store(tag, V, e, 0, r_add(tag, r_load(tag, V, e, 0), r_mul(tag, d0, c)))
+        for ch in range(1, nch):
+            v = r_mul(tag, d0, r_load(tag, snap, f, ch))
+            if not cz:
+                v = r_add(tag, v, r_mul(tag, r_load(tag, K, d, ch), c))
+            r_store(tag, V, e, ch, r_add(tag, r_load(tag, V, e, ch), v))
+        f = wprev[f]
+
+
+@jitable
 def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, nch):
     """The moves of a negated event of `label` on the trees: a moved state's trees are added into
     its target's (a state and its target end with the same type, so both have them) and cleared."""
@@ -133,7 +164,8 @@ def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, n
 @jitable
 def run_adjacent(
     tag, X, T, V, A, i, end, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start,
-    is_end, move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, snap,
+    is_end, move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, snap, wburst, wprev,
+    doff,
 ):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) from the zero state X [D, 1, lanes] (its
     constant set); the finals end in X. T holds the run's trees (cleared here), V [rows,
@@ -142,7 +174,10 @@ def run_adjacent(
 
     `mseg` is EVENT, MOVE, or a macro row's burst (a shared burst of a Kleene type no condition
     touches, so its events form one macro event as in `apply_event`: MU*c and MU*z + K*c, its
-    snapshot c recorded in `snap`)."""
+    snapshot c recorded in `snap`). A window macro row (`wburst` >= 0) records its input (count
+    and channels) in `snap` [rows, channels, lanes] and resolves every snapshot of its run so far
+    against its burst: sum over s of c_s * D[s, b], with D = K[doff[s] + b - s] (the responses
+    of burst s's basis pass, channel 0 the count's; docs/architecture.md section 9)."""
     nch = W.shape[0]
     stride = k + 1
     ncls = tree.shape[1]
@@ -181,6 +216,13 @@ def run_adjacent(
             # A weight only counts on partial trends that exist: in MINREACH a key times an
             # unreached count is not zero (as in `apply_event`).
             cz = r_is_zero(tag, cnt)
+            b = wburst[e]
+            if b >= 0:
+                r_store(tag, snap, e, 0, cnt)
+                for ch in range(1, nch):
+                    r_store(tag, snap, e, ch, r_load(tag, A, ch, 0))
+                resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch)
+                continue
             m = mseg[e]
             if m >= 0:
                 r_store(tag, snap, e, 0, cnt)

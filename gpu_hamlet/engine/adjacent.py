@@ -213,4 +213,7 @@ def adjacent_runs(
         slot,
         rng,
         int(sizes.sum()),
+        np.full(n, -1, np.int64),  # no window macro rows (QueryRows adds them)
+        np.full(n, -1, np.int64),
+        np.zeros(0, np.int64),
     )

@@ -68,10 +68,14 @@ class Backend(Protocol):
         template,
         snap: np.ndarray,
         param: int = 0,
-    ) -> np.ndarray:
+        values: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Per run (a whole window) its result from zero with predicates between adjacent
-        events (gpu_hamlet/core/adjacency.py): [runs, D, 1, lanes]. Macro rows (mseg >= 0) are
-        shared bursts of a type no condition touches, as in `segment_maps`."""
+        events (gpu_hamlet/core/adjacency.py): ([runs, D, 1, lanes], and with `values` every
+        row's values [rows, channels, lanes], else None). Macro rows (mseg >= 0) are shared
+        bursts of a type no condition touches, as in `segment_maps`; window macro rows
+        (`runs.wburst` >= 0) read their basis responses from k and record their input in `snap`
+        [rows, channels, lanes]."""
         ...
 
     def segments(

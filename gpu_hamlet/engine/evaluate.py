@@ -27,12 +27,13 @@ from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.matching import Matcher, check_filter
-from gpu_hamlet.engine.optimizer import COST_MODELS
+from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.pattern import And
@@ -94,22 +95,16 @@ def evaluate(
         ctx.plans,
         ctx.matcher,
     )
-    shared: dict[str, list[SharedBursts]] = {}
+    shared: dict[str, list[SharedBursts | SharedWindows]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
-            sb = SharedBursts(
-                ev,
-                attrs,
-                be,
-                sset,
-                keys.order,
-                keys.pid,
-                plans,
-                matcher,
-                options.sharing,
-                COST_MODELS[be.name],
+            args = (ev, attrs, be, sset, keys.order, keys.pid, plans, matcher, options.sharing)
+            sb: SharedBursts | SharedWindows = (
+                SharedWindows(*args, WINDOW_COSTS[be.name])
+                if sset.conditions
+                else SharedBursts(*args, COST_MODELS[be.name])
             )
             if stats is not None:
                 stats.sets.append(sb.stats)

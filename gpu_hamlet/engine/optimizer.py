@@ -90,6 +90,38 @@ GPU_COSTS = EngineCostModel(
 COST_MODELS: dict[str, EngineCostModel] = {"cpu": CPU_COSTS, "gpu": GPU_COSTS}
 
 
+@dataclass(frozen=True)
+class WindowCostModel:
+    """This engine's cost of a partition's bursts of a Kleene type whose E -> E NEXT conditions
+    a set shares (gpu_hamlet/engine/window_sharing.py), in seconds.
+
+    Alone, every query runs its trees over the partition's n E events in each of its windows:
+    n * levels * (window copies x channels, summed over the queries) tree steps of `tree_s`.
+    Shared, the basis passes run the trees over `basis` rows once per distinct channel set
+    (`basis_width` channels), and each query resolves each burst against the earlier snapshots
+    of its windows: `pairs` (snapshot, burst) pairs per window copy and channel at `pair_s`.
+    Definition 12 of HAMLET with this engine's terms: no predecessor scan, a snapshot per burst.
+    """
+
+    tree_s: float
+    pair_s: float
+
+    def shared(self, basis, levels, basis_width, pairs, query_width):
+        return basis * levels * basis_width * self.tree_s + pairs * query_width * self.pair_s
+
+    def nonshared(self, n, levels, query_width):
+        return n * levels * query_width * self.tree_s
+
+
+#: Calibrated on the CPU backend with `python benchmarks/bench_next_sharing.py --calibrate`
+#: (2-core x86-64 development machine; BENCHMARKS.md has the output).
+CPU_WINDOW_COSTS = WindowCostModel(tree_s=1.0e-08, pair_s=1.0e-08)
+
+#: UNCALIBRATED for the GPU backend (no device run yet): the CPU's ratio of the two steps, which
+#: is all the decision reads.
+WINDOW_COSTS: dict[str, WindowCostModel] = {"cpu": CPU_WINDOW_COSTS, "gpu": CPU_WINDOW_COSTS}
+
+
 def choose_shared(
     mode: str,
     b: np.ndarray,

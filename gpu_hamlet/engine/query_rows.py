@@ -5,6 +5,7 @@ rows (ordinary or macro), cut into which segments, and their segment maps in eac
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.pruning import rows_may_complete
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.window_copies import window_copies
+from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 
@@ -40,7 +42,7 @@ class QueryRows:
         attrs: Attributes,
         plan: QueryPlan,
         matcher: Matcher,
-        shared: list[SharedBursts],
+        shared: list[SharedBursts | SharedWindows],
         options: Options,
         be: Backend,
         record_snapshots: bool = False,
@@ -251,7 +253,8 @@ class QueryRows:
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
-        the row's index into them or -1), one entry per macro row."""
+        the row's index into them or -1), one entry per macro row of a burst source, then the
+        basis responses of each window source (`_window_layout`)."""
         labels = np.where(self.macro, -1, self.label) if self.sources else self.label
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
@@ -261,13 +264,44 @@ class QueryRows:
         offset = 0
         for s_i, sb in enumerate(self.sources):
             at = np.flatnonzero(self.macro_src == s_i)
-            if at.size:
+            if at.size and isinstance(sb, SharedBursts):
                 mu, K = sb.coefficients(ring, p, channels, self.macro_seg[at])
                 mseg[at] = offset + np.arange(at.size)
                 mus.append(mu)
                 ks.append(K)
                 offset += at.size
+        for sb in self.sources:
+            if isinstance(sb, SharedWindows) and sb.nshared:
+                ks.append(sb.responses(ring, p, channels))
         return W, np.concatenate(mus), np.concatenate(ks), mseg
+
+    def _window_layout(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(wburst, wprev, doff) of the rows (gpu_hamlet/core/adjacency.py): window macro rows
+        numbered across the window sources, each chained to the previous one of its source in
+        its run (`run`), their responses after the burst sources' K rows (as `_weights`)."""
+        n = self.pos.shape[0]
+        wburst = np.full(n, -1, np.int64)
+        wprev = np.full(n, -1, np.int64)
+        doffs = [np.zeros(0, np.int64)]
+        kbase = int(
+            sum(
+                (self.macro_src == s_i).sum()
+                for s_i, sb in enumerate(self.sources)
+                if isinstance(sb, SharedBursts)
+            )
+        )
+        bursts = 0
+        for s_i, sb in enumerate(self.sources):
+            if not isinstance(sb, SharedWindows) or not sb.nshared:
+                continue
+            at = np.flatnonzero(self.macro_src == s_i)
+            wburst[at] = self.macro_seg[at] + bursts
+            prev = np.r_[-1, at[:-1]]
+            wprev[at] = np.where((prev >= 0) & (run[np.maximum(prev, 0)] == run[at]), prev, -1)
+            doffs.append(sb.doff[:-1] + kbase)
+            kbase += int(sb.doff[-1])
+            bursts += sb.nshared
+        return wburst, wprev, np.concatenate(doffs)
 
     def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Per (partition, segment) run: its map (with `full`) or its result from zero, as
@@ -285,14 +319,16 @@ class QueryRows:
         tpl = self.tpl
         W, MU, K, mseg = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
-        snap: np.ndarray = np.zeros((self.pos.shape[0], 1, lanes), dtype)
         if self.plan.adjacency is not None:
             runs = self._adjacent_runs()
-            maps = yield ("adjacent_results", (ring, runs, W, MU, K, mseg, tpl, snap, p))
+            # Window macro rows record their whole input (every channel) as their snapshot.
+            snap: np.ndarray = np.zeros((self.pos.shape[0], len(channels), lanes), dtype)
+            maps, _ = yield ("adjacent_results", (ring, runs, W, MU, K, mseg, tpl, snap, p))
             first = runs.starts[:-1]
             assert self.seg is not None, "events are segmented first"
             run_pid, run_seg = self.pid[first], self.seg[first]
         else:
+            snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
             maps, run_pid, run_seg = yield (
                 "segment_maps",
                 (
@@ -324,18 +360,21 @@ class QueryRows:
             assert self.seg is not None, "events are segmented first"
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
-            self._adjacent = adjacent_runs(
+            run = np.cumsum(change) - 1
+            wburst, wprev, doff = self._window_layout(run)
+            runs = adjacent_runs(
                 self.plan.query,
                 adj,
                 self.ev.table,
                 self.rows,
                 self.tpl.labels,
-                self.label,
+                np.where(wburst >= 0, -1, self.label),  # window macro rows use no tree
                 self.kind,
-                np.cumsum(change) - 1,
+                run,
                 self.time,
                 self.pos,
             )
+            self._adjacent = replace(runs, wburst=wburst, wprev=wprev, doff=doff)
         return self._adjacent
 
     def empty(self) -> bool:

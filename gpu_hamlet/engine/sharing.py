@@ -30,17 +30,20 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.query.plan import QueryPlan, Template
-from gpu_hamlet.query.workload import Query, Workload, format_ms
+from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
 
 # --- workload analysis ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class SharableSet:
-    """Queries that share the Kleene sub-pattern `kleene_type`+ and partition alike."""
+    """Queries that share the Kleene sub-pattern `kleene_type`+ and partition alike; with
+    `conditions`, the E -> E NEXT conditions they all have (then they also filter E alike and
+    share per window: gpu_hamlet/engine/window_sharing.py)."""
 
     kleene_type: str
     queries: tuple[Query, ...]
+    conditions: tuple[NextCondition, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -82,10 +85,12 @@ class WorkloadAnalysis:
             lines.append("no shareable Kleene sub-pattern: every query runs alone")
         for s in self.sets:
             q0 = s.queries[0]
+            per_window = " AND ".join(map(str, s.conditions))
             lines.append(
                 f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
                 f"(partition {', '.join(q0.partition_attrs) or '-'}, "
                 f"pane {format_ms(s.pane_ms)})"
+                + (f", per window with {per_window}" if per_window else "")
             )
             for (a, b), names in sorted(s.merged_template().items()):
                 lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
@@ -97,19 +102,35 @@ def touches(q: Query, type_: str) -> bool:
     return any(type_ in (c.type, c.next_type) for c in q.next_conditions)
 
 
+def only_within(q: Query, type_: str) -> bool:
+    """Whether every NEXT condition of q that touches `type_` compares two events of it."""
+    return all(
+        c.type == c.next_type == type_ for c in q.next_conditions if type_ in (c.type, c.next_type)
+    )
+
+
 def analyze(workload: Workload) -> WorkloadAnalysis:
     """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
         # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
-        # (docs/architecture.md section 9). A query with a NEXT condition touching the Kleene
-        # type keeps those bursts to itself: an E event also reads earlier bursts' E events by
-        # value, so a burst does not fold into one snapshot (section 9: when sharing per window
-        # would pay, and why it cannot with conditions on the edges into or out of E).
+        # (docs/architecture.md section 9). NEXT conditions touching the Kleene type E: queries
+        # with the same E -> E conditions and filters on E share per window; a condition on an
+        # edge into or out of E keeps E's bursts to the query (section 9: sharing cannot pay).
         for e in q.elements or ():
-            if e.kleene and not touches(q, e.type):
-                by_key.setdefault((e.type, q.groupby, q.partition_attrs), []).append(q)
-    sets = tuple(SharableSet(key[0], tuple(qs)) for key, qs in by_key.items() if len(qs) >= 2)
+            if not e.kleene:
+                continue
+            key: tuple = (e.type, q.groupby, q.partition_attrs)
+            if touches(q, e.type):
+                if not only_within(q, e.type):
+                    continue
+                key += (frozenset(q.next_of(e.type, e.type)), frozenset(q.filters_of(e.type)))
+            by_key.setdefault(key, []).append(q)
+    sets = tuple(
+        SharableSet(key[0], tuple(qs), qs[0].next_of(key[0], key[0]) if len(key) > 3 else ())
+        for key, qs in by_key.items()
+        if len(qs) >= 2
+    )
     pane = 0
     for q in workload:
         pane = gcd(gcd(pane, q.within_ms), q.slide_ms)
@@ -462,12 +483,7 @@ class SharedBursts:
         if not (seg_j >= 0).any():
             return None
         bid = self.burst_of[qidx]
-        seg = np.where(bid >= 0, seg_j[bid], -1)
-        sh = seg >= 0
-        first = sh.copy()
-        first[1:] &= bid[1:] != bid[:-1]
-        keep = ~sh | first
-        return Injection(keep, first[keep], seg[first])
+        return collapse(bid, np.where(bid >= 0, seg_j[bid], -1))
 
     def coefficients(
         self, ring: str, param: int, channels: tuple, segs: np.ndarray
@@ -500,6 +516,19 @@ class SharedBursts:
             )
             done |= need
         return MU[segs], K[segs]
+
+
+def collapse(bid: np.ndarray, seg: np.ndarray) -> Injection:
+    """A query's events (their burst `bid`, ascending where >= 0) with each burst that has a
+    segment (`seg` >= 0) kept as one macro row at its first event. (A burst's events need not
+    be adjacent: those of a timestamp group that mixes types, gpu_hamlet/engine/window_sharing.py,
+    may have other events of their timestamp between them.)"""
+    sh = seg >= 0
+    seen = np.maximum.accumulate(np.where(sh, bid, -1))
+    first = sh.copy()
+    first[1:] &= bid[1:] > seen[:-1]
+    keep = ~sh | first
+    return Injection(keep, first[keep], seg[first])
 
 
 def _representatives(hashes: np.ndarray) -> np.ndarray:

@@ -228,7 +228,7 @@ class GpuBackend:
         return [out[i] for i in range(len(calls))]
 
     def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,
-                         param=0):  # fmt: skip
+                         param=0, values=False):  # fmt: skip
         """Each run's result with predicates between adjacent events, in launches of whole runs
         whose trees, rows and states fit the device budget."""
         W = as_array(weights)
@@ -236,6 +236,7 @@ class GpuBackend:
         dtype = layout(ring)[0]
         D = nch * (template.k + 1) + 1
         maps = np.empty((runs.runs, D, 1, lanes), dtype)
+        V = np.empty((runs.starts[-1], nch, lanes), dtype) if values else None
         item = nch * lanes * np.dtype(dtype).itemsize
         run_nodes = np.diff(
             np.r_[runs.toff[:, 0] if runs.toff.size else np.zeros(runs.runs), runs.nodes]
@@ -249,6 +250,7 @@ class GpuBackend:
             nodes = int(run_nodes[r0:r1].sum())
             out = cuda.device_array((r1 - r0, D, 1, lanes), dtype)
             snap_d = to_device(snap[e0:e1])
+            V_d = cuda.device_array((max(e1 - e0, 1), nch, lanes), dtype)
             adjacent_kernel(ring)[grid(r1 - r0)](
                 to_device(runs.starts[r0 : r1 + 1] - e0),
                 to_device(runs.time[e0:e1]),
@@ -272,16 +274,21 @@ class GpuBackend:
                 to_device(runs.slot[e0:e1]),
                 to_device(runs.rng[e0:e1]),
                 snap_d,
+                to_device(runs.wburst[e0:e1]),
+                to_device(np.where(runs.wprev[e0:e1] >= 0, runs.wprev[e0:e1] - e0, -1)),
+                to_device(runs.doff),
                 no_carry,
                 cuda.device_array((max(nodes, 1), nch, lanes), dtype),
-                cuda.device_array((max(e1 - e0, 1), nch, lanes), dtype),
+                V_d,
                 cuda.device_array((r1 - r0, nch, 1, lanes), dtype),
                 out,
                 param,
             )
             out.copy_to_host(maps[r0:r1])
             snap[e0:e1] = snap_d.copy_to_host()
-        return maps
+            if V is not None:
+                V[e0:e1] = V_d.copy_to_host()[: e1 - e0]
+        return maps, V
 
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals, param)])[0]

@@ -1,0 +1,261 @@
+"""Sharing the bursts of a Kleene type E that NEXT conditions touch, window by window
+(docs/architecture.md section 9).
+
+When every query of a set compares adjacent E events by the same E -> E conditions (and none
+compares E with its neighbours of other types), the E events of a window are one linear system
+the queries share: with a snapshot c_s per burst s (the query's input at the burst, HAMLET's
+graphlet snapshot), a query's values on burst b are the sum over the earlier bursts s of its
+window of c_s * D[s, b], where D[s, b] is the response on b of the tree recursion started with 1
+on burst s's events (its *basis pass*). An E event also reads the E events of earlier bursts by
+value, so a burst does not fold into one snapshot on its own, as a burst of an untouched type does
+(gpu_hamlet/engine/sharing.py): each query resolves each burst against all earlier snapshots of
+its window (gpu_hamlet/core/adjacency.py `resolve_window`).
+
+The basis pass of burst s runs over the E events of the bursts its windows can reach (bursts of
+its partition less than the longest window after it), once for every query of the set and every
+window holding it. The optimizer (`WindowCostModel`) decides per partition: all of a partition's
+bursts are shared or none, since a window's E events must all be resolved one way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.recursions import EVENT
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.adjacent import adjacent_runs
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import Backend
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.optimizer import WindowCostModel
+from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse
+from gpu_hamlet.query.plan import Adjacency, Channel, QueryPlan
+
+
+@dataclass(frozen=True)
+class BasisTemplate:
+    """The automaton of a basis pass, as the backends read a template (`BASIS`)."""
+
+    k: int
+    pred_ptr: np.ndarray
+    pred_idx: np.ndarray
+    is_start: np.ndarray
+    is_end: np.ndarray
+    move_ptr: np.ndarray
+    move_from: np.ndarray
+    move_to: np.ndarray
+
+
+#: State 0 is burst s's events (a start: each adds 1), state 1 the later bursts' events; both
+#: read the E -> E trees of both (class 0), which the basis's Adjacency numbers 0 and 1.
+BASIS = BasisTemplate(
+    k=2,
+    pred_ptr=np.array([0, 1, 3], np.int64),
+    pred_idx=np.array([0, 0, 1], np.int64),
+    is_start=np.array([True, False]),
+    is_end=np.array([False, False]),
+    move_ptr=np.zeros(2, np.int64),
+    move_from=np.zeros(0, np.int64),
+    move_to=np.zeros(0, np.int64),
+)
+BASIS_ADJACENCY_TREES = np.array([[0], [1]], np.int64)
+
+
+def window_bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
+    """Burst number of every E event of a set stream sorted by partition and time (-1 for other
+    events): maximal runs of timestamp groups of E events only, within a partition and pane; the
+    E events of a timestamp group that mixes types form a burst of their own (they all read the
+    state before the group, so one snapshot serves them)."""
+    n = t.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    part = np.ones(n, bool)
+    part[1:] = (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])
+    group = part.copy()
+    group[1:] |= t[1:] != t[:-1]
+    first = np.flatnonzero(group)
+    pure = np.logical_and.reduceat(is_e, first)
+    has_e = np.logical_or.reduceat(is_e, first)
+    starts = has_e & (part[first] | ~pure | ~np.r_[False, pure[:-1]])
+    number = np.cumsum(starts) - 1
+    return np.where(is_e, number[np.cumsum(group) - 1], -1)
+
+
+class SharedWindows:
+    """The bursts of one sharable set of a touched Kleene type over one input, the optimizer's
+    per-partition decisions, and the basis responses D (duck-typed like SharedBursts where
+    gpu_hamlet/engine/query_rows.py reads a source)."""
+
+    def __init__(
+        self,
+        ev: EventFrame,
+        attrs: Attributes,
+        be: Backend,
+        sset: SharableSet,
+        order: np.ndarray,
+        pid: np.ndarray,
+        plans: dict[str, QueryPlan],
+        matcher: Matcher,
+        mode: str,
+        model: WindowCostModel,
+    ) -> None:
+        self.ev, self.attrs, self.be, self.sset = ev, attrs, be, sset
+        E = sset.kleene_type
+        self.stats = SharingStats(E, sset.names)
+        self.names = set(sset.names)
+        self._responses: dict[tuple, np.ndarray] = {}
+        set_idx = np.flatnonzero(matcher.matched_by_any(sset.queries)[order])
+        rows = order[set_idx]
+        spid = pid[set_idx]
+        t = ev.time[rows]
+        panes, _ = be.segments(spid, t, ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane"))
+        bid = window_bursts(spid, panes, t, ev.type_codes[rows] == ev.code_of(E))
+        e_at = np.flatnonzero(bid >= 0)  # the set stream's E events, bursts ascending
+        nb = int(bid[e_at[-1]]) + 1 if e_at.size else 0
+        e_start = np.r_[np.flatnonzero(np.diff(bid[e_at], prepend=-1) != 0), e_at.size]
+        b_pid = spid[e_at[e_start[:-1]]]
+        b_pane = panes[e_at[e_start[:-1]]]
+        # Burst s reaches the bursts of its partition less than the longest window after it.
+        reach = max(q.within_ms // sset.pane_ms for q in sset.queries)
+        uniq = np.unique(b_pane)  # (pid, pane rank) as one ascending key
+        key = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane)
+        last = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane + reach)
+        end = np.searchsorted(key, last)
+        basis_rows = (e_start[end] - e_start[:-1]).astype(np.float64)
+        pairs = (end - np.arange(nb)).astype(np.float64)
+        share = self._decide(mode, model, plans, b_pid, np.diff(e_start), basis_rows, pairs)
+        self.stats.bursts, self.stats.burst_events = nb, int(e_at.size)
+        self.stats.shared = self.stats.graphlet_snapshots = int(share.sum())
+        self.stats.unshared = nb - self.stats.shared
+        # Shared bursts renumbered densely; a partition's bursts are all shared or none, so the
+        # reach of a shared burst holds shared bursts only.
+        number = np.where(share, np.cumsum(share) - 1, -1)
+        self.burst_of = np.full(order.shape[0], -1, np.int64)
+        self.burst_of[set_idx[e_at]] = number[bid[e_at]]
+        s = np.flatnonzero(share)
+        self.nshared = s.shape[0]
+        self.reach = end[s] - s  # bursts per basis pass
+        self.doff = np.r_[0, np.cumsum(self.reach)].astype(np.int64)
+        self._rows = rows[e_at]
+        self._time = t[e_at]
+        self._e_start = e_start
+        self._shared = s
+
+    def _decide(
+        self,
+        mode: str,
+        model: WindowCostModel,
+        plans: dict[str, QueryPlan],
+        b_pid: np.ndarray,
+        length: np.ndarray,
+        basis_rows: np.ndarray,
+        pairs: np.ndarray,
+    ) -> np.ndarray:
+        """Which bursts run shared: static all, dynamic those of the partitions where the model
+        says the basis passes and resolutions cost less than each query's own trees."""
+        if mode == "static" or b_pid.shape[0] == 0:
+            return np.ones(b_pid.shape[0], bool)
+        copies = np.asarray([q.within_ms / q.slide_ms for q in self.sset.queries])
+        width = np.asarray([_width(plans[q.name]) for q in self.sset.queries], np.float64)
+        distinct = {_channels(plans[q.name]): plans[q.name] for q in self.sset.queries}
+        basis_width = sum(_width(plan) for plan in distinct.values())
+        parts, at = np.unique(b_pid, return_inverse=True)
+        per = np.zeros((3, parts.shape[0]))
+        for i, v in enumerate((length, basis_rows, pairs)):
+            per[i] = np.bincount(at, weights=v, minlength=parts.shape[0])
+        n_e, basis, npairs = per
+        levels = np.log2(basis / np.maximum(np.bincount(at), 1) + 2.0)
+        shared = model.shared(basis, levels, basis_width, npairs, float((copies * width).sum()))
+        alone = model.nonshared(n_e, levels, float((copies * width).sum()))
+        return (shared < alone)[at]
+
+    # -- the source interface of QueryRows --
+
+    def shares(self, name: str) -> bool:
+        return name in self.names and self.nshared > 0
+
+    def compressed(self, *args, **kwargs) -> None:
+        """No collapsed stream of the set: a query's rows come from `inject`."""
+        return None
+
+    def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
+        """For a query's events (indices into the sorted order): each shared burst as one window
+        macro row at its first event, whose segment is the burst's number."""
+        bid = self.burst_of[qidx]
+        return collapse(bid, bid) if (bid >= 0).any() else None
+
+    @cached_property
+    def _basis(self) -> tuple[np.ndarray, AdjacentRuns, np.ndarray]:
+        """The basis passes' rows (one run per shared burst s: the E events of the bursts it
+        reaches), their trees, and the first row of each D entry (s, b)."""
+        s = self._shared
+        es = self._e_start[s]
+        ee = self._e_start[s + self.reach]
+        lens = ee - es
+        run = np.repeat(np.arange(s.shape[0]), lens)
+        at = np.arange(run.shape[0]) - np.repeat(np.cumsum(lens) - lens, lens) + es[run]
+        burst = np.searchsorted(self._e_start, at, side="right") - 1 - s[run]  # b - s
+        pos = (burst > 0).astype(np.int64)
+        q0 = self.sset.queries[0]
+        E = self.sset.kleene_type
+        adj = Adjacency(
+            (self.sset.conditions,),
+            np.zeros(3, np.int64),
+            BASIS_ADJACENCY_TREES,
+            np.array([2], np.int64),
+        )
+        n = run.shape[0]
+        runs = adjacent_runs(
+            q0,
+            adj,
+            self.ev.table,
+            self._rows[at],
+            {E: 0},
+            np.zeros(n, np.int64),
+            np.full(n, EVENT, np.int64),
+            run,
+            self._time[at],
+            pos,
+        )
+        entry = self.doff[run] + burst
+        first = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
+        return self._rows[at], runs, first
+
+    def responses(self, ring: str, param: int, channels: tuple[Channel, ...]) -> np.ndarray:
+        """D [entries, channels, lanes] of every shared burst s on the bursts b it reaches
+        (entry doff[s] + b - s): channel 0 the count's response, the others the channels'."""
+        key = (ring, param, channels)
+        if key not in self._responses:
+            rows, runs, first = self._basis
+            dtype, lanes = layout(ring)
+            label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
+            W = self.attrs.weights(ring, channels, rows, self.ev.type_codes[rows], label_of, param)
+            n = rows.shape[0]
+            _, V = self.be.adjacent_results(
+                ring,
+                runs,
+                W,
+                np.zeros((0, 1, lanes), dtype),
+                np.zeros((0, len(channels), lanes), dtype),
+                np.full(n, EVENT, np.int64),
+                BASIS,
+                np.zeros((n, 1, lanes), dtype),
+                param,
+                values=True,
+            )
+            assert V is not None, "values=True returns the rows' values"
+            self._responses[key] = self.be.reduce_sorted(ring, V, first, param)
+        return self._responses[key]
+
+
+def _channels(plan: QueryPlan) -> tuple:
+    return (plan.linear, plan.exact, plan.minmax)
+
+
+def _width(plan: QueryPlan) -> int:
+    return len(plan.linear) + len(plan.exact) + len(plan.minmax)
