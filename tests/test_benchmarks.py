@@ -284,3 +284,22 @@ def test_small_call_benchmark_times_every_case(tmp_path):
         ("50 queries", "exact", "dynamic"),
     ]
     assert all(r["seconds"] > 0 for r in rows)
+
+
+def test_next_sharing_benchmark_runs_every_mode(tmp_path):
+    """`benchmarks/bench_next_sharing.py` on a small stream: every case timed in each mode, and
+    static shares every burst of the set."""
+    out = tmp_path / "next.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_next_sharing.py"), "--events", "3000"]
+        + ["--queries", "2", "4", "--windows", "1", "--repeat", "1", "--json", str(out)],
+        cwd=ROOT,
+        env=checkout_env(),
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["window_min"], r["queries"]) for r in rows] == [(1, 2), (1, 4)]
+    assert all(r[f"{m}_s"] > 0 for r in rows for m in ("none", "static", "dynamic"))
+    assert all(r["bursts"] > 10 for r in rows)

@@ -95,30 +95,37 @@ class WindowCostModel:
     """This engine's cost of a partition's bursts of a Kleene type whose E -> E NEXT conditions
     a set shares (gpu_hamlet/engine/window_sharing.py), in seconds.
 
-    Alone, every query runs its trees over the partition's n E events in each of its windows:
-    n * levels * (window copies x channels, summed over the queries) tree steps of `tree_s`.
-    Shared, the basis passes run the trees over `basis` rows once per distinct channel set
-    (`basis_width` channels), and each query resolves each burst against the earlier snapshots
-    of its windows: `pairs` (snapshot, burst) pairs per window copy and channel at `pair_s`.
-    Definition 12 of HAMLET with this engine's terms: no predecessor scan, a snapshot per burst.
+    Alone, every query runs its trees over the E events of the windows its pruning keeps:
+    `rows` (those events times the query's window copies and channels, summed over the
+    queries) * levels steps of `tree_s`. Shared, the basis passes rank and run `basis` rows
+    once per distinct channel set (`basis_width` channels in all) at `basis_s` per row, level
+    and channel, and each query (per window copy and channel) handles a window macro row per
+    burst at `macro_s` and resolves its `pairs` (snapshot, burst) pairs at `pair_s`. HAMLET's
+    Definition 12 in this engine's terms: no predecessor scan, one snapshot per burst.
     """
 
     tree_s: float
+    basis_s: float
+    macro_s: float
     pair_s: float
 
-    def shared(self, basis, levels, basis_width, pairs, query_width):
-        return basis * levels * basis_width * self.tree_s + pairs * query_width * self.pair_s
+    def shared(self, basis, levels, basis_width, bursts, pairs, query_width):
+        return basis * levels * basis_width * self.basis_s + query_width * (
+            bursts * self.macro_s + pairs * self.pair_s
+        )
 
-    def nonshared(self, n, levels, query_width):
-        return n * levels * query_width * self.tree_s
+    def nonshared(self, rows, levels):
+        return rows * levels * self.tree_s
 
 
-#: Calibrated on the CPU backend with `python benchmarks/bench_next_sharing.py --calibrate`
-#: (2-core x86-64 development machine; BENCHMARKS.md has the output).
-CPU_WINDOW_COSTS = WindowCostModel(tree_s=1.0e-08, pair_s=1.0e-08)
+#: Fitted on the CPU backend to `python benchmarks/bench_next_sharing.py --events 100000`
+#: (benchmarks/results/next_sharing/cpu_fit.txt, 2-core x86-64 development machine): `tree_s`
+#: from the none columns, `basis_s` from static with 5 queries, `macro_s` and `pair_s` from
+#: static's growth with the queries. BENCHMARKS.md has the decisions it gives.
+CPU_WINDOW_COSTS = WindowCostModel(tree_s=3.0e-08, basis_s=9.0e-08, macro_s=3.8e-07, pair_s=1.0e-08)
 
-#: UNCALIBRATED for the GPU backend (no device run yet): the CPU's ratio of the two steps, which
-#: is all the decision reads.
+#: UNCALIBRATED for the GPU backend (no device run yet): the CPU's constants, whose ratios are
+#: all the decision reads.
 WINDOW_COSTS: dict[str, WindowCostModel] = {"cpu": CPU_WINDOW_COSTS, "gpu": CPU_WINDOW_COSTS}
 
 

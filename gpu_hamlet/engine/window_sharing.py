@@ -11,10 +11,10 @@ value, so a burst does not fold into one snapshot on its own, as a burst of an u
 (gpu_hamlet/engine/sharing.py): each query resolves each burst against all earlier snapshots of
 its window (gpu_hamlet/core/adjacency.py `resolve_window`).
 
-The basis pass of burst s runs over the E events of the bursts its windows can reach (bursts of
-its partition less than the longest window after it), once for every query of the set and every
-window holding it. The optimizer (`WindowCostModel`) decides per partition: all of a partition's
-bursts are shared or none, since a window's E events must all be resolved one way.
+The basis pass of burst s runs over the E events of the bursts its windows can reach (those of
+its partition up to the end of the last window holding it), once for every query of the set and
+every window holding it. The optimizer (`WindowCostModel`) decides per partition: all of a
+partition's bursts are shared or none, since a window's E events must all be resolved one way.
 """
 
 from __future__ import annotations
@@ -51,19 +51,20 @@ class BasisTemplate:
     move_to: np.ndarray
 
 
-#: State 0 is burst s's events (a start: each adds 1), state 1 the later bursts' events; both
-#: read the E -> E trees of both (class 0), which the basis's Adjacency numbers 0 and 1.
+#: State 0 is burst s's events (a start: each adds 1), state 1 the later bursts' events; they
+#: share one E -> E tree (class 0): each reads it and adds to it. (The layout gives each state a
+#: tree, so a run clears the two it owns; the second stays empty.)
 BASIS = BasisTemplate(
     k=2,
-    pred_ptr=np.array([0, 1, 3], np.int64),
-    pred_idx=np.array([0, 0, 1], np.int64),
+    pred_ptr=np.array([0, 1, 2], np.int64),
+    pred_idx=np.array([0, 1], np.int64),
     is_start=np.array([True, False]),
     is_end=np.array([False, False]),
     move_ptr=np.zeros(2, np.int64),
     move_from=np.zeros(0, np.int64),
     move_to=np.zeros(0, np.int64),
 )
-BASIS_ADJACENCY_TREES = np.array([[0], [1]], np.int64)
+BASIS_TREES = np.array([[0], [0]], np.int64)
 
 
 def window_bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
@@ -120,15 +121,23 @@ class SharedWindows:
         e_start = np.r_[np.flatnonzero(np.diff(bid[e_at], prepend=-1) != 0), e_at.size]
         b_pid = spid[e_at[e_start[:-1]]]
         b_pane = panes[e_at[e_start[:-1]]]
-        # Burst s reaches the bursts of its partition less than the longest window after it.
-        reach = max(q.within_ms // sset.pane_ms for q in sset.queries)
+        # Burst s reaches the bursts of its partition before the end of the last window that
+        # holds it: windows [k * slide, k * slide + within) in panes, for every query.
+        stop = np.zeros_like(b_pane)
+        for q in sset.queries:
+            slide, within = q.slide_ms // sset.pane_ms, q.within_ms // sset.pane_ms
+            stop = np.maximum(stop, b_pane // slide * slide + within)
         uniq = np.unique(b_pane)  # (pid, pane rank) as one ascending key
         key = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane)
-        last = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane + reach)
-        end = np.searchsorted(key, last)
+        end = np.searchsorted(key, b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, stop))
         basis_rows = (e_start[end] - e_start[:-1]).astype(np.float64)
         pairs = (end - np.arange(nb)).astype(np.float64)
-        share = self._decide(mode, model, plans, b_pid, np.diff(e_start), basis_rows, pairs)
+        alone = (
+            self._alone_rows(plans, spid, t, ev.type_codes[rows], bid >= 0)
+            if mode == "dynamic" and nb
+            else np.zeros(0)
+        )
+        share = self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
         self.stats.bursts, self.stats.burst_events = nb, int(e_at.size)
         self.stats.shared = self.stats.graphlet_snapshots = int(share.sum())
         self.stats.unshared = nb - self.stats.shared
@@ -146,13 +155,40 @@ class SharedWindows:
         self._e_start = e_start
         self._shared = s
 
+    def _alone_rows(
+        self,
+        plans: dict[str, QueryPlan],
+        spid: np.ndarray,
+        t: np.ndarray,
+        codes: np.ndarray,
+        is_e: np.ndarray,
+    ) -> np.ndarray:
+        """Per partition (by pid), the E events the queries would run alone, each weighted by
+        its window copies and channels: alone, a query keeps only the E events of windows that
+        hold one of its start types and one of its end types (pruning, engine/pruning.py; the
+        order within the window is not checked here)."""
+        out = np.zeros(int(spid.max()) + 1 if spid.size else 0)
+        for q in self.sset.queries:
+            tpl = plans[q.name].template
+            ends = []
+            for flags in (tpl.is_start, tpl.is_end):
+                types = [name for name, p in tpl.labels.items() if flags[p]]
+                ends.append(np.isin(codes, [self.ev.code_of(name) for name in types]))
+            win = t // self.ev.axis.ticks(q.within_ms, q, "WITHIN")
+            first = np.flatnonzero(np.r_[True, (spid[1:] != spid[:-1]) | (win[1:] != win[:-1])])
+            whole = np.logical_or.reduceat(ends[0], first) & np.logical_or.reduceat(ends[1], first)
+            kept = np.add.reduceat(is_e, first) * whole
+            weight = q.within_ms / q.slide_ms * _width(plans[q.name])
+            out += np.bincount(spid[first], weights=kept * weight, minlength=out.shape[0])
+        return out
+
     def _decide(
         self,
         mode: str,
         model: WindowCostModel,
         plans: dict[str, QueryPlan],
         b_pid: np.ndarray,
-        length: np.ndarray,
+        alone_rows: np.ndarray,
         basis_rows: np.ndarray,
         pairs: np.ndarray,
     ) -> np.ndarray:
@@ -165,14 +201,13 @@ class SharedWindows:
         distinct = {_channels(plans[q.name]): plans[q.name] for q in self.sset.queries}
         basis_width = sum(_width(plan) for plan in distinct.values())
         parts, at = np.unique(b_pid, return_inverse=True)
-        per = np.zeros((3, parts.shape[0]))
-        for i, v in enumerate((length, basis_rows, pairs)):
-            per[i] = np.bincount(at, weights=v, minlength=parts.shape[0])
-        n_e, basis, npairs = per
-        levels = np.log2(basis / np.maximum(np.bincount(at), 1) + 2.0)
-        shared = model.shared(basis, levels, basis_width, npairs, float((copies * width).sum()))
-        alone = model.nonshared(n_e, levels, float((copies * width).sum()))
-        return (shared < alone)[at]
+        basis = np.bincount(at, weights=basis_rows, minlength=parts.shape[0])
+        npairs = np.bincount(at, weights=pairs, minlength=parts.shape[0])
+        bursts = np.bincount(at, minlength=parts.shape[0])
+        levels = np.log2(basis / np.maximum(bursts, 1) + 2.0)
+        width_q = float((copies * width).sum())
+        shared = model.shared(basis, levels, basis_width, bursts, npairs, width_q)
+        return (shared < model.nonshared(alone_rows[parts], levels))[at]
 
     # -- the source interface of QueryRows --
 
@@ -205,8 +240,8 @@ class SharedWindows:
         E = self.sset.kleene_type
         adj = Adjacency(
             (self.sset.conditions,),
-            np.zeros(3, np.int64),
-            BASIS_ADJACENCY_TREES,
+            np.zeros(2, np.int64),
+            BASIS_TREES,
             np.array([2], np.int64),
         )
         n = run.shape[0]

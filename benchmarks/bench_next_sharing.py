@@ -1,0 +1,118 @@
+"""Sharing the bursts of a Kleene type that NEXT conditions touch, per window (issue 19):
+dynamic vs static vs none, in one run on one machine.
+
+    python benchmarks/bench_next_sharing.py [--events 200000] [--queries 5 25 50]
+        [--windows 1 10 60] [--burst 20] [--backend cpu] [--json OUT.json]
+
+Queries with different patterns around B+ (HAMLET 6.1's Kleene-sharing workload,
+`gpu_hamlet.datagen.kleene_sharing_workload`), all with the same `B.y < NEXT(B).y`, over
+`kleene_stream` (types A..H, bursts of B of mean length `--burst`, one event a second), with
+tumbling windows of `--windows` minutes: the more bursts a window holds, the more each query's
+resolution (a pass over the earlier snapshots of its window) costs against its own tree pass.
+Every mode answers the same workload over the same events; float mode; the best of `--repeat`.
+The constants of the optimizer's model (gpu_hamlet/engine/optimizer.py `WindowCostModel`) are
+fitted to this benchmark's none and static columns; `shared` is the bursts dynamic shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+
+from harness import best_time
+
+import gpu_hamlet
+from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
+from gpu_hamlet.engine.sharing import RunStats
+
+TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
+OTHERS = [t for t in TYPES if t != "B"]
+CONDITION = "B.y < NEXT(B).y"
+
+
+def workload(n: int, minutes: int) -> str:
+    return kleene_sharing_workload(
+        n, "B", OTHERS, returns="COUNT(*), SUM(B.x)", where=[CONDITION], within=f"{minutes} min"
+    )
+
+
+def run(events, text: str, sharing: str, repeat: int, backend: str) -> tuple[float, RunStats]:
+    """Best time of `repeat` runs, and the last run's sharing statistics."""
+    stats: list[RunStats] = []
+
+    def once() -> None:
+        stats.append(RunStats())
+        gpu_hamlet.aggregate(
+            events,
+            text,
+            backend=backend,
+            sharing=sharing,
+            numeric="float",
+            on_overflow="null",
+            stats=stats[-1],
+        )
+
+    return best_time(once, repeat), stats[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--queries", type=int, nargs="+", default=[5, 25, 50])
+    ap.add_argument("--windows", type=int, nargs="+", default=[1, 10, 60])
+    ap.add_argument("--burst", type=float, default=20.0)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events, mean "
+        f"burst {args.burst:g}; all queries WHERE {CONDITION}; float mode, "
+        f"{args.backend.upper()} backend, best of {args.repeat}"
+    )
+    events = kleene_stream(
+        args.events, seed=5, types=TYPES, mean_burst=args.burst, mean_other_run=3.0
+    )
+    rows = []
+    header = (
+        f"{'window':>7} {'queries':>7} {'bursts/win':>10} {'none s':>8} {'static s':>8} "
+        f"{'dynamic s':>9} {'none/static':>11} {'dyn/best':>8} {'shared':>7}"
+    )
+    print(header)
+    for minutes in args.windows:
+        for q in args.queries:
+            text = workload(q, minutes)
+            times, stats = {}, {}
+            for mode in ("none", "static", "dynamic"):
+                times[mode], stats[mode] = run(events, text, mode, args.repeat, args.backend)
+            st = stats["static"].sets[0]
+            windows = max(1, args.events // (60 * minutes))
+            dyn = stats["dynamic"].sets[0]
+            row = {
+                "window_min": minutes,
+                "queries": q,
+                "bursts": st.bursts,
+                "bursts_per_window": st.bursts / windows,
+                "none_s": times["none"],
+                "static_s": times["static"],
+                "dynamic_s": times["dynamic"],
+                "dynamic_shared": dyn.shared,
+            }
+            rows.append(row)
+            best = min(times["none"], times["static"])
+            print(
+                f"{minutes:>5} m {q:>7} {row['bursts_per_window']:>10.1f} {times['none']:>8.3f} "
+                f"{times['static']:>8.3f} {times['dynamic']:>9.3f} "
+                f"{times['none'] / times['static']:>11.2f} {times['dynamic'] / best:>8.2f} "
+                f"{dyn.shared:>7}",
+                flush=True,
+            )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"backend": args.backend, "events": args.events, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
