@@ -168,18 +168,27 @@ class SharedWindows:
         hold one of its start types and one of its end types (pruning, engine/pruning.py; the
         order within the window is not checked here)."""
         out = np.zeros(int(spid.max()) + 1 if spid.size else 0)
+        ntypes = max(len(self.ev.type_names), 1)
+        windows: dict[int | float, tuple[np.ndarray, ...]] = {}  # by window length
         for q in self.sset.queries:
+            within = self.ev.axis.ticks(q.within_ms, q, "WITHIN")
+            if within not in windows:  # per window: its partition, types present, E events
+                win = t // within
+                change = np.r_[True, (spid[1:] != spid[:-1]) | (win[1:] != win[:-1])]
+                at = np.cumsum(change) - 1
+                present = np.zeros((int(at[-1]) + 1, ntypes + 1), bool)  # last: absent types
+                present[at, codes] = True
+                e_count = np.bincount(at, weights=is_e, minlength=present.shape[0])
+                windows[within] = (spid[change], present, e_count)
+            wpid, present, e_count = windows[within]
             tpl = plans[q.name].template
-            ends = []
+            whole = np.ones(present.shape[0], bool)
             for flags in (tpl.is_start, tpl.is_end):
-                types = [name for name, p in tpl.labels.items() if flags[p]]
-                ends.append(np.isin(codes, [self.ev.code_of(name) for name in types]))
-            win = t // self.ev.axis.ticks(q.within_ms, q, "WITHIN")
-            first = np.flatnonzero(np.r_[True, (spid[1:] != spid[:-1]) | (win[1:] != win[:-1])])
-            whole = np.logical_or.reduceat(ends[0], first) & np.logical_or.reduceat(ends[1], first)
-            kept = np.add.reduceat(is_e, first) * whole
+                names = [name for name, p in tpl.labels.items() if flags[p]]
+                cols = [c if c >= 0 else ntypes for c in map(self.ev.code_of, names)]
+                whole &= present[:, cols].any(axis=1)
             weight = q.within_ms / q.slide_ms * _width(plans[q.name])
-            out += np.bincount(spid[first], weights=kept * weight, minlength=out.shape[0])
+            out += np.bincount(wpid, weights=e_count * whole * weight, minlength=out.shape[0])
         return out
 
     def _decide(
