@@ -21,11 +21,9 @@ import json
 import os
 import platform
 
-from harness import best_time
+from bench_sharing import run
 
-import gpu_hamlet
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
-from gpu_hamlet.engine.sharing import RunStats
 
 TYPES = ("A", "B", "C", "D", "E", "F", "G", "H")
 OTHERS = [t for t in TYPES if t != "B"]
@@ -36,25 +34,6 @@ def workload(n: int, minutes: int) -> str:
     return kleene_sharing_workload(
         n, "B", OTHERS, returns="COUNT(*), SUM(B.x)", where=[CONDITION], within=f"{minutes} min"
     )
-
-
-def run(events, text: str, sharing: str, repeat: int, backend: str) -> tuple[float, RunStats]:
-    """Best time of `repeat` runs, and the last run's sharing statistics."""
-    stats: list[RunStats] = []
-
-    def once() -> None:
-        stats.append(RunStats())
-        gpu_hamlet.aggregate(
-            events,
-            text,
-            backend=backend,
-            sharing=sharing,
-            numeric="float",
-            on_overflow="null",
-            stats=stats[-1],
-        )
-
-    return best_time(once, repeat), stats[-1]
 
 
 def main() -> None:

@@ -160,13 +160,19 @@ def test_gpu_backend_matches_oracle(case):
 @given(data=st.data())
 def test_through_spark(spark, tasks, data):
     """Mixed with queries without NEXT (passes of their own, groups never cut)."""
+    spark_matches_oracle(spark, tasks, data, cases(general=True))
+
+
+def spark_matches_oracle(spark, tasks: int, data, case_strategy, **options) -> None:
+    """A drawn case through `trend_aggregate` with `tasks` tasks, in a drawn numeric mode, has
+    the oracle's tables."""
     from gpu_hamlet.spark import trend_aggregate
 
-    text, wl, events = data.draw(cases(general=True))
+    text, wl, events = data.draw(case_strategy)
     assume(events)  # (an empty DataFrame needs its schema spelled out; test_spark covers it)
     df = spark.createDataFrame(events_to_table(events))  # Arrow: nulls stay nulls
     numeric = data.draw(st.sampled_from(NUMERIC_MODES))
-    results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric)
+    results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric, **options)
     got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
 
@@ -320,15 +326,7 @@ def test_queries_with_the_same_kleene_conditions_share_per_window(case, sharing)
 @given(data=st.data())
 def test_window_sharing_through_spark(spark, tasks, data):
     """Per-window sharing inside Spark tasks (groups never cut): the oracle's counts."""
-    from gpu_hamlet.spark import trend_aggregate
-
-    text, wl, events = data.draw(window_sharing_cases())
-    assume(events)
-    df = spark.createDataFrame(events_to_table(events))
-    numeric = data.draw(st.sampled_from(NUMERIC_MODES))
-    results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric, sharing="static")
-    got = {name: _sorted(df.toArrow()) for name, df in results.items()}
-    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
+    spark_matches_oracle(spark, tasks, data, window_sharing_cases(), sharing="static")
 
 
 @pytest.mark.gpu
@@ -337,9 +335,4 @@ def test_window_sharing_through_spark(spark, tasks, data):
 def test_gpu_backend_shares_per_window(case):
     """The window macro rows and basis passes on the GPU backend (the simulator without a
     device): the oracle's counts."""
-    text, wl, events = case
-    expected = oracle(events, wl, with_magnitudes=True)
-    table = events_to_table(events)
-    for numeric in NUMERIC_MODES:
-        got = gpu_hamlet.aggregate(table, text, backend="gpu", sharing="static", numeric=numeric)
-        assert_matches_oracle(got, expected, wl, numeric)
+    check(case, "gpu", "static")
