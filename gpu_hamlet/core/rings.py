@@ -12,6 +12,10 @@ compiled kernel serves every prime.
   components exact-to-rounding next to huge ones (one shared exponent per state would flush them).
 - `ModP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
   primes by the Chinese remainder theorem (gpu_hamlet/core/numeric.py).
+- `ModPs`: `MODPS_LANES` such residues at once, one prime per lane (numeric='bigint', whose
+  counts need tens to hundreds of primes). A row's control flow (its state, predecessors and
+  branches) then serves every lane of a pass instead of being paid once per prime, and the lanes
+  are branch-free arithmetic the compiler can vectorise (docs/architecture.md section 4).
 - `MinReach`: (reachable, min rank) pairs: reachability is the boolean semiring and the value is
   the min over the attribute ranks on the path, which gives MIN (and MAX, on negated ranks).
 
@@ -26,11 +30,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cache
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from numba import types
 from numba.extending import overload
+
+from gpu_hamlet.core.numeric import primes
 
 _BIG = 2.0**200
 _SMALL = 2.0**-200
@@ -55,19 +62,62 @@ class ModP(NamedTuple):
     p: int
 
 
+class ModPs(NamedTuple):
+    ps: tuple[int, ...]  # one prime per lane
+
+
 class MinReach(NamedTuple):
     unused: int = 0
 
 
+#: Primes per element of `ModPs`: pass c of a bigint run computes residues modulo primes
+#: 32c .. 32c+31 (gpu_hamlet/core/numeric.py `primes`). On the authors' workload at 20,000 events
+#: (`python benchmarks/bench_bigint.py --events 20000`), 32 lanes took 0.35 s, 8 and 16 about
+#: 0.5 s, and 64 0.42 s (docs/architecture.md section 2).
+MODPS_LANES = 32
+
 #: Storage of each ring: (dtype, lanes).
-LAYOUT = {XFloat: (np.float64, 2), ModP: (np.int64, 1), MinReach: (np.int64, 2)}
-BY_NAME: dict[str, type] = {"xfloat": XFloat, "modp": ModP, "minreach": MinReach}
+LAYOUT = {
+    XFloat: (np.float64, 2),
+    ModP: (np.int64, 1),
+    ModPs: (np.int64, MODPS_LANES),
+    MinReach: (np.int64, 2),
+}
+BY_NAME: dict[str, type] = {"xfloat": XFloat, "modp": ModP, "modps": ModPs, "minreach": MinReach}
+
+
+@cache
+def lane_primes(chunk: int) -> tuple[int, ...]:
+    """The primes of pass `chunk` of the 'modps' ring, lane by lane."""
+    return primes((chunk + 1) * MODPS_LANES)[chunk * MODPS_LANES :]
 
 
 def make_tag(ring: str, param: int = 0) -> tuple:
-    """The tag value for a ring name ('modp' takes the prime)."""
+    """The tag value for a ring name ('modp' takes the prime, 'modps' the pass number)."""
     cls = BY_NAME[ring]
-    return cls(int(param)) if cls is ModP else cls(0)
+    if cls is ModP:
+        return ModP(int(param))
+    if cls is ModPs:
+        return ModPs(lane_primes(int(param)))
+    return cls(0)
+
+
+def ring_primes(ring: str, param: int) -> tuple[int, ...]:
+    """The primes of a residue ring's lanes ('modp': its one prime; 'modps': its pass's)."""
+    return (int(param),) if ring == "modp" else lane_primes(int(param))
+
+
+def residue_passes(n_primes: int, lanes: bool) -> list[tuple[str, int]]:
+    """The (ring, param) runs whose lanes, in order, are residues modulo the first `n_primes`
+    primes or a few more: one prime per 'modp' run, or `MODPS_LANES` per 'modps' run."""
+    if not lanes:
+        return [("modp", p) for p in primes(n_primes)]
+    return [("modps", c) for c in range(-(-n_primes // MODPS_LANES))]
+
+
+def kernel_param(ring: str, param: int = 0) -> Any:
+    """What a GPU kernel builds its tag from (`Tag(prm)`): the tag's only field."""
+    return make_tag(ring, param)[0]
 
 
 def layout(ring: str) -> tuple[type, int]:
@@ -131,6 +181,13 @@ def mp_mul(a, b, p):
     return (a * b) % p
 
 
+@jitable
+def lane_add(a, b, p):
+    """`mp_add` without a branch: lanes take either side at random."""
+    s = a + b
+    return s - p if s >= p else s
+
+
 # (min() on integers does not compile for the CUDA target: comparisons do the same)
 @jitable
 def mr_add(a, b):
@@ -151,6 +208,8 @@ def mr_mul(a, b):
 def r_zero(tag):
     if isinstance(tag, ModP):
         return np.int64(0)
+    if isinstance(tag, ModPs):
+        return tuple(np.int64(0) for _ in tag.ps)
     if isinstance(tag, MinReach):
         return np.int64(0), NO_RANK
     return 0.0, 0.0
@@ -159,6 +218,8 @@ def r_zero(tag):
 def r_one(tag):
     if isinstance(tag, ModP):
         return np.int64(1)
+    if isinstance(tag, ModPs):
+        return tuple(np.int64(1) for _ in tag.ps)
     if isinstance(tag, MinReach):
         return np.int64(1), NO_RANK
     return 1.0, 0.0
@@ -167,6 +228,8 @@ def r_one(tag):
 def r_add(tag, a, b):
     if isinstance(tag, ModP):
         return mp_add(a, b, tag.p)
+    if isinstance(tag, ModPs):
+        return tuple(lane_add(x, y, p) for x, y, p in zip(a, b, tag.ps))
     if isinstance(tag, MinReach):
         return mr_add(a, b)
     return xf_add(a, b)
@@ -175,6 +238,8 @@ def r_add(tag, a, b):
 def r_mul(tag, a, b):
     if isinstance(tag, ModP):
         return mp_mul(a, b, tag.p)
+    if isinstance(tag, ModPs):
+        return tuple(mp_mul(x, y, p) for x, y, p in zip(a, b, tag.ps))
     if isinstance(tag, MinReach):
         return mr_mul(a, b)
     return xf_mul(a, b)
@@ -183,18 +248,25 @@ def r_mul(tag, a, b):
 def r_is_zero(tag, a):
     if isinstance(tag, ModP):
         return a == 0
+    if isinstance(tag, ModPs):
+        return not any(a)
     return a[0] == 0
 
 
 def r_load(tag, X, i, j):
     if isinstance(tag, ModP):
         return X[i, j, 0]
+    if isinstance(tag, ModPs):
+        return tuple(X[i, j, q] for q in range(len(tag.ps)))
     return X[i, j, 0], X[i, j, 1]
 
 
 def r_store(tag, X, i, j, v):
     if isinstance(tag, ModP):
         X[i, j, 0] = v
+    elif isinstance(tag, ModPs):
+        for q in range(len(tag.ps)):
+            X[i, j, q] = v[q]
     else:
         X[i, j, 0] = v[0]
         X[i, j, 1] = v[1]
@@ -206,6 +278,37 @@ def _ring_of(tag) -> type | None:
     return None
 
 
+@cache
+def _lanes(op: str, lanes: int) -> Callable:
+    """The compiled form of `op` on ModPs elements of `lanes` lanes: one statement per lane,
+    written out so that elements stay tuples in registers (numba cannot build a tuple in a loop)."""
+    each = range(lanes)
+    body = {
+        "zero": ("tag", "return (" + "".join("np.int64(0), " for _ in each) + ")"),
+        "one": ("tag", "return (" + "".join("np.int64(1), " for _ in each) + ")"),
+        "add": (
+            "tag, a, b",
+            "return (" + "".join(f"lane_add(a[{q}], b[{q}], tag.ps[{q}]), " for q in each) + ")",
+        ),
+        "mul": (
+            "tag, a, b",
+            "return (" + "".join(f"mp_mul(a[{q}], b[{q}], tag.ps[{q}]), " for q in each) + ")",
+        ),
+        "is_zero": ("tag, a", "return (" + " | ".join(f"a[{q}]" for q in each) + ") == 0"),
+        "load": ("tag, X, i, j", "return (" + "".join(f"X[i, j, {q}], " for q in each) + ")"),
+        "store": ("tag, X, i, j, v", "; ".join(f"X[i, j, {q}] = v[{q}]" for q in each)),
+    }
+    args, code = body[op]
+    scope: dict[str, Any] = {"np": np, "lane_add": lane_add, "mp_mul": mp_mul}
+    exec(f"def {op}({args}):\n    {code}\n", scope)  # noqa: S102 - fixed text, no input
+    fn: Callable = scope[op]
+    return fn
+
+
+def _modps_lanes(tag) -> int:
+    return int(tag.types[0].count)
+
+
 @overload(r_zero, target="generic")
 def _ov_zero(tag):
     ring = _ring_of(tag)
@@ -213,6 +316,8 @@ def _ov_zero(tag):
         return lambda tag: (0.0, 0.0)
     if ring is ModP:
         return lambda tag: np.int64(0)
+    if ring is ModPs:
+        return _lanes("zero", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag: (np.int64(0), NO_RANK)
     return None
@@ -225,6 +330,8 @@ def _ov_one(tag):
         return lambda tag: (1.0, 0.0)
     if ring is ModP:
         return lambda tag: np.int64(1)
+    if ring is ModPs:
+        return _lanes("one", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag: (np.int64(1), NO_RANK)
     return None
@@ -237,6 +344,8 @@ def _ov_add(tag, a, b):
         return lambda tag, a, b: xf_add(a, b)
     if ring is ModP:
         return lambda tag, a, b: mp_add(a, b, tag.p)
+    if ring is ModPs:
+        return _lanes("add", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag, a, b: mr_add(a, b)
     return None
@@ -249,6 +358,8 @@ def _ov_mul(tag, a, b):
         return lambda tag, a, b: xf_mul(a, b)
     if ring is ModP:
         return lambda tag, a, b: mp_mul(a, b, tag.p)
+    if ring is ModPs:
+        return _lanes("mul", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag, a, b: mr_mul(a, b)
     return None
@@ -258,6 +369,8 @@ def _ov_mul(tag, a, b):
 def _ov_is_zero(tag, a):
     if _ring_of(tag) is ModP:
         return lambda tag, a: a == 0
+    if _ring_of(tag) is ModPs:
+        return _lanes("is_zero", _modps_lanes(tag))
     return lambda tag, a: a[0] == 0
 
 
@@ -265,6 +378,8 @@ def _ov_is_zero(tag, a):
 def _ov_load(tag, X, i, j):
     if _ring_of(tag) is ModP:
         return lambda tag, X, i, j: X[i, j, 0]
+    if _ring_of(tag) is ModPs:
+        return _lanes("load", _modps_lanes(tag))
     return lambda tag, X, i, j: (X[i, j, 0], X[i, j, 1])
 
 
@@ -276,6 +391,8 @@ def _ov_store(tag, X, i, j, v):
             X[i, j, 0] = v
 
         return store1
+    if _ring_of(tag) is ModPs:
+        return _lanes("store", _modps_lanes(tag))
 
     def store2(tag, X, i, j, v):
         X[i, j, 0] = v[0]

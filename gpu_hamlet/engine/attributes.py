@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_hamlet.core.rings import NO_RANK
+from gpu_hamlet.core.rings import NO_RANK, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
@@ -91,6 +91,10 @@ class Attributes:
             self._residues[key] = r
         return self._residues[key]
 
+    def lane_residues(self, attr: str, chunk: int) -> np.ndarray:
+        """[events, lanes] values modulo the primes of 'modps' pass `chunk`, 0 for nulls."""
+        return np.stack([self.residues(attr, p) for p in lane_primes(chunk)], axis=1)
+
     def validity(self, form: str, attr: str) -> np.ndarray:
         """1 where the column holds a value, 0 for nulls, in a ring's form ('float' or 'residue'):
         the weight of the channel counting non-null occurrences (AVG's divisor)."""
@@ -125,7 +129,7 @@ class Attributes:
         COUNT(E): 1 on E events; SUM: the value (0 for null); abs: |value|; count_valid: 1 where
         the value is not null; MIN/MAX: the (bit-inverted for MAX) order key, no weight for null.
         Channel 0 (the trend count) has no weight."""
-        form = {"xfloat": "float", "modp": "residue"}.get(ring, "key")
+        form = {"xfloat": "float", "modp": "residue", "modps": "lane_residues"}.get(ring, "key")
         kinds, on, sources = [], [], []
         for ch in channels:
             kinds.append(_KINDS[ch.kind])
@@ -139,7 +143,7 @@ class Attributes:
                     self,
                     form,
                     ch.attr,
-                    p if form == "residue" else 0,
+                    p if form in ("residue", "lane_residues") else 0,
                     valid=ch.kind == "count_valid",
                 )
                 if ch.attr is not None and ch.kind != "count_e"

@@ -22,12 +22,12 @@ from gpu_hamlet.core.numeric import (
     bigint_strings,
     crt,
     decimal_array,
-    primes,
     primes_for_bits,
     xfloat_log2,
     xfloat_ratio,
     xfloat_to_float,
 )
+from gpu_hamlet.core.rings import residue_passes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
@@ -159,14 +159,16 @@ class QueryResults:
                 bound = np.where(certain, 0.0, bound)
             if bound.size:
                 bits = max(bits, float(np.max(bound)))
-        n_primes = primes_for_bits(bits + 2.0)
-        res = np.empty((n_primes, int(keep.sum()), len(plan.exact)), np.int64)
-        for j, p in enumerate(primes(n_primes)):
-            vals, _, _ = yield from self._run("modp", plan.exact, p)
-            res[j] = (yield from self._grouped("modp", vals, win, p))[keep][:, :, 0]
+        lanes = []  # [rows, channels, primes] per pass
+        for ring, param in residue_passes(
+            primes_for_bits(bits + 2.0), self.options.numeric == "bigint"
+        ):
+            vals, _, _ = yield from self._run(ring, plan.exact, param)
+            lanes.append((yield from self._grouped(ring, vals, win, param))[keep])
+        res = np.concatenate(lanes, axis=2)
         out = {}
         for i, ch in enumerate(plan.exact):
-            ints = crt(np.ascontiguousarray(res[:, :, i]), signed=ch.kind == "sum")
+            ints = crt(np.ascontiguousarray(res[:, i, :].T), signed=ch.kind == "sum")
             if ch in over:
                 ints = _null_where(over[ch], ints)
             out[ch] = ints

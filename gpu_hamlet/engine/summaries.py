@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.core.numeric import crt, primes, primes_for_bits, xfloat_log2
-from gpu_hamlet.core.rings import NO_RANK
+from gpu_hamlet.core.numeric import crt, primes_for_bits, xfloat_log2
+from gpu_hamlet.core.rings import NO_RANK, residue_passes, ring_primes
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
@@ -158,9 +158,10 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     if plan.exact:
         # Every exact entry is at most the float run's largest (sums have |value| channels).
         bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
-        n = primes_for_bits(bits + 3.0)
-        res = np.stack([run.segment_maps("modp", plan.exact, p)[0][..., 0] for p in primes(n)])
-        ints = crt(res.reshape(n, -1), signed=True).reshape(res.shape[1:])
+        passes = residue_passes(primes_for_bits(bits + 3.0), options.numeric == "bigint")
+        res = np.concatenate([run.segment_maps(r, plan.exact, p)[0] for r, p in passes], axis=-1)
+        res = np.moveaxis(res, -1, 0)  # [primes, runs, D, D]
+        ints = crt(res.reshape(res.shape[0], -1), signed=True).reshape(res.shape[1:])
         summary["exact"] = ints.astype(np.int64) if bits < 60 else ints  # compact when small
     if plan.minmax:
         mm = run.segment_maps("minreach", plan.minmax)[0]
@@ -270,9 +271,9 @@ class SummaryMaps:
     def segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
         if ring == "xfloat":
             maps = np.concatenate([x["xfloat"] for x in self._parts])
-        elif ring == "modp":
-            ints = np.concatenate([x["exact"] for x in self._parts])
-            maps = (ints % p).astype(np.int64)[..., None]
+        elif ring in ("modp", "modps"):
+            ints = np.concatenate([x["exact"] for x in self._parts])[..., None]
+            maps = (ints % np.asarray(ring_primes(ring, p), ints.dtype)).astype(np.int64)
         else:
             maps = self._values.maps
         return np.ascontiguousarray(maps[self._order]), self.pid, self.seg

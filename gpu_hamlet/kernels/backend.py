@@ -23,7 +23,7 @@ from numba import cuda
 
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
-from gpu_hamlet.core.rings import layout
+from gpu_hamlet.core.rings import kernel_param, layout
 from gpu_hamlet.core.weights import EventWeights, as_array
 from gpu_hamlet.kernels.adjacent import adjacent_kernel
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
@@ -181,7 +181,7 @@ class SegmentRuns:
             dsnap,
             maps,
             work,
-            np.int64(self.param),
+            kernel_param(self.ring, self.param),
         )
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 
@@ -282,7 +282,7 @@ class GpuBackend:
                 V_d,
                 cuda.device_array((r1 - r0, nch, 1, lanes), dtype),
                 out,
-                param,
+                kernel_param(ring, param),
             )
             out.copy_to_host(maps[r0:r1])
             snap[e0:e1] = snap_d.copy_to_host()
@@ -352,7 +352,7 @@ class GpuBackend:
                 dfinals,
                 dout,
                 work,
-                np.int64(param),
+                kernel_param(ring, param),
             )
             dout.copy_to_host(out[w0:w1])
         return out, win_pid, win_k
@@ -412,7 +412,10 @@ class GpuBackend:
             b0, b1 = bounds[g0], bounds[g1]
             dout = cuda.device_array((g1 - g0, nf, lanes), dtype)
             kernel[grid((g1 - g0) * nf)](
-                to_device(values[b0:b1]), to_device(bounds[g0 : g1 + 1] - b0), dout, np.int64(param)
+                to_device(values[b0:b1]),
+                to_device(bounds[g0 : g1 + 1] - b0),
+                dout,
+                kernel_param(ring, param),
             )
             dout.copy_to_host(out[g0:g1])
         return out
@@ -492,12 +495,12 @@ class GpuBackend:
                 pmu,
                 pk,
                 work,
-                np.int64(param),
+                kernel_param(ring, param),
             )
             dmu = cuda.device_array((b1 - b0, 1, lanes), dtype)
             dk = cuda.device_array((b1 - b0, nch, lanes), dtype)
             fold_kernel(ring)[grid(b1 - b0)](
-                to_device(bounds[b0 : b1 + 1] - p0), g, pmu, pk, dmu, dk, np.int64(param)
+                to_device(bounds[b0 : b1 + 1] - p0), g, pmu, pk, dmu, dk, kernel_param(ring, param)
             )
             dmu.copy_to_host(MU[b0:b1])
             dk.copy_to_host(K[b0:b1])

@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 import pyarrow as pa
-from numba import cuda
+from numba import cuda, types
+from numba.extending import overload
 
 from gpu_hamlet.core.rings import NO_RANK, layout
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
@@ -26,6 +27,18 @@ from gpu_hamlet.kernels.launch import grid, to_device
 
 _NONE, _ONE, _ABS, _INV_KEY = int(Kind.NONE), int(Kind.ONE), int(Kind.ABS), int(Kind.INV_KEY)
 _NO_RANK = int(NO_RANK)
+
+
+def lane(v, q):
+    """Lane q of a residue weight: a 'modps' column holds a row of lanes per event."""
+    return v[q] if len(getattr(v, "shape", ())) else v  # (the simulator wraps arrays)
+
+
+@overload(lane, target="generic")
+def _ov_lane(v, q):
+    if isinstance(v, types.Array):
+        return lambda v, q: v[q]
+    return lambda v, q: v
 
 
 def device_column(src: Source):
@@ -111,11 +124,12 @@ def weights_kernel(ring: str):
                 W[c, i, 1] = e
 
         one = 1.0
-    elif ring == "modp":
+    elif ring in ("modp", "modps"):  # one lane per prime: a column of residues has a lane axis
 
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
-            W[c, i, 0] = 0 if kind == _NONE else v
+            for q in range(W.shape[2]):
+                W[c, i, q] = 0 if kind == _NONE else lane(v, q)
 
         one = 1
     else:
