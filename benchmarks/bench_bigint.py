@@ -78,8 +78,9 @@ def main() -> None:
     stream: pa.Table = load_hamlet_stream(args.data / STREAM)
     workload = load_hamlet_workload(args.data / WORKLOAD)
     gpu_hamlet.aggregate(stream.slice(0, 200), workload, numeric="bigint")  # compile or load
+    queries = len(workload.splitlines())
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"50 queries of {WORKLOAD} over the first N events of {STREAM}")  # fmt: skip
+          f"{queries} queries of {WORKLOAD} over the first N events of {STREAM}")  # fmt: skip
     print(f"{'N':>8} {'digits':>6} {'primes':>6} {'passes':>6} {'engine s':>9} "
           f"{'loop s':>8} {'loop/engine':>11}")  # fmt: skip
     rows = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,32 @@ def test_next_sharing_benchmark_runs_every_mode(tmp_path):
     assert [(r["window_min"], r["queries"]) for r in rows] == [(1, 2), (1, 4)]
     assert all(r[f"{m}_s"] > 0 for r in rows for m in ("none", "static", "dynamic"))
     assert all(r["bursts"] > 10 for r in rows)
+
+
+def test_bigint_benchmark_agrees_with_its_python_loop(tmp_path):
+    """`benchmarks/bench_bigint.py` on files in the authors' format written here: runs of one
+    type, Kleene bursts of 12, so counts need several 32-prime passes. The script stops unless
+    the engine's bigint counts equal its Python big-int loop's."""
+    rng = random.Random(3)
+    lines, t = [], 0
+    while t < 3_000:
+        typ = rng.choice([1, 2, 2, 3, 4])
+        for _ in range(12 if typ == 2 else rng.randint(1, 5)):
+            lines.append(f"{t},{typ},1")
+            t += 1
+    (tmp_path / "Stream_shared_10.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "HAMLET_DEFAULT_WORKLOAD.txt").write_text("1,2+,3\n2+,4\n4,1,2+,3\n3,4\n")
+    out = tmp_path / "bigint.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_bigint.py"), "--data", str(tmp_path)]
+        + ["--events", "300", str(t), "--repeat", "1", "--json", str(out)],
+        cwd=ROOT,
+        env=checkout_env(),
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    rows = json.loads(out.read_text())
+    assert [r["events"] for r in rows] == [300, t]
+    assert rows[1]["passes"] >= 2, "the counts should need more than one pass of 32 primes"
+    assert all(r["engine_s"] > 0 and r["loop_s"] > 0 for r in rows)
