@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.numeric import xfloat_to_float
 from gpu_hamlet.core.recursions import EVENT, MOVE
-from gpu_hamlet.core.rings import layout
+from gpu_hamlet.core.rings import layout, ring_integers
+from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.engine.adjacent import adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
@@ -120,6 +121,8 @@ class QueryRows:
         self.macro_seg: np.ndarray = macro_seg
         self.macro_src: np.ndarray = macro_src
         self.macro = self.macro_src >= 0
+        self.run_macro = np.zeros(self.pos.shape[0], bool)  # a collapsed run (`_collapse_runs`)
+        self._runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
         self.maps = maps
@@ -142,10 +145,61 @@ class QueryRows:
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
             self._keep(rows_may_complete(np.cumsum(change), self.time, *self._ends(), None))
+        if self.plan.adjacency is None:  # NEXT rows each read a tree by their own value
+            self._collapse_runs()
+
+    def _collapse_runs(self) -> None:
+        """Each run of rows that enter one state without a self-loop, with no other row between
+        them, as one macro row: the state's input c is the same for all b of them (only they
+        change the state, which is not its own predecessor), so the run adds b*c, and per channel
+        b*t + (sum of its weights)*c (docs/architecture.md section 2). Runs lie within a
+        (partition, segment); their first and last timestamps hold no other row (rows of one
+        timestamp read the state from before it). The runs' events are kept for the
+        coefficients (`_weights`)."""
+        n = self.pos.shape[0]
+        if n < 2:
+            return
+        assert self.seg is not None, "events are segmented first"
+        tpl = self.tpl
+        loops = np.array(
+            [p in tpl.pred_idx[tpl.pred_ptr[p] : tpl.pred_ptr[p + 1]] for p in range(tpl.k)]
+        )
+        ok = (self.kind == EVENT) & ~self.macro & (self.pos >= 0)  # (a MOVE row's pos: a label)
+        ok[ok] = ~loops[self.pos[ok]]
+        same_seg = (self.pid[1:] == self.pid[:-1]) & (self.seg[1:] == self.seg[:-1])
+        link = ok[1:] & ok[:-1] & same_seg & (self.pos[1:] == self.pos[:-1])
+        if not link.any():
+            return
+        # Run r spans rows first[r] .. last[r]; a row without links is no run.
+        starts = np.flatnonzero(link & ~np.r_[False, link[:-1]])
+        ends = np.flatnonzero(link & ~np.r_[link[1:], False]) + 1
+        shared_time = same_seg & (self.time[1:] == self.time[:-1])  # row i and i + 1
+        clear_before = (starts == 0) | ~shared_time[np.maximum(starts - 1, 0)]
+        clear_after = (ends == n - 1) | ~shared_time[np.minimum(ends, n - 2)]
+        keep_run = clear_before & clear_after
+        starts, ends = starts[keep_run], ends[keep_run]
+        if starts.size == 0:
+            return
+        lens = ends - starts + 1
+        member = np.repeat(starts, lens) + (
+            np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        )
+        self._runs = (
+            self.rows[member],
+            self.label[member],
+            (np.cumsum(lens) - lens).astype(np.int64),
+        )
+        drop = np.zeros(n, bool)
+        drop[member] = True
+        drop[starts] = False
+        first = np.zeros(n, bool)
+        first[starts] = True
+        self._keep(~drop)
+        self.run_macro = first[~drop]
 
     _PER_EVENT = (
         "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "gid",
-        "seg",
+        "seg", "run_macro",
     )  # fmt: skip
 
     def _ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -255,20 +309,33 @@ class QueryRows:
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
         the row's index into them or -1), one entry per macro row of a burst source, then the
         basis responses of each window source (`_window_layout`)."""
-        labels = np.where(self.macro, -1, self.label) if self.sources else self.label
+        labels = np.where(self.macro | self.run_macro, -1, self.label)
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
         mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
         ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
         mseg = self.kind.copy()
         offset = 0
+        # Macro rows read K only for the weighted channels (ch > 0); window sources read it all.
+        need_k = len(channels) > 1 or any(isinstance(sb, SharedWindows) for sb in self.sources)
+        if self._runs is not None:  # collapsed runs: MU = b, K = the ring sum of their weights
+            rows, run_labels, starts = self._runs
+            mus.append(ring_integers(ring, p, np.diff(np.r_[starts, rows.shape[0]])))
+            if need_k:
+                Wr = self.attrs.weights(ring, channels, rows, run_labels, self.tpl.labels, p)
+                vals = np.ascontiguousarray(as_array(Wr).transpose(1, 0, 2))
+                ks.append(self.be.reduce_sorted(ring, vals, starts, p))
+            at = np.flatnonzero(self.run_macro)
+            mseg[at] = np.arange(at.size)
+            offset = at.size
         for s_i, sb in enumerate(self.sources):
             at = np.flatnonzero(self.macro_src == s_i)
             if at.size and isinstance(sb, SharedBursts):
                 mu, K = sb.coefficients(ring, p, channels, self.macro_seg[at])
                 mseg[at] = offset + np.arange(at.size)
                 mus.append(mu)
-                ks.append(K)
+                if need_k:
+                    ks.append(K)
                 offset += at.size
         for sb in self.sources:
             if isinstance(sb, SharedWindows) and sb.nshared:
@@ -283,7 +350,7 @@ class QueryRows:
         wburst = np.full(n, -1, np.int64)
         wprev = np.full(n, -1, np.int64)
         doffs = [np.zeros(0, np.int64)]
-        kbase = int(
+        kbase = int(self.run_macro.sum()) + int(
             sum(
                 (self.macro_src == s_i).sum()
                 for s_i, sb in enumerate(self.sources)
