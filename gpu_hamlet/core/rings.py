@@ -207,8 +207,9 @@ def lane_add(a, b, p):
 @jitable
 def lane_mul(a, b, p):
     """`mp_mul` without an integer division (tens of cycles per lane): the quotient from float64,
-    off by at most one (relative error 2^-52 on a quotient below 2^31), then corrected."""
-    q = np.int64(float(a) * float(b) / float(p))
+    off by at most one (three roundings, relative error below 2^-51 on a quotient below 2^31),
+    then corrected; the reciprocal of the lane's prime is hoisted out of the row loop."""
+    q = np.int64(float(a) * float(b) * (1.0 / float(p)))
     r = a * b - q * p
     r = r + p if r < 0 else r
     return r - p if r >= p else r
