@@ -30,6 +30,13 @@ from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 
+#: The share of a query's rows that runs must drop for `QueryRows._collapse_runs` to collapse
+#: them: below it the collapse's own NumPy work and the runs' coefficients per pass cost more than
+#: the rows save (bench_small.py's 50 queries over 2,100 events: 2% of rows in runs, 15-25%
+#: slower when collapsed; the HAMLET authors' stream: 77% of rows dropped, bigint 1.1-1.6x faster
+#: at 50,000 to 100,000 events).
+COLLAPSE_FRACTION = 0.125
+
 
 class QueryRows:
     """One query's rows: the events it matches in partition and time order, shared bursts
@@ -160,15 +167,14 @@ class QueryRows:
         if n < 2:
             return
         assert self.seg is not None, "events are segmented first"
-        tpl = self.tpl
-        loops = np.array(
-            [p in tpl.pred_idx[tpl.pred_ptr[p] : tpl.pred_ptr[p + 1]] for p in range(tpl.k)]
-        )
+        link = self.pos[1:] == self.pos[:-1]
+        if link.sum() < n * COLLAPSE_FRACTION:  # (well-mixed inputs stop here, for 3 NumPy calls)
+            return
         ok = (self.kind == EVENT) & ~self.macro & (self.pos >= 0)  # (a MOVE row's pos: a label)
-        ok[ok] = ~loops[self.pos[ok]]
+        ok[ok] = ~self.tpl.self_loops[self.pos[ok]]
         same_seg = (self.pid[1:] == self.pid[:-1]) & (self.seg[1:] == self.seg[:-1])
-        link = ok[1:] & ok[:-1] & same_seg & (self.pos[1:] == self.pos[:-1])
-        if not link.any():
+        link &= ok[1:] & ok[:-1] & same_seg
+        if link.sum() < n * COLLAPSE_FRACTION:
             return
         # Run r spans rows first[r] .. last[r]; a row without links is no run.
         starts = np.flatnonzero(link & ~np.r_[False, link[:-1]])
@@ -309,7 +315,9 @@ class QueryRows:
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
         the row's index into them or -1), one entry per macro row of a burst source, then the
         basis responses of each window source (`_window_layout`)."""
-        labels = np.where(self.macro | self.run_macro, -1, self.label)
+        labels = self.label
+        if self.sources or self._runs is not None:  # macro rows weigh by their coefficients
+            labels = np.where(self.macro | self.run_macro, -1, self.label)
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
         mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]

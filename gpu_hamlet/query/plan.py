@@ -61,6 +61,15 @@ class Template:
         return np.unique(np.concatenate([self.pred_idx, moved])).astype(np.int64)
 
     @cached_property
+    def self_loops(self) -> np.ndarray:
+        """Per state, whether it is its own predecessor (a Kleene plus): its events read each
+        other, so a run of them is no single macro row (engine/query_rows.py `_collapse_runs`)."""
+        owner = np.repeat(np.arange(self.k), np.diff(self.pred_ptr))
+        loops = np.zeros(self.k, bool)
+        loops[owner[self.pred_idx == owner]] = True
+        return loops
+
+    @cached_property
     def one_row(self) -> bool:
         n = len(self.labels)
         return (
