@@ -98,6 +98,42 @@ def _joint_ranks(
     return ranks.to_numpy().astype(np.int64), null, nan
 
 
+class KeyRanks:
+    """The joint ranks of a condition's values on a fixed set of event rows, computed once and
+    read for any writers and readers among them (with repeats). A basis pass of shared windows
+    (engine/window_sharing.py) reads each E event in many runs: ranking the set's E events once
+    replaces ranking every run's copies (dense ranks of a superset keep the order)."""
+
+    def __init__(self, q: Query, table: pa.Table, rows: np.ndarray) -> None:
+        self.q, self.table, self.rows = q, table, rows
+        self._order = np.argsort(rows, kind="stable")
+        self._sorted = rows[self._order]
+        self._done: dict[NextCondition, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def __call__(
+        self, cond: NextCondition, writers: np.ndarray, readers: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if cond not in self._done:
+            self._done[cond] = _ranks_of_rows(self.q, cond, self.table, self.rows, self.rows)
+        ranks, null, nan = self._done[cond]
+        m = self.rows.shape[0]
+        at = np.r_[self._index(writers), m + self._index(readers)]
+        return ranks[at], null[at], nan[at]
+
+    def _index(self, rows: np.ndarray) -> np.ndarray:
+        return self._order[np.searchsorted(self._sorted, rows)]
+
+
+def _ranks_of_rows(
+    q: Query, cond: NextCondition, table: pa.Table, writers: np.ndarray, readers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_joint_ranks` of the writers' `cond.attr` and the readers' `cond.next_attr` (event rows
+    of `table`)."""
+    a = table.column(cond.attr).take(pa.array(writers)).combine_chunks()
+    b = table.column(cond.next_attr).take(pa.array(readers)).combine_chunks()
+    return _joint_ranks(q, cond, a, b)
+
+
 def _ranges(op: str, lo, hi, nan_lo, at, reader_nan):
     """A reader's leaf ranges (lo1, hi1, lo2, hi2) for `writer op reader` in its block
     [lo, hi) (NaN keys from nan_lo on), its own key at leaf `at`."""
@@ -131,9 +167,10 @@ def adjacent_runs(
     run: np.ndarray,
     time: np.ndarray,
     pos: np.ndarray,
+    ranked: KeyRanks | None = None,
 ) -> AdjacentRuns:
     """The trees' layout for one query's rows (rows of `table`, their `label`, `kind` and `run`,
-    sorted by run and time)."""
+    sorted by run and time); `ranked`: the keys ranked once for all these rows."""
     n = rows.shape[0]
     nruns = int(run[-1]) + 1 if n else 0
     ncls = len(adj.classes)
@@ -148,9 +185,8 @@ def adjacent_runs(
         keys, bad = [], np.zeros(nw + readers.shape[0], bool)
         nan_key = np.zeros_like(bad)
         for cond in conds:
-            a = table.column(cond.attr).take(pa.array(rows[writers])).combine_chunks()
-            b = table.column(cond.next_attr).take(pa.array(rows[readers])).combine_chunks()
-            ranks, null, nan = _joint_ranks(q, cond, a, b)
+            rank = ranked or (lambda c, w, r: _ranks_of_rows(q, c, table, w, r))
+            ranks, null, nan = rank(cond, rows[writers], rows[readers])
             bad |= null
             if cond.op == "=":
                 bad |= nan

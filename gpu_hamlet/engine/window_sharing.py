@@ -27,7 +27,7 @@ import numpy as np
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout
-from gpu_hamlet.engine.adjacent import adjacent_runs
+from gpu_hamlet.engine.adjacent import KeyRanks, adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
@@ -265,6 +265,7 @@ class SharedWindows:
             run,
             self._time[at],
             pos,
+            KeyRanks(q0, self.ev.table, self._rows),  # each E event once, not once per run
         )
         entry = self.doff[run] + burst
         first = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
