@@ -6,6 +6,7 @@ backend, the GPU backend (numba's CUDA simulator without a device) and through S
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet import parse_workload
+from gpu_hamlet.engine.adjacent import KeyRanks, _ranks_of_rows, _sorted_by
 from gpu_hamlet.errors import EventDataError, WorkloadError
 
 try:
@@ -336,3 +338,54 @@ def test_gpu_backend_shares_per_window(case):
     """The window macro rows and basis passes on the GPU backend (the simulator without a
     device): the oracle's counts."""
     check(case, "gpu", "static")
+
+
+# --- the host layout's sorting and ranking shortcuts (gpu_hamlet/engine/adjacent.py) ---
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(0, 40),
+    nkeys=st.integers(1, 3),
+    big=st.booleans(),
+)
+def test_packed_sort_is_lexsorts_order(data, n, nkeys, big):
+    """One argsort of packed keys gives np.lexsort's (stable) order; keys too wide to pack
+    (`big`) take lexsort itself."""
+    top = 2**40 if big else 5
+    ints = st.lists(st.integers(0, top), min_size=n, max_size=n)
+    first = np.asarray(data.draw(ints), np.int64)
+    then = [np.asarray(data.draw(ints), np.int64) for _ in range(nkeys)]
+    want = np.lexsort(tuple(reversed(then)) + (first,))
+    np.testing.assert_array_equal(_sorted_by(first, then), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.none() | st.integers(-3, 3) | st.sampled_from([0.5, float("nan")]),
+        min_size=1,
+        max_size=12,
+    ),  # fmt: skip
+    data=st.data(),
+)
+def test_ranks_of_a_row_set_order_like_ranks_of_the_rows_read(values, data):
+    """KeyRanks (a basis pass's keys ranked once over the set's rows) orders any writers and
+    readers among those rows, repeats included, as ranking just them does; nulls and NaNs alike."""
+    n = len(values)
+    table = pa.table(
+        {"x": pa.array(values, pa.float64()), "y": pa.array(values[::-1], pa.float64())}
+    )
+    q = parse_workload("q: RETURN COUNT(*) PATTERN B+ WHERE B.x < NEXT(B).y WITHIN 1 h")["q"]
+    cond = q.next_conditions[0]
+    pick = st.lists(st.integers(0, n - 1), max_size=8).map(lambda r: np.asarray(r, np.int64))
+    writers, readers = data.draw(pick), data.draw(pick)
+    got = KeyRanks(q, table, np.arange(n, dtype=np.int64))(cond, writers, readers)
+    want = _ranks_of_rows(q, cond, table, writers, readers)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])
+    g, w = got[0][~got[1]], want[0][~want[1]]
+    np.testing.assert_array_equal(
+        np.sign(g[:, None] - g[None, :]), np.sign(w[:, None] - w[None, :])
+    )

@@ -12,6 +12,8 @@ a NaN only satisfies '!=' (it sorts after every number, at the end of its block)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,6 +136,19 @@ def _ranks_of_rows(
     return _joint_ranks(q, cond, a, b)
 
 
+def _sorted_by(first: np.ndarray, then: list[np.ndarray]) -> np.ndarray:
+    """The stable order by `first`, then each of `then` (non-negative ints): the order of
+    np.lexsort, from one argsort of the keys packed into one int64 where they fit (a radix sort,
+    several times faster than lexsort on a basis pass's millions of entries)."""
+    width = [float(first.max(initial=0)) + 1] + [float(k.max(initial=0)) + 1 for k in then]
+    if math.prod(width) >= 2.0**62:
+        return np.lexsort(tuple(reversed(then)) + (first,))
+    packed = first.astype(np.int64)
+    for k, w in zip(then, width[1:]):
+        packed = packed * int(w) + k
+    return np.argsort(packed, kind="stable")
+
+
 def _ranges(op: str, lo, hi, nan_lo, at, reader_nan):
     """A reader's leaf ranges (lo1, hi1, lo2, hi2) for `writer op reader` in its block
     [lo, hi) (NaN keys from nan_lo on), its own key at leaf `at`."""
@@ -200,7 +215,7 @@ def adjacent_runs(
         # A NaN reader of '!=' reads its whole block, so it needs the block: it stays, with its
         # key (NaN sorts after every number, so no writer shares its leaf by mistake).
         ok = np.flatnonzero(~bad & (~reader_nan | (ordering == "!=")))
-        order = ok[np.lexsort(tuple(k[ok] for k in reversed(keys)) + (entry_run[ok],))]
+        order = ok[_sorted_by(entry_run[ok], [k[ok] for k in keys])]
         srun = entry_run[order]
         skeys = [k[order] for k in keys]
         m = order.shape[0]
