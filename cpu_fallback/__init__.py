@@ -1,6 +1,15 @@
-"""The CPU backend: the recursions of gpu_hamlet/core/recursions.py as numba kernels on the host."""
+"""The CPU backend: the recursions of gpu_hamlet/core/recursions.py as numba kernels on the host.
+
+With several cores it takes the kernel steps of many queries at once, as the GPU backend does
+(gpu_hamlet/engine/backend.py `batches`), and runs them on a pool of threads: the kernels release
+the GIL, and the Python around them stays on the calling thread (docs/architecture.md section 4).
+"""
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 import numpy as np
 
@@ -13,11 +22,51 @@ from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 
 
+def cpu_threads() -> int:
+    """The threads the CPU backend runs kernels on: OMP_NUM_THREADS when set (a Spark Python
+    worker gets its task's cores there), else the cores this process may use."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(threads, thread_name_prefix="gpu-hamlet-cpu")
+
+
 class CpuBackend:
     """Runs every engine step with numba on the host (weights described by columns and rows,
-    gpu_hamlet/core/weights.py, are built here on the host)."""
+    gpu_hamlet/core/weights.py, are built here on the host). With `threads` > 1 it takes batches
+    of calls (`batched`) and runs each batch's kernels on that many threads."""
 
     name = "cpu"
+    #: A batch of queries holds at most this many rows (the GPU's is larger: its memory is the
+    #: device's, while here every query of a batch keeps its arrays on the host at once).
+    batch_events = 5_000_000
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = cpu_threads() if threads is None else threads
+        self.batched = self.threads > 1
+
+    def _many(self, step: str, calls: list[tuple]) -> list:
+        run = getattr(self, step)
+        if len(calls) < 2 or self.threads < 2:
+            return [run(*c) for c in calls]
+        return list(_pool(self.threads).map(lambda c: run(*c), calls))
+
+    def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
+        return self._many("segment_maps", calls)
+
+    def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
+        return self._many("compose_windows", calls)
+
+    def reduce_sorted_many(self, calls: list[tuple]) -> list[np.ndarray]:
+        return self._many("reduce_sorted", calls)
+
+    def adjacent_results_many(self, calls: list[tuple]) -> list[tuple]:
+        return self._many("adjacent_results", calls)
 
     def segment_maps(
         self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0

@@ -29,7 +29,7 @@ from gpu_hamlet.core.recursions import (
 cover_core(__file__)  # an edit of gpu_hamlet/core recompiles these kernels
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def segment_maps(
     tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
     move_from, move_to, k, full, carry, snap,
@@ -70,7 +70,7 @@ def segment_maps(
     return maps, run_pid, run_seg
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _walk_partitions(run_pid, run_seg, a, n, lo, hi, flip, win_k, fill):
     """`walk_windows` over every partition in turn; returns the number of windows."""
     R = run_pid.shape[0]
@@ -85,7 +85,7 @@ def _walk_partitions(run_pid, run_seg, a, n, lo, hi, flip, win_k, fill):
     return w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _window_plan(run_pid, run_seg, a, n):
     """Every window's (first run, end run, flip run, index), partition by partition, and the
     longest front stack one holds."""
@@ -102,7 +102,7 @@ def _window_plan(run_pid, run_seg, a, n):
     return lo, hi, flip, win_k, cap
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def compose_windows(tag, maps, run_pid, run_seg, a, n, finals):
     """Window results from segment maps; windows are [k*a, k*a + n) in segment units.
 
@@ -141,7 +141,7 @@ def compose_windows(tag, maps, run_pid, run_seg, a, n, finals):
     return out, win_pid, win_k
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def reduce_sorted(tag, vals, starts):
     """Ring sums of the runs of rows of `vals` that begin at `starts` (and end at the next)."""
     ng = starts.shape[0]
@@ -154,7 +154,7 @@ def reduce_sorted(tag, vals, starts):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def burst_coefficients(tag, t, W, event_bounds, burst_bounds):
     """Graphlet coefficients (MU [bursts, 1, lanes], K [bursts, channels, lanes]) of bursts cut
     into pieces (gpu_hamlet/core/recursions.py `pieces`): every piece's map, then each burst's
@@ -176,7 +176,7 @@ def burst_coefficients(tag, t, W, event_bounds, burst_bounds):
     return MU, K
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def adjacent_results(
     tag, starts, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start, is_end,
     move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, snap, wburst, wprev,

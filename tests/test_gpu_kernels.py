@@ -11,6 +11,8 @@ the engine picked.
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -20,7 +22,7 @@ from numba import cuda
 
 import gpu_hamlet
 from cpu_fallback import CpuBackend
-from gpu_hamlet.core import recursions
+from gpu_hamlet.core import recursions, rings
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import RecordingBackend
 from gpu_hamlet.engine.events import prepare_events
@@ -150,6 +152,14 @@ def test_fixed_workload_covers_every_ring_macro_rows_and_both_backend_steps():
         "no macro row: the shared path is not exercised"
     )
     assert replay(calls) == {"xfloat", "modp", "minreach"}
+
+
+def test_bigint_lanes_on_every_step_equal_the_cpu_backend():
+    """bigint's 32-prime lanes ('modps'), which the engine takes from MODPS_FROM primes on, on
+    the fixed workload's every step (macro rows, windows, groups) even with small counts."""
+    with mock.patch.object(rings, "MODPS_FROM", 1):
+        calls = record(shared_events(), SHARED_TEXT, numeric="bigint", sharing="static")
+    assert replay(calls) == {"xfloat", "modps", "minreach"}
 
 
 def test_chunked_launches_give_the_same_results():

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import math
 from fractions import Fraction
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.core import rings
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.errors import (
@@ -113,6 +115,18 @@ def test_shared_execution_matches_oracle(sharing, case, numeric):
     expected = oracle(events, wl, with_magnitudes=True)
     tables = run(events_to_table(events), text, sharing=sharing, numeric=numeric)
     assert_matches_oracle(tables, expected, wl, numeric)
+
+
+@PROPERTY_SMALL
+@given(case=cases(), sharing=st.sampled_from(SHARING_MODES))
+def test_bigint_lanes_match_oracle_at_any_size(case, sharing):
+    """bigint's 32-prime lanes ('modps') on every kernel the workload takes, however small the
+    counts: the engine runs them only from MODPS_FROM primes on (gpu_hamlet/core/rings.py)."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    with mock.patch.object(rings, "MODPS_FROM", 1):
+        tables = run(events_to_table(events), text, sharing=sharing, numeric="bigint")
+    assert_matches_oracle(tables, expected, wl, "bigint")
 
 
 @PROPERTY_SMALL

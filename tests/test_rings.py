@@ -10,6 +10,7 @@ from numba import njit
 
 from gpu_hamlet.core.numeric import primes
 from gpu_hamlet.core.rings import (
+    MODPS_FROM,
     MODPS_LANES,
     lane_primes,
     make_tag,
@@ -73,6 +74,9 @@ def test_modps_lanes_equal_modp_per_prime(chunk, data):
 
 def test_residue_passes_cover_the_primes_in_order():
     assert residue_passes(3, lanes=False) == [("modp", p) for p in primes(3)]
+    assert residue_passes(MODPS_FROM - 1, lanes=True) == [
+        ("modp", p) for p in primes(MODPS_FROM - 1)
+    ]
     passes = residue_passes(MODPS_LANES + 1, lanes=True)
     assert passes == [("modps", 0), ("modps", 1)]
     covered = [p for _, c in passes for p in lane_primes(c)]

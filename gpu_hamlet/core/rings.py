@@ -107,10 +107,17 @@ def ring_primes(ring: str, param: int) -> tuple[int, ...]:
     return (int(param),) if ring == "modp" else lane_primes(int(param))
 
 
+#: With `lanes`, `residue_passes` runs 'modps' from this many primes on: a 32-lane pass costs
+#: about four one-prime passes (`python benchmarks/bench_engine.py`, 50 queries over 1,000,000
+#: events, counts below 2^31: bigint 8.3 s in 'modp', 21.4 s in 'modps'; exact, 8.0 s).
+MODPS_FROM = 5
+
+
 def residue_passes(n_primes: int, lanes: bool) -> list[tuple[str, int]]:
     """The (ring, param) runs whose lanes, in order, are residues modulo the first `n_primes`
-    primes or a few more: one prime per 'modp' run, or `MODPS_LANES` per 'modps' run."""
-    if not lanes:
+    primes or a few more: one prime per 'modp' run, or, with `lanes` and at least `MODPS_FROM`
+    primes, `MODPS_LANES` per 'modps' run."""
+    if not lanes or n_primes < MODPS_FROM:
         return [("modp", p) for p in primes(n_primes)]
     return [("modps", c) for c in range(-(-n_primes // MODPS_LANES))]
 

@@ -134,9 +134,10 @@ Steps = Generator[tuple[str, tuple], Any, Any]
 
 
 def batches(be: Backend) -> bool:
-    """Whether `be` runs many calls of a step at once (`<step>_many`), as the GPU backend does:
-    then the engine advances all queries together and hands their calls over in batches."""
-    return hasattr(be, "segment_maps_many")
+    """Whether `be` runs many calls of a step at once (`<step>_many`), as the GPU backend does
+    and the CPU backend with several threads (`batched`): then the engine advances queries
+    together and hands their calls over in batches."""
+    return bool(getattr(be, "batched", hasattr(be, "segment_maps_many")))
 
 
 def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
@@ -236,6 +237,8 @@ class RecordingBackend:
     """A backend that runs another and keeps a copy of every call's arguments, so that the exact
     kernel inputs of an engine run can be replayed on another backend (GPU tests, benchmarks).
     Described weights are kept as they are: they hold no array the engine changes later."""
+
+    batched = False  # calls are recorded one by one, so that each can be replayed
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner

@@ -130,6 +130,7 @@ def evaluate(
     out, snapshots = {}, {}
     if batches(be):  # queries together, each kernel step of all of them in one batch
         group: dict[str, QueryRows] = {}
+        limit = getattr(be, "batch_events", BATCH_EVENTS)
 
         def run_group() -> None:
             out.update(drive({n: results(rows).table_steps() for n, rows in group.items()}, be))
@@ -138,7 +139,7 @@ def evaluate(
 
         for q in ctx.runs:  # a batch takes no more queries once they hold BATCH_EVENTS events
             group[q.name] = query_rows(q)
-            if sum(rows.pos.shape[0] for rows in group.values()) >= BATCH_EVENTS:
+            if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
                 run_group()
         run_group()
     else:  # one query at a time: only its arrays are alive
