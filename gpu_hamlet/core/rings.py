@@ -107,10 +107,12 @@ def ring_primes(ring: str, param: int) -> tuple[int, ...]:
     return (int(param),) if ring == "modp" else lane_primes(int(param))
 
 
-#: With `lanes`, `residue_passes` runs 'modps' from this many primes on: a 32-lane pass costs
-#: about four one-prime passes (`python benchmarks/bench_engine.py`, 50 queries over 1,000,000
-#: events, counts below 2^31: bigint 8.3 s in 'modp', 21.4 s in 'modps'; exact, 8.0 s).
-MODPS_FROM = 5
+#: With `lanes`, `residue_passes` runs 'modps' from this many primes on, where a pass's lanes are
+#: at least 3/4 used. A 32-lane pass costs as little as four one-prime passes where rows' control
+#: dominates (the HAMLET authors' workload, 87 to 431 primes) but up to 32 where arithmetic does
+#: (sliding windows' map products, several channels): on bench_engine.py's 50 queries over
+#: 300,000 events, 3 queries of 5 primes took 0.7 s more in 'modps' than 47 queries in 'modp'.
+MODPS_FROM = 24
 
 
 def residue_passes(n_primes: int, lanes: bool) -> list[tuple[str, int]]:
