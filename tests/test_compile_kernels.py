@@ -21,7 +21,7 @@ def test_launches_are_recorded_with_what_rebuilds_their_kernels(tmp_path):
             "backend_steps",
             "tests/test_gpu_kernels.py::test_engine_builds_weights_on_the_device_in_one_launch_per_"
             "column",
-            "tests/test_gpu_kernels.py::test_decimal38_overflow_fixture[bigint]",
+            "tests/test_gpu_kernels.py::test_bigint_lanes_on_every_step_equal_the_cpu_backend",
         ],
         out,
     )

@@ -196,7 +196,7 @@ def test_decimal38_overflow_fixture(numeric):
     calls = record(
         overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static", on_overflow="null"
     )
-    assert replay(calls) >= {"xfloat", "modp" if numeric == "exact" else "modps"}
+    assert replay(calls) >= {"xfloat", "modp"}  # (6 primes: bigint's lanes start at 24)
 
 
 def _copied(args: tuple) -> tuple:
