@@ -200,8 +200,10 @@ def adjacent_runs(
         keys, bad = [], np.zeros(nw + readers.shape[0], bool)
         nan_key = np.zeros_like(bad)
         for cond in conds:
-            rank = ranked or (lambda c, w, r: _ranks_of_rows(q, c, table, w, r))
-            ranks, null, nan = rank(cond, rows[writers], rows[readers])
+            if ranked is not None:
+                ranks, null, nan = ranked(cond, rows[writers], rows[readers])
+            else:
+                ranks, null, nan = _ranks_of_rows(q, cond, table, rows[writers], rows[readers])
             bad |= null
             if cond.op == "=":
                 bad |= nan

@@ -25,6 +25,7 @@ class Attributes:
         self.ev = ev
         self._floats: dict[str, np.ndarray] = {}
         self._residues: dict[tuple[str, int], np.ndarray] = {}
+        self._lanes: dict[tuple[str, int], np.ndarray] = {}  # by (attr, 'modps' pass)
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._valid: dict[str, np.ndarray | None] = {}
         self._unaddable: dict[str, pa.Array | None] = {}
@@ -93,7 +94,10 @@ class Attributes:
 
     def lane_residues(self, attr: str, chunk: int) -> np.ndarray:
         """[events, lanes] values modulo the primes of 'modps' pass `chunk`, 0 for nulls."""
-        return np.stack([self.residues(attr, p) for p in lane_primes(chunk)], axis=1)
+        key = (attr, chunk)
+        if key not in self._lanes:  # every query and channel of the pass reads it
+            self._lanes[key] = np.stack([self.residues(attr, p) for p in lane_primes(chunk)], 1)
+        return self._lanes[key]
 
     def validity(self, form: str, attr: str) -> np.ndarray:
         """1 where the column holds a value, 0 for nulls, in a ring's form ('float' or 'residue'):
