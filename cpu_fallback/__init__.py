@@ -124,6 +124,10 @@ class CpuBackend:
             runs.wburst,
             runs.wprev,
             runs.doff,
+            runs.wesnap,
+            runs.eptr,
+            runs.goff,
+            runs.eslots,
         )
         return maps, (V if values else None)
 

@@ -180,7 +180,7 @@ def burst_coefficients(tag, t, W, event_bounds, burst_bounds):
 def adjacent_results(
     tag, starts, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start, is_end,
     move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, nodes, snap, wburst, wprev,
-    doff,
+    doff, wesnap, eptr, goff, eslots,
 ):  # fmt: skip
     """Per run (a whole window) its result from zero, with predicates between adjacent events
     (gpu_hamlet/core/adjacency.py): (maps [runs, D, 1, lanes], as `segment_maps` without `full`,
@@ -193,6 +193,7 @@ def adjacent_results(
     T = np.empty((nodes, nch, lanes), snap.dtype)
     V = np.empty((pos.shape[0], nch, lanes), snap.dtype)
     A = np.empty((nch, 1, lanes), snap.dtype)
+    ES = np.empty((max(eslots, 1), nch, lanes), snap.dtype)
     no_carry = np.zeros(0, np.int64)
     for r in range(runs):
         X = maps[r]
@@ -200,6 +201,6 @@ def adjacent_results(
         run_adjacent(
             tag, X, T, V, A, starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
             pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
-            tsize[r], slot, rng, snap, wburst, wprev, doff,
+            tsize[r], slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
         )  # fmt: skip
     return maps, V

@@ -48,7 +48,11 @@ class AdjacentRuns:
     Window macro rows (`wburst` >= 0: the burst's number in its shared set) stand for a burst
     of a Kleene type whose E -> E conditions the queries of a set share
     (gpu_hamlet/engine/window_sharing.py): `wprev` chains each to the previous one of its run
-    (-1: none), and the responses of burst s's snapshot on burst b are K[doff[s] + b - s]."""
+    (-1: none). Snapshots are numbered bursts first (s < B = eptr.shape[0] - 1), then the
+    event-level ones (B + j: `eptr[s]`..`eptr[s + 1]` are burst s's); the responses of snapshot
+    x on burst b are K[doff[x] + b] and on event snapshot j K[goff[x] + j]. A macro row of a
+    query that takes ties keeps its burst's event snapshots at `wesnap` (-1: none) of an array
+    of `eslots`."""
 
     starts: np.ndarray
     time: np.ndarray
@@ -63,6 +67,10 @@ class AdjacentRuns:
     wburst: np.ndarray
     wprev: np.ndarray
     doff: np.ndarray
+    wesnap: np.ndarray
+    eptr: np.ndarray
+    goff: np.ndarray
+    eslots: int
 
     @property
     def runs(self) -> int:
@@ -116,25 +124,49 @@ def tree_sum(tag, T, base, m, lo, hi, A, nch):
 
 
 @jitable
-def resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch):
-    """V[e] of a window macro row of burst b: every snapshot f of its run so far (its own
-    included, following `wprev`) times its basis responses on burst b. A channel's weight term
-    only counts on snapshots that exist (as in `apply_event`)."""
+def add_response(tag, out, o, R, d, src, f, nch):
+    """out[o] grows by the snapshot src[f] (count and channels) carried by its responses R[d]. A
+    channel's weight term only counts on snapshots that exist (as in `apply_event`)."""
+    c = r_load(tag, src, f, 0)
+    cz = r_is_zero(tag, c)
+    d0 = r_load(tag, R, d, 0)
+    r_store(tag, out, o, 0, r_add(tag, r_load(tag, out, o, 0), r_mul(tag, d0, c)))
+    for ch in range(1, nch):
+        v = r_mul(tag, d0, r_load(tag, src, f, ch))
+        if not cz:
+            v = r_add(tag, v, r_mul(tag, r_load(tag, R, d, ch), c))
+        r_store(tag, out, o, ch, r_add(tag, r_load(tag, out, o, ch), v))
+
+
+@jitable
+def resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES):
+    """V[e] of a window macro row of burst b: every snapshot of its run so far (following
+    `wprev` from its own) times its responses on burst b. First, for a query that takes ties,
+    the value of each event snapshot j of burst b (ES[wesnap[e] + j - eptr[b]]): its tie edges'
+    input, every earlier snapshot times its responses on j."""
+    nb = eptr.shape[0] - 1
+    if wesnap[e] >= 0:
+        for j in range(eptr[b], eptr[b + 1]):
+            o = wesnap[e] + j - eptr[b]
+            for ch in range(nch):
+                r_store(tag, ES, o, ch, r_zero(tag))
+            f = e
+            while f >= 0:
+                s = wburst[f]
+                add_response(tag, ES, o, K, goff[s] + j, snap, f, nch)
+                top = j if f == e else eptr[s + 1]
+                for i in range(eptr[s], top):
+                    add_response(tag, ES, o, K, goff[nb + i] + j, ES, wesnap[f] + i - eptr[s], nch)
+                f = wprev[f]
     for ch in range(nch):
         r_store(tag, V, e, ch, r_zero(tag))
     f = e
     while f >= 0:
         s = wburst[f]
-        d = doff[s] + b - s
-        c = r_load(tag, snap, f, 0)
-        cz = r_is_zero(tag, c)
-        d0 = r_load(tag, K, d, 0)
-        r_store(tag, V, e, 0, r_add(tag, r_load(tag, V, e, 0), r_mul(tag, d0, c)))
-        for ch in range(1, nch):
-            v = r_mul(tag, d0, r_load(tag, snap, f, ch))
-            if not cz:
-                v = r_add(tag, v, r_mul(tag, r_load(tag, K, d, ch), c))
-            r_store(tag, V, e, ch, r_add(tag, r_load(tag, V, e, ch), v))
+        add_response(tag, V, e, K, doff[s] + b, snap, f, nch)
+        if wesnap[f] >= 0:
+            for i in range(eptr[s], eptr[s + 1]):
+                add_response(tag, V, e, K, doff[nb + i] + b, ES, wesnap[f] + i - eptr[s], nch)
         f = wprev[f]
 
 
@@ -165,7 +197,7 @@ def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, n
 def run_adjacent(
     tag, X, T, V, A, i, end, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start,
     is_end, move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, snap, wburst, wprev,
-    doff,
+    doff, wesnap, eptr, goff, ES,
 ):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) from the zero state X [D, 1, lanes] (its
     constant set); the finals end in X. T holds the run's trees (cleared here), V [rows,
@@ -176,8 +208,9 @@ def run_adjacent(
     touches, so its events form one macro event as in `apply_event`: MU*c and MU*z + K*c, its
     snapshot c recorded in `snap`). A window macro row (`wburst` >= 0) records its input (count
     and channels) in `snap` [rows, channels, lanes] and resolves every snapshot of its run so far
-    against its burst: sum over s of c_s * D[s, b], with D = K[doff[s] + b - s] (the responses
-    of burst s's basis pass, channel 0 the count's; docs/architecture.md section 9)."""
+    against its burst (`resolve_window`: sum over s of c_s * D[s, b], with D = K[doff[s] + b],
+    the responses of snapshot s's basis pass, channel 0 the count's; event-level snapshots in
+    ES; docs/architecture.md section 9)."""
     nch = W.shape[0]
     stride = k + 1
     ncls = tree.shape[1]
@@ -221,7 +254,9 @@ def run_adjacent(
                 r_store(tag, snap, e, 0, cnt)
                 for ch in range(1, nch):
                     r_store(tag, snap, e, ch, r_load(tag, A, ch, 0))
-                resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch)
+                resolve_window(
+                    tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES
+                )
                 continue
             m = mseg[e]
             if m >= 0:

@@ -136,7 +136,7 @@ def _ranks_of_rows(
     return _joint_ranks(q, cond, a, b)
 
 
-def _sorted_by(first: np.ndarray, then: list[np.ndarray]) -> np.ndarray:
+def sorted_by(first: np.ndarray, then: list[np.ndarray]) -> np.ndarray:
     """The stable order by `first`, then each of `then` (non-negative ints): the order of
     np.lexsort, from one argsort of the keys packed into one int64 where they fit (a radix sort,
     several times faster than lexsort on a basis pass's millions of entries)."""
@@ -217,7 +217,7 @@ def adjacent_runs(
         # A NaN reader of '!=' reads its whole block, so it needs the block: it stays, with its
         # key (NaN sorts after every number, so no writer shares its leaf by mistake).
         ok = np.flatnonzero(~bad & (~reader_nan | (ordering == "!=")))
-        order = ok[_sorted_by(entry_run[ok], [k[ok] for k in keys])]
+        order = ok[sorted_by(entry_run[ok], [k[ok] for k in keys])]
         srun = entry_run[order]
         skeys = [k[order] for k in keys]
         m = order.shape[0]
@@ -269,4 +269,8 @@ def adjacent_runs(
         np.full(n, -1, np.int64),  # no window macro rows (QueryRows adds them)
         np.full(n, -1, np.int64),
         np.zeros(0, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int64),
+        0,
     )

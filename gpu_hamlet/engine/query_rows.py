@@ -350,14 +350,16 @@ class QueryRows:
                 ks.append(sb.responses(ring, p, channels))
         return W, np.concatenate(mus), np.concatenate(ks), mseg
 
-    def _window_layout(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(wburst, wprev, doff) of the rows (gpu_hamlet/core/adjacency.py): window macro rows
-        numbered across the window sources, each chained to the previous one of its source in
-        its run (`run`), their responses after the burst sources' K rows (as `_weights`)."""
+    def _window_layout(self, run: np.ndarray) -> dict:
+        """The window fields of AdjacentRuns (gpu_hamlet/core/adjacency.py) for the rows: window
+        macro rows numbered across the window sources, each chained to the previous one of its
+        source in its run (`run`); snapshots numbered bursts first, then event-level ones, their
+        responses after the burst sources' K rows (as `_weights`); a macro row of a source whose
+        ties the query takes keeps its burst's event snapshots at `wesnap`."""
         n = self.pos.shape[0]
         wburst = np.full(n, -1, np.int64)
         wprev = np.full(n, -1, np.int64)
-        doffs = [np.zeros(0, np.int64)]
+        wesnap = np.full(n, -1, np.int64)
         kbase = int(self.run_macro.sum()) + int(
             sum(
                 (self.macro_src == s_i).sum()
@@ -365,18 +367,43 @@ class QueryRows:
                 if isinstance(sb, SharedBursts)
             )
         )
-        bursts = 0
-        for s_i, sb in enumerate(self.sources):
-            if not isinstance(sb, SharedWindows) or not sb.nshared:
-                continue
+        name = self.plan.query.name
+        windows = [
+            (s_i, sb)
+            for s_i, sb in enumerate(self.sources)
+            if isinstance(sb, SharedWindows) and sb.nshared
+        ]
+        dburst, devent, gburst, gevent, eptrs = [], [], [], [], []
+        bursts = events = 0
+        takes = np.zeros(n, bool)
+        for s_i, sb in windows:
             at = np.flatnonzero(self.macro_src == s_i)
             wburst[at] = self.macro_seg[at] + bursts
             prev = np.r_[-1, at[:-1]]
             wprev[at] = np.where((prev >= 0) & (run[np.maximum(prev, 0)] == run[at]), prev, -1)
-            doffs.append(sb.doff[:-1] + kbase)
-            kbase += int(sb.doff[-1])
-            bursts += sb.nshared
-        return wburst, wprev, np.concatenate(doffs)
+            takes[at] = name in sb.sset.ties
+            S = sb.nshared
+            dburst.append(sb.doff[:S] + kbase - bursts)
+            devent.append(sb.doff[S:] + kbase - bursts)
+            gburst.append(sb.goff[:S] + kbase - events)
+            gevent.append(sb.goff[S:] + kbase - events)
+            eptrs.append(sb.eptr[:-1] + events)
+            kbase += sb.entries
+            bursts += S
+            events += sb.nevents
+        eptr = np.concatenate(eptrs + [np.array([events])]).astype(np.int64)
+        count = np.where(takes, eptr[wburst + 1] - eptr[wburst], 0)
+        slot_at = np.cumsum(count) - count
+        wesnap[takes] = slot_at[takes]
+        return dict(
+            wburst=wburst,
+            wprev=wprev,
+            doff=np.concatenate([np.zeros(0, np.int64)] + dburst + devent).astype(np.int64),
+            wesnap=wesnap,
+            eptr=eptr,
+            goff=np.concatenate([np.zeros(0, np.int64)] + gburst + gevent).astype(np.int64),
+            eslots=int(count.sum()),
+        )
 
     def segment_maps(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Per (partition, segment) run: its map (with `full`) or its result from zero, as
@@ -436,20 +463,20 @@ class QueryRows:
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
             run = np.cumsum(change) - 1
-            wburst, wprev, doff = self._window_layout(run)
+            window = self._window_layout(run)
             runs = adjacent_runs(
                 self.plan.query,
                 adj,
                 self.ev.table,
                 self.rows,
                 self.tpl.labels,
-                np.where(wburst >= 0, -1, self.label),  # window macro rows use no tree
+                np.where(window["wburst"] >= 0, -1, self.label),  # window macro rows: no tree
                 self.kind,
                 run,
                 self.time,
                 self.pos,
             )
-            self._adjacent = replace(runs, wburst=wburst, wprev=wprev, doff=doff)
+            self._adjacent = replace(runs, **window)
         return self._adjacent
 
     def empty(self) -> bool:

@@ -17,7 +17,7 @@ optimizer (gpu_hamlet/engine/optimizer.py) decides per burst and class whether s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import gcd
 
 import numpy as np
@@ -39,11 +39,19 @@ from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
 class SharableSet:
     """Queries that share the Kleene sub-pattern `kleene_type`+ and partition alike; with
     `conditions`, the E -> E NEXT conditions they all have (then they also filter E alike and
-    share per window: gpu_hamlet/engine/window_sharing.py)."""
+    share per window: gpu_hamlet/engine/window_sharing.py). The queries named in `ties` compare
+    with '<=' or '>=' where `conditions` has '<' or '>': their extra edges, between events of
+    equal keys, enter event-level snapshots (HAMLET Def. 9)."""
 
     kleene_type: str
     queries: tuple[Query, ...]
     conditions: tuple[NextCondition, ...] = ()
+    ties: tuple[str, ...] = ()
+
+    @property
+    def tie_conditions(self) -> tuple[NextCondition, ...]:
+        """The conditions of a tie edge: `conditions` with the ordering one as '='."""
+        return tuple(replace(c, op="=") for c in self.conditions)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -91,6 +99,7 @@ class WorkloadAnalysis:
                 f"(partition {', '.join(q0.partition_attrs) or '-'}, "
                 f"pane {format_ms(s.pane_ms)})"
                 + (f", per window with {per_window}" if per_window else "")
+                + (f", ties of {', '.join(s.ties)} as event-level snapshots" if s.ties else "")
             )
             for (a, b), names in sorted(s.merged_template().items()):
                 lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
@@ -109,14 +118,33 @@ def only_within(q: Query, type_: str) -> bool:
     )
 
 
+_STRICT = {"<=": "<", ">=": ">"}
+
+
+def strict(c: NextCondition) -> NextCondition:
+    """The condition with '<=' as '<' and '>=' as '>': queries whose E -> E conditions differ
+    only so share per window, the non-strict ones through event-level snapshots."""
+    return replace(c, op=_STRICT.get(c.op, c.op))
+
+
+def _window_set(e: str, qs: list[Query]) -> SharableSet:
+    """The set of queries with the same E -> E conditions up to strictness: the strict form
+    where one query has it (the others' ties become event-level snapshots), else the common."""
+    conds = {q.name: frozenset(q.next_of(e, e)) for q in qs}
+    base = next((q for q in qs if conds[q.name] == {strict(c) for c in conds[q.name]}), qs[0])
+    ties = tuple(q.name for q in qs if conds[q.name] != conds[base.name])
+    return SharableSet(e, tuple(qs), base.next_of(e, e), ties)
+
+
 def analyze(workload: Workload) -> WorkloadAnalysis:
     """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
         # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
         # (docs/architecture.md section 9). NEXT conditions touching the Kleene type E: queries
-        # with the same E -> E conditions and filters on E share per window; a condition on an
-        # edge into or out of E keeps E's bursts to the query (section 9: sharing cannot pay).
+        # with the same E -> E conditions (up to '<' against '<=') and filters on E share per
+        # window; a condition on an edge into or out of E keeps E's bursts to the query
+        # (section 9: sharing cannot pay).
         for e in q.elements or ():
             if not e.kleene:
                 continue
@@ -124,10 +152,13 @@ def analyze(workload: Workload) -> WorkloadAnalysis:
             if touches(q, e.type):
                 if not only_within(q, e.type):
                     continue
-                key += (frozenset(q.next_of(e.type, e.type)), frozenset(q.filters_of(e.type)))
+                key += (
+                    frozenset(map(strict, q.next_of(e.type, e.type))),
+                    frozenset(q.filters_of(e.type)),
+                )
             by_key.setdefault(key, []).append(q)
     sets = tuple(
-        SharableSet(key[0], tuple(qs), qs[0].next_of(key[0], key[0]) if len(key) > 3 else ())
+        _window_set(key[0], qs) if len(key) > 3 else SharableSet(key[0], tuple(qs))
         for key, qs in by_key.items()
         if len(qs) >= 2
     )

@@ -15,11 +15,18 @@ The basis pass of burst s runs over the E events of the bursts its windows can r
 its partition up to the end of the last window holding it), once for every query of the set and
 every window holding it. The optimizer (`WindowCostModel`) decides per partition: all of a
 partition's bursts are shared or none, since a window's E events must all be resolved one way.
+
+Queries whose conditions differ only in strictness ('<' against '<=') share too (HAMLET Def. 9):
+the basis passes follow the strict conditions, and an E event j that a tie edge enters (an
+earlier E event of equal keys) is an *event-level snapshot*: for a query that takes ties, its
+value is the sum over those earlier events' values, which every snapshot before it gives through
+G[x, j] (the basis pass of x read at j through the tie edges: rows of a third state, `BASIS_TIES`);
+it then propagates through its own basis pass, started with 1 on j alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -27,7 +34,7 @@ import numpy as np
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout
-from gpu_hamlet.engine.adjacent import KeyRanks, adjacent_runs
+from gpu_hamlet.engine.adjacent import KeyRanks, adjacent_runs, sorted_by
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
@@ -35,6 +42,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import WindowCostModel
 from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse
 from gpu_hamlet.query.plan import Adjacency, Channel, QueryPlan
+from gpu_hamlet.query.workload import NextCondition
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,25 @@ BASIS = BasisTemplate(
     move_to=np.zeros(0, np.int64),
 )
 BASIS_TREES = np.array([[0], [0]], np.int64)
+
+#: With event-level snapshots: state 2 is a tie reader, a copy of an event snapshot j that reads
+#: the tie edges' tree (class 1: the '=' form of the conditions) of states 0 and 1 and writes
+#: nothing; its value is G[x, j].
+BASIS_TIES = BasisTemplate(
+    k=3,
+    pred_ptr=np.array([0, 1, 2, 3], np.int64),
+    pred_idx=np.array([0, 1, 0], np.int64),
+    is_start=np.array([True, False, False]),
+    is_end=np.array([False, False, False]),
+    move_ptr=np.zeros(3, np.int64),
+    move_from=np.zeros(0, np.int64),
+    move_to=np.zeros(0, np.int64),
+)
+BASIS_TIES_TREES = np.array([[0, 0], [0, 0], [-1, -1]], np.int64)
+
+#: The type name of the tie readers' rows in a basis pass (never an event type: they are E
+#: events read through the tie edges).
+_TIE = "<tie reader>"
 
 
 def window_bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
@@ -130,30 +157,112 @@ class SharedWindows:
         uniq = np.unique(b_pane)  # (pid, pane rank) as one ascending key
         key = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane)
         end = np.searchsorted(key, b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, stop))
-        basis_rows = (e_start[end] - e_start[:-1]).astype(np.float64)
+        e_bid = bid[e_at]
+        self._rows, self._time = rows[e_at], t[e_at]
+        self._ranks = KeyRanks(sset.queries[0], ev.table, self._rows)  # each E event once
+        # Event-level snapshots (HAMLET Def. 9): the E events a tie edge enters.
+        tie = self._tie_targets(spid[e_at], t[e_at], e_bid, end) if sset.ties else e_at[:0]
+        reach_end = e_start[end]  # per burst: where its basis pass stops (an index of e_at)
+        basis_rows = (reach_end - e_start[:-1]).astype(np.float64)
         pairs = (end - np.arange(nb)).astype(np.float64)
+        if tie.size:  # each: a basis pass from j; its pairs, for the queries that take ties
+            tb = e_bid[tie]
+            basis_rows += np.bincount(tb, weights=reach_end[tb] - tie, minlength=nb)
+            later = np.searchsorted(tie, reach_end[tb]) - np.arange(tie.size)
+            pairs += np.bincount(
+                tb, weights=(end[tb] - tb + later) * self._tie_share(plans), minlength=nb
+            )
         alone = (
             self._alone_rows(plans, spid, t, ev.type_codes[rows], bid >= 0)
             if mode == "dynamic" and nb
             else np.zeros(0)
         )
         share = self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
+        tie = tie[share[e_bid[tie]]]
         self.stats.bursts, self.stats.burst_events = nb, int(e_at.size)
         self.stats.shared = self.stats.graphlet_snapshots = int(share.sum())
+        self.stats.event_snapshots = int(tie.size)
         self.stats.unshared = nb - self.stats.shared
         # Shared bursts renumbered densely; a partition's bursts are all shared or none, so the
         # reach of a shared burst holds shared bursts only.
         number = np.where(share, np.cumsum(share) - 1, -1)
         self.burst_of = np.full(order.shape[0], -1, np.int64)
-        self.burst_of[set_idx[e_at]] = number[bid[e_at]]
+        self.burst_of[set_idx[e_at]] = number[e_bid]
         s = np.flatnonzero(share)
-        self.nshared = s.shape[0]
-        self.reach = end[s] - s  # bursts per basis pass
-        self.doff = np.r_[0, np.cumsum(self.reach)].astype(np.int64)
-        self._rows = rows[e_at]
-        self._time = t[e_at]
-        self._e_start = e_start
-        self._shared = s
+        self.nshared, self.nevents = s.shape[0], tie.shape[0]
+        self._layout(e_start, e_bid, end, s, tie, number)
+
+    def _layout(
+        self,
+        e_start: np.ndarray,
+        e_bid: np.ndarray,
+        end: np.ndarray,
+        s: np.ndarray,
+        tie: np.ndarray,
+        number: np.ndarray,
+    ) -> None:
+        """The basis passes (the shared bursts s, then the event snapshots `tie`: indices of the
+        set's E events) and where their responses go: per pass, its E events lo .. hi (its own
+        up to `own`), its first burst, and the event snapshots j it reads (jlo .. jhi); `doff`,
+        `goff` and `eptr` as gpu_hamlet/core/adjacency.py reads them, relative to this set (the
+        snapshot's first burst and event subtracted)."""
+        tb = e_bid[tie]
+        first = np.r_[s, tb]  # burst numbers (of all the set's bursts)
+        self._lo = np.r_[e_start[s], tie]
+        self._hi = e_start[end[first]]
+        self._own = np.r_[e_start[s + 1], tie + 1]
+        self._first = first
+        self._jlo = np.r_[np.searchsorted(tie, e_start[s]), np.arange(1, tie.size + 1)]
+        self._jhi = np.searchsorted(tie, self._hi)
+        self._tie = tie
+        nd = end[first] - first  # D entries per pass: the bursts it reaches
+        ng = self._jhi - self._jlo  # G entries per pass
+        self._dstart = np.cumsum(nd) - nd
+        self._gstart = int(nd.sum()) + np.cumsum(ng) - ng
+        self.entries = int(nd.sum() + ng.sum())
+        self.doff = (self._dstart - number[first]).astype(np.int64)
+        self.goff = (self._gstart - self._jlo).astype(np.int64)
+        self.eptr = np.searchsorted(number[tb], np.arange(s.shape[0] + 1)).astype(np.int64)
+        self._e_bid = e_bid
+
+    def _tie_targets(
+        self, pid: np.ndarray, t: np.ndarray, bid: np.ndarray, end: np.ndarray
+    ) -> np.ndarray:
+        """Indices of the set's E events j that a tie edge can enter: an earlier E event i (at
+        an earlier time, in j's partition and in a window with j) whose keys equal j's by the
+        '=' form of the conditions (nulls and NaN equal nothing)."""
+        n = self._rows.shape[0]
+        keys, bad = [np.r_[pid, pid]], np.zeros(2 * n, bool)
+        for cond in self._tie_conditions:
+            ranks, null, nan = self._ranks(cond, self._rows, self._rows)
+            keys.append(ranks)
+            bad |= null | nan
+        _, kid = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+        kid = kid.ravel()
+        time = np.r_[t, t]
+        writer = np.arange(2 * n) < n
+        ok = np.flatnonzero(~bad)
+        # By key and time, readers before the writers of their time: a reader's last writer
+        # before it is the latest strictly earlier event of its key (it reaches farthest).
+        order = ok[np.lexsort((writer[ok], time[ok], kid[ok]))]
+        w = writer[order]
+        last = np.maximum.accumulate(np.where(w, np.arange(order.shape[0]), -1))
+        reads = np.flatnonzero(~w)
+        cand = last[reads]
+        hit = (cand >= 0) & (kid[order[np.maximum(cand, 0)]] == kid[order[reads]])
+        j = order[reads[hit]] - n
+        i = order[cand[hit]]
+        return np.unique(j[bid[j] < end[bid[i]]])
+
+    @cached_property
+    def _tie_conditions(self):
+        """The tie edges' conditions, read by the basis passes' tie readers (type `_TIE`)."""
+        return tuple(replace(c, next_type=_TIE) for c in self.sset.tie_conditions)
+
+    def _tie_share(self, plans: dict[str, QueryPlan]) -> float:
+        """The share of the set's per-query work (window copies times channels) that takes ties."""
+        work = {q.name: q.within_ms / q.slide_ms * _width(plans[q.name]) for q in self.sset.queries}
+        return sum(work[name] for name in self.sset.ties) / sum(work.values())
 
     def _alone_rows(
         self,
@@ -234,52 +343,63 @@ class SharedWindows:
         return collapse(bid, bid) if (bid >= 0).any() else None
 
     @cached_property
-    def _basis(self) -> tuple[np.ndarray, AdjacentRuns, np.ndarray]:
-        """The basis passes' rows (one run per shared burst s: the E events of the bursts it
-        reaches), their trees, and the first row of each D entry (s, b)."""
-        s = self._shared
-        es = self._e_start[s]
-        ee = self._e_start[s + self.reach]
-        lens = ee - es
-        run = np.repeat(np.arange(s.shape[0]), lens)
-        at = np.arange(run.shape[0]) - np.repeat(np.cumsum(lens) - lens, lens) + es[run]
-        burst = np.searchsorted(self._e_start, at, side="right") - 1 - s[run]  # b - s
-        pos = (burst > 0).astype(np.int64)
-        q0 = self.sset.queries[0]
+    def _basis(self) -> tuple[np.ndarray, np.ndarray, AdjacentRuns, BasisTemplate, np.ndarray]:
+        """The basis passes' rows (one run per snapshot: the E events it reaches, its own in
+        state 0; with event snapshots, a tie reader per event snapshot it reads, in state 2) as
+        set rows and event rows, their trees and template, and the response entry of each."""
+        lens = self._hi - self._lo
+        run = np.repeat(np.arange(lens.shape[0]), lens)
+        at = np.arange(run.shape[0]) - np.repeat(np.cumsum(lens) - lens, lens) + self._lo[run]
+        pos = (at >= self._own[run]).astype(np.int64)
+        entry = self._dstart[run] + self._e_bid[at] - self._first[run]
         E = self.sset.kleene_type
-        adj = Adjacency(
-            (self.sset.conditions,),
-            np.zeros(2, np.int64),
-            BASIS_TREES,
-            np.array([2], np.int64),
-        )
+        classes: tuple[tuple[NextCondition, ...], ...] = (self.sset.conditions,)
+        labels, template, cls, trees = {E: 0}, BASIS, np.zeros(2, np.int64), BASIS_TREES
+        if self.nevents:
+            tl = self._jhi - self._jlo
+            trun = np.repeat(np.arange(tl.shape[0]), tl)
+            tj = np.arange(trun.shape[0]) - np.repeat(np.cumsum(tl) - tl, tl) + self._jlo[trun]
+            reader = np.r_[np.zeros(run.shape[0], np.int64), np.ones(trun.shape[0], np.int64)]
+            run, at = np.r_[run, trun], np.r_[at, self._tie[tj]]
+            pos = np.r_[pos, np.full(trun.shape[0], 2, np.int64)]
+            entry = np.r_[entry, self._gstart[trun] + tj - self._jlo[trun]]
+            order = sorted_by(run, [at, reader])
+            run, at, pos = run[order], at[order], pos[order]
+            entry, reader = entry[order], reader[order]
+            classes += (self._tie_conditions,)
+            labels, template, trees = {E: 0, _TIE: 1}, BASIS_TIES, BASIS_TIES_TREES
+            cls = np.array([0, 0, 1], np.int64)  # the tie reader reads class 1
+        else:
+            reader = np.zeros(run.shape[0], np.int64)
+        adj = Adjacency(classes, cls, trees, np.full(len(classes), 2, np.int64))
         n = run.shape[0]
         runs = adjacent_runs(
-            q0,
+            self.sset.queries[0],
             adj,
             self.ev.table,
             self._rows[at],
-            {E: 0},
-            np.zeros(n, np.int64),
+            labels,
+            reader,
             np.full(n, EVENT, np.int64),
             run,
             self._time[at],
             pos,
-            KeyRanks(q0, self.ev.table, self._rows),  # each E event once, not once per run
+            self._ranks,
         )
-        entry = self.doff[run] + burst
-        first = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
-        return self._rows[at], runs, first
+        return at, reader, runs, template, entry
 
     def responses(self, ring: str, param: int, channels: tuple[Channel, ...]) -> np.ndarray:
-        """D [entries, channels, lanes] of every shared burst s on the bursts b it reaches
-        (entry doff[s] + b - s): channel 0 the count's response, the others the channels'."""
+        """The responses [entries, channels, lanes] of every snapshot's basis pass, channel 0
+        the count's: D on each burst it reaches (at doff + the burst), then G on each event
+        snapshot it reads (at goff + the event snapshot)."""
         key = (ring, param, channels)
         if key not in self._responses:
-            rows, runs, first = self._basis
+            at, reader, runs, template, entry = self._basis
+            rows = self._rows[at]
             dtype, lanes = layout(ring)
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
-            W = self.attrs.weights(ring, channels, rows, self.ev.type_codes[rows], label_of, param)
+            codes = np.where(reader == 1, -2, self.ev.type_codes[rows])  # tie readers: no weight
+            W = self.attrs.weights(ring, channels, rows, codes, label_of, param)
             n = rows.shape[0]
             _, V = self.be.adjacent_results(
                 ring,
@@ -288,12 +408,16 @@ class SharedWindows:
                 np.zeros((0, 1, lanes), dtype),
                 np.zeros((0, len(channels), lanes), dtype),
                 np.full(n, EVENT, np.int64),
-                BASIS,
+                template,
                 np.zeros((n, 1, lanes), dtype),
                 param,
                 values=True,
             )
             assert V is not None, "values=True returns the rows' values"
+            if self.nevents:  # tie readers sit among the rows in time order
+                by_entry = np.argsort(entry, kind="stable")
+                V, entry = V[by_entry], entry[by_entry]
+            first = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
             self._responses[key] = self.be.reduce_sorted(ring, V, first, param)
         return self._responses[key]
 

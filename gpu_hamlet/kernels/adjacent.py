@@ -18,15 +18,15 @@ from gpu_hamlet.core.rings import BY_NAME
 def adjacent_kernel(ring: str):
     """The kernel of `ring`: kernel[grid, block](starts, t, pos, mseg, W, MU, K, pred_ptr,
     pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff, tsize,
-    slot, rng, snap, wburst, wprev, doff, no_carry, T, V, A, maps, prm); run r's result goes to
-    maps[r] (its state, from zero)."""
+    slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, no_carry, T, V, A, ES, maps, prm);
+    run r's result goes to maps[r] (its state, from zero)."""
     Tag = BY_NAME[ring]
 
     @cuda.jit
     def kernel(
         starts, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start, is_end, move_ptr,
-        move_from, move_to, k, tree, toff, tsize, slot, rng, snap, wburst, wprev, doff, no_carry,
-        T, V, A, maps, prm,
+        move_from, move_to, k, tree, toff, tsize, slot, rng, snap, wburst, wprev, doff, wesnap,
+        eptr, goff, no_carry, T, V, A, ES, maps, prm,
     ):  # fmt: skip
         r = cuda.grid(1)
         if r >= starts.shape[0] - 1:
@@ -37,7 +37,7 @@ def adjacent_kernel(ring: str):
         run_adjacent(
             tag, X, T, V, A[r], starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
             pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
-            tsize[r], slot, rng, snap, wburst, wprev, doff,
+            tsize[r], slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
         )  # fmt: skip
 
     return kernel

@@ -242,10 +242,16 @@ class GpuBackend:
             np.r_[runs.toff[:, 0] if runs.toff.size else np.zeros(runs.runs), runs.nodes]
         )
         rows = np.diff(runs.starts)
+        # A macro row's event snapshots take slots wesnap .. wesnap + its burst's count, in row
+        # order: a launch's rows hold slots [slot_at[e0], slot_at[e1]).
+        count = np.where(runs.wesnap >= 0, runs.eptr[runs.wburst + 1] - runs.eptr[runs.wburst], 0)
+        slot_at = np.r_[0, np.cumsum(count)]
         cost = (run_nodes + rows * (3 + 4 * runs.rng.shape[1]) + 2 * D) * item
+        cost += np.diff(slot_at[runs.starts]) * item
         no_carry = to_device(np.zeros(0, np.int64))
         for r0, r1 in chunks(cost, self.budget):
             e0, e1 = int(runs.starts[r0]), int(runs.starts[r1])
+            s0 = int(slot_at[e0])
             n0 = int(runs.toff[r0, 0]) if runs.toff.size else 0
             nodes = int(run_nodes[r0:r1].sum())
             out = cuda.device_array((r1 - r0, D, 1, lanes), dtype)
@@ -277,10 +283,14 @@ class GpuBackend:
                 to_device(runs.wburst[e0:e1]),
                 to_device(np.where(runs.wprev[e0:e1] >= 0, runs.wprev[e0:e1] - e0, -1)),
                 to_device(runs.doff),
+                to_device(np.where(runs.wesnap[e0:e1] >= 0, runs.wesnap[e0:e1] - s0, -1)),
+                to_device(runs.eptr),
+                to_device(runs.goff),
                 no_carry,
                 cuda.device_array((max(nodes, 1), nch, lanes), dtype),
                 V_d,
                 cuda.device_array((r1 - r0, nch, 1, lanes), dtype),
+                cuda.device_array((max(int(slot_at[e1]) - s0, 1), nch, lanes), dtype),
                 out,
                 kernel_param(ring, param),
             )
