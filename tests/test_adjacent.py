@@ -332,6 +332,50 @@ def test_queries_with_the_same_kleene_conditions_share_per_window(case, sharing)
             assert all(s.shared == s.bursts for s in stats.sets), stats.describe()
 
 
+TIES_TEXT = """
+q0: RETURN COUNT(*), SUM(B.x), MIN(B.x) PATTERN SEQ(A, B+) WHERE B.x < NEXT(B).x
+    WITHIN 6 s SLIDE 2 s;
+q1: RETURN COUNT(*), MAX(B.y), COUNT(B) PATTERN SEQ(A, B+, C) WHERE B.x <= NEXT(B).x WITHIN 4 s;
+q2: RETURN COUNT(*) PATTERN B+ WHERE B.x <= NEXT(B).x WITHIN 6 s;
+q3: RETURN COUNT(*) PATTERN B+ WHERE B.x > NEXT(B).x WITHIN 6 s
+"""
+
+
+def test_ties_of_non_strict_conditions_are_event_level_snapshots():
+    """'<' and '<=' on one attribute share B's bursts (the basis passes follow '<'); the ties of
+    q1 and q2 enter event-level snapshots (HAMLET Def. 9). '>' is no set with them. The
+    oracle's counts in every mode, on streams with many equal values."""
+    import random
+
+    from gpu_hamlet.engine.sharing import analyze
+
+    wl = parse_workload(TIES_TEXT)
+    (sset,) = analyze(wl).sets
+    assert sset.names == ("q0", "q1", "q2") and sset.ties == ("q1", "q2")
+    assert [c.op for c in sset.conditions] == ["<"]
+    assert "ties of q1, q2 as event-level snapshots" in analyze(wl).describe()
+    snapshots = 0
+    for seed in range(8):
+        rnd = random.Random(seed)
+        events = [
+            {"time": rnd.randint(0, 10), "type": rnd.choice("ABBBBC"), "g": "u", "k": 0,
+             "x": rnd.choice([None, 0, 1, 1, 2, 2, 3]), "y": rnd.randint(-4, 4) / 2, "s": "u"}
+            for _ in range(13)
+        ]  # fmt: skip
+        expected = oracle(events, wl, with_magnitudes=True)
+        for numeric in NUMERIC_MODES:
+            stats = gpu_hamlet.RunStats()
+            got = gpu_hamlet.aggregate(
+                events_to_table(events), TIES_TEXT, backend="cpu", sharing="static",
+                numeric=numeric, stats=stats,
+            )  # fmt: skip
+            assert_matches_oracle(got, expected, wl, numeric)
+            (ties,) = stats.sets
+            assert ties.shared == ties.bursts
+        snapshots += ties.event_snapshots
+    assert snapshots > 10
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("tasks", [1, 2, 7])
 @settings(

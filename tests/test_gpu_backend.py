@@ -268,15 +268,18 @@ WINDOW_SHARED_TEXT = """
 up1: RETURN COUNT(*), SUM(B.v), MAX(B.w) PATTERN SEQ(A, B+) WHERE B.v < NEXT(B).v GROUPBY g
      WITHIN 8 s SLIDE 4 s;
 up2: RETURN COUNT(*), MIN(B.v), COUNT(B) PATTERN SEQ(B+, C) WHERE B.v < NEXT(B).v GROUPBY g
-     WITHIN 6 s
+     WITHIN 6 s;
+up3: RETURN COUNT(*), SUM(B.v), MIN(B.w) PATTERN SEQ(A, B+) WHERE B.v <= NEXT(B).v GROUPBY g
+     WITHIN 8 s SLIDE 2 s
 """
 
 
 @pytest.mark.parametrize("budget", [None, 4096])
 def test_gpu_window_shared_bursts_equal_cpu(budget):
     """Bursts shared per window (basis passes and window macro rows,
-    gpu_hamlet/engine/window_sharing.py) give the CPU's tables, also when a small device budget
-    cuts the runs, and the chains of window macro rows, into several launches."""
+    gpu_hamlet/engine/window_sharing.py), with up3's ties as event-level snapshots, give the
+    CPU's tables, also when a small device budget cuts the runs, and the chains of window macro
+    rows with their event snapshots' slots, into several launches."""
     import pyarrow as pa
 
     from gpu_hamlet.kernels.backend import GpuBackend
@@ -292,6 +295,7 @@ def test_gpu_window_shared_bursts_equal_cpu(budget):
             table, WINDOW_SHARED_TEXT, backend="cpu", numeric=numeric, sharing="none"
         )
         assert stats.sets[0].shared == stats.sets[0].bursts > 10
-        for name in ("up1", "up2"):
+        assert stats.sets[0].event_snapshots > 5
+        for name in ("up1", "up2", "up3"):
             assert got[name].num_rows > 0
             assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), (numeric, name)

@@ -110,14 +110,15 @@ class KeyRanks:
         self.q, self.table, self.rows = q, table, rows
         self._order = np.argsort(rows, kind="stable")
         self._sorted = rows[self._order]
-        self._done: dict[NextCondition, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._done: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def __call__(
         self, cond: NextCondition, writers: np.ndarray, readers: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if cond not in self._done:
-            self._done[cond] = _ranks_of_rows(self.q, cond, self.table, self.rows, self.rows)
-        ranks, null, nan = self._done[cond]
+        columns = (cond.attr, cond.next_attr)  # the ranks read nothing else of the condition
+        if columns not in self._done:
+            self._done[columns] = _ranks_of_rows(self.q, cond, self.table, self.rows, self.rows)
+        ranks, null, nan = self._done[columns]
         m = self.rows.shape[0]
         at = np.r_[self._index(writers), m + self._index(readers)]
         return ranks[at], null[at], nan[at]

@@ -160,24 +160,28 @@ class SharedWindows:
         e_bid = bid[e_at]
         self._rows, self._time = rows[e_at], t[e_at]
         self._ranks = KeyRanks(sset.queries[0], ev.table, self._rows)  # each E event once
-        # Event-level snapshots (HAMLET Def. 9): the E events a tie edge enters.
-        tie = self._tie_targets(spid[e_at], t[e_at], e_bid, end) if sset.ties else e_at[:0]
         reach_end = e_start[end]  # per burst: where its basis pass stops (an index of e_at)
         basis_rows = (reach_end - e_start[:-1]).astype(np.float64)
         pairs = (end - np.arange(nb)).astype(np.float64)
-        if tie.size:  # each: a basis pass from j; its pairs, for the queries that take ties
-            tb = e_bid[tie]
-            basis_rows += np.bincount(tb, weights=reach_end[tb] - tie, minlength=nb)
-            later = np.searchsorted(tie, reach_end[tb]) - np.arange(tie.size)
-            pairs += np.bincount(
-                tb, weights=(end[tb] - tb + later) * self._tie_share(plans), minlength=nb
-            )
         alone = (
             self._alone_rows(plans, spid, t, ev.type_codes[rows], bid >= 0)
             if mode == "dynamic" and nb
             else np.zeros(0)
         )
         share = self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
+        tie = e_at[:0]
+        if sset.ties and share.any():
+            # Event-level snapshots (HAMLET Def. 9): the E events a tie edge enters. Each adds
+            # a basis pass from it and, for the queries that take ties, its pairs; decided again
+            # (they only add to the shared cost, so where sharing lost without them it loses).
+            tie = self._tie_targets(spid[e_at], t[e_at], e_bid, end)
+            tb = e_bid[tie]
+            basis_rows += np.bincount(tb, weights=reach_end[tb] - tie, minlength=nb)
+            later = np.searchsorted(tie, reach_end[tb]) - np.arange(tie.size)
+            pairs += np.bincount(
+                tb, weights=(end[tb] - tb + later) * self._tie_share(plans), minlength=nb
+            )
+            share &= self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
         tie = tie[share[e_bid[tie]]]
         self.stats.bursts, self.stats.burst_events = nb, int(e_at.size)
         self.stats.shared = self.stats.graphlet_snapshots = int(share.sum())
@@ -232,26 +236,29 @@ class SharedWindows:
         an earlier time, in j's partition and in a window with j) whose keys equal j's by the
         '=' form of the conditions (nulls and NaN equal nothing)."""
         n = self._rows.shape[0]
-        keys, bad = [np.r_[pid, pid]], np.zeros(2 * n, bool)
+        keys, bad = [], np.zeros(2 * n, bool)
         for cond in self._tie_conditions:
             ranks, null, nan = self._ranks(cond, self._rows, self._rows)
             keys.append(ranks)
             bad |= null | nan
-        _, kid = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
-        kid = kid.ravel()
-        time = np.r_[t, t]
-        writer = np.arange(2 * n) < n
+        # The set's E events are in (partition, time) order: a dense rank of their times.
+        tick = np.cumsum(np.r_[True, (pid[1:] != pid[:-1]) | (t[1:] != t[:-1])])
+        tick = np.r_[tick, tick]
+        writer = (np.arange(2 * n) < n).astype(np.int64)
         ok = np.flatnonzero(~bad)
-        # By key and time, readers before the writers of their time: a reader's last writer
-        # before it is the latest strictly earlier event of its key (it reaches farthest).
-        order = ok[np.lexsort((writer[ok], time[ok], kid[ok]))]
-        w = writer[order]
+        # By keys and time, readers before the writers of their time: a reader's last writer
+        # before it is the latest strictly earlier event of its keys (it reaches farthest),
+        # unless that one is in an earlier partition.
+        order = ok[sorted_by(keys[0][ok], [k[ok] for k in keys[1:]] + [tick[ok], writer[ok]])]
+        w = writer[order] == 1
         last = np.maximum.accumulate(np.where(w, np.arange(order.shape[0]), -1))
         reads = np.flatnonzero(~w)
-        cand = last[reads]
-        hit = (cand >= 0) & (kid[order[np.maximum(cand, 0)]] == kid[order[reads]])
-        j = order[reads[hit]] - n
-        i = order[cand[hit]]
+        reads, cand = reads[last[reads] >= 0], last[reads][last[reads] >= 0]
+        i, j = order[cand], order[reads] - n
+        hit = pid[i] == pid[j]
+        for k in keys:
+            hit &= k[i] == k[j + n]
+        i, j = i[hit], j[hit]
         return np.unique(j[bid[j] < end[bid[i]]])
 
     @cached_property
