@@ -139,35 +139,35 @@ def add_response(tag, out, o, R, d, src, f, nch):
 
 
 @jitable
-def resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES):
-    """V[e] of a window macro row of burst b: every snapshot of its run so far (following
-    `wprev` from its own) times its responses on burst b. First, for a query that takes ties,
-    the value of each event snapshot j of burst b (ES[wesnap[e] + j - eptr[b]]): its tie edges'
-    input, every earlier snapshot times its responses on j."""
+def gather(tag, out, o, e, at, off, upto, snap, wburst, wprev, wesnap, eptr, K, ES, nch):
+    """out[o] = every snapshot of window macro row e's run so far (following `wprev` from e)
+    times its responses K[off[x] + at]: each burst's, and where the query keeps them its event
+    snapshots' (in e's own burst only those before `upto`)."""
     nb = eptr.shape[0] - 1
-    if wesnap[e] >= 0:
-        for j in range(eptr[b], eptr[b + 1]):
-            o = wesnap[e] + j - eptr[b]
-            for ch in range(nch):
-                r_store(tag, ES, o, ch, r_zero(tag))
-            f = e
-            while f >= 0:
-                s = wburst[f]
-                add_response(tag, ES, o, K, goff[s] + j, snap, f, nch)
-                top = j if f == e else eptr[s + 1]
-                for i in range(eptr[s], top):
-                    add_response(tag, ES, o, K, goff[nb + i] + j, ES, wesnap[f] + i - eptr[s], nch)
-                f = wprev[f]
     for ch in range(nch):
-        r_store(tag, V, e, ch, r_zero(tag))
+        r_store(tag, out, o, ch, r_zero(tag))
     f = e
     while f >= 0:
         s = wburst[f]
-        add_response(tag, V, e, K, doff[s] + b, snap, f, nch)
+        add_response(tag, out, o, K, off[s] + at, snap, f, nch)
         if wesnap[f] >= 0:
-            for i in range(eptr[s], eptr[s + 1]):
-                add_response(tag, V, e, K, doff[nb + i] + b, ES, wesnap[f] + i - eptr[s], nch)
+            top = upto if f == e else eptr[s + 1]
+            for i in range(eptr[s], top):
+                add_response(tag, out, o, K, off[nb + i] + at, ES, wesnap[f] + i - eptr[s], nch)
         f = wprev[f]
+
+
+@jitable
+def resolve_window(tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES):
+    """V[e] of a window macro row of burst b: every snapshot of its run so far times its
+    responses on burst b. First, for a query that takes ties, the value of each event snapshot
+    j of burst b (ES[wesnap[e] + j - eptr[b]]): its tie edges' input, every earlier snapshot
+    times its responses on j."""
+    if wesnap[e] >= 0:
+        for j in range(eptr[b], eptr[b + 1]):
+            o = wesnap[e] + j - eptr[b]
+            gather(tag, ES, o, e, j, goff, j, snap, wburst, wprev, wesnap, eptr, K, ES, nch)
+    gather(tag, V, e, e, b, doff, eptr[b + 1], snap, wburst, wprev, wesnap, eptr, K, ES, nch)
 
 
 @jitable
