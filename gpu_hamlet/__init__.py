@@ -1,11 +1,13 @@
 """gpu-hamlet: event trend aggregation (HAMLET) as a batch engine.
 
 `parse_workload(text)` reads the query language; `aggregate(events, workload, ...)` answers a
-workload in-process; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
+workload in-process, `aggregate_stream(batches, workload, ...)` the same over batches in time
+order in bounded memory; `gpu_hamlet.spark.trend_aggregate` runs it on Spark.
 """
 
 from gpu_hamlet.engine.evaluate import aggregate
 from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.streaming import aggregate_stream
 from gpu_hamlet.errors import (
     AbsentTypeWarning,
     EventDataError,
@@ -31,5 +33,6 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "aggregate",
+    "aggregate_stream",
     "parse_workload",
 ]

@@ -39,6 +39,7 @@ from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
 from gpu_hamlet.query.schema import result_schema
+from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Query, Workload
 
 
@@ -94,7 +95,7 @@ def summarize(
     for q, table in zip(
         workload, evaluate(events, workload, options, stats=stats, part=True).values()
     ):
-        starts = _ticks(table.column("window_start"))
+        starts = column_ticks(table.column("window_start"))
         crossing = cut.crossing(starts, ctx.window_of(q))
         inside[q.name] = table.filter(pa.array(~crossing))
     reach = max(p.windowing.within for p in ctx.plans.values())
@@ -115,14 +116,6 @@ def summarize(
         else:
             out[q.name] = _query_summary(ctx, ctx.plans[q.name], options)
     return inside, out
-
-
-def _ticks(col: pa.ChunkedArray) -> np.ndarray:
-    """Window bounds as the engine's ticks (a timestamp's own unit, or the numbers)."""
-    col = col.combine_chunks()
-    if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.int64())
-    return col.to_numpy(zero_copy_only=False)
 
 
 def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | None:
@@ -221,7 +214,7 @@ def compose(
     table = QueryResults(maps, plan, options, select_backend(options.backend)).table()
     if not table.num_rows:
         return table
-    starts = _ticks(table.column("window_start"))
+    starts = column_ticks(table.column("window_start"))
     return table.filter(pa.array(cut.crossing(starts, plan.windowing.within)))
 
 

@@ -103,6 +103,16 @@ class TimeAxis:
         return arr.cast(self.arrow_type)  # raises on overflow of a narrower integer type
 
 
+def column_ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A time column's values (or window bounds) as the engine's ticks: a timestamp's own unit,
+    or the numbers."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.int64())
+    return col.to_numpy(zero_copy_only=False)
+
+
 def time_axis(t: pa.DataType, name: str) -> TimeAxis:
     """The time axis of a time column of Arrow type `t` (named `name`, for errors)."""
     if pa.types.is_timestamp(t):

@@ -1,0 +1,177 @@
+"""A stream of event batches answered in bounded memory (docs/architecture.md section 4).
+
+A window's results depend only on the events inside it, and windows are aligned to multiples of
+their slide, never to the data, so a stream in time order can be cut anywhere. `Stream` gathers
+batches until `rows_per_chunk` new rows, cuts at their latest time T and answers the buffer with
+`evaluate`: of its windows, those ending in (previous cut, T] are final, since each of their
+events is earlier than T and later batches may not go back before T. The buffer then keeps only
+the events a later window can hold (from T minus the longest WITHIN on), so memory holds one
+chunk and one window of events, however long the stream; each chunk re-reads the window of
+events before it, which is the price of the cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_hamlet.engine.evaluate import evaluate
+from gpu_hamlet.engine.events import warn_absent_types
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.errors import EventDataError, NumericOverflowError
+from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.time_axis import TimeAxis, column_ticks, time_axis
+from gpu_hamlet.query.workload import Workload
+
+
+def aggregate_stream(
+    batches: Iterable[pa.RecordBatch | pa.Table],
+    workload: Workload | str,
+    *,
+    rows_per_chunk: int = 1_000_000,
+    backend: str = "auto",
+    sharing: str = "dynamic",
+    numeric: str = "exact",
+    on_overflow: str = "error",
+    time_col: str = "time",
+    type_col: str = "type",
+    stats: RunStats | None = None,
+) -> dict[str, pa.Table]:
+    """`aggregate` over batches that arrive in time order (a `pa.RecordBatchReader`, a
+    generator of tables), holding about `rows_per_chunk` events and one window's at a time.
+
+    Every event must be at or after the time where the stream was last cut (the latest time of
+    the chunk before); within a chunk the order is free. The results are those of `aggregate`
+    over the whole stream, in its order."""
+    options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
+    if not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
+        raise ValueError(f"rows_per_chunk must be a positive int, got {rows_per_chunk!r}")
+    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    stream = Stream(wl, options, rows_per_chunk, stats)
+    for batch in batches:
+        stream.add(batch)
+    return stream.finish(getattr(batches, "schema", None))
+
+
+class Stream:
+    """The buffer, the last cut and the final windows so far of `aggregate_stream`."""
+
+    def __init__(
+        self, wl: Workload, options: Options, rows_per_chunk: int, stats: RunStats | None
+    ) -> None:
+        self.wl, self.options, self.rows_per_chunk, self.stats = wl, options, rows_per_chunk, stats
+        self.schema: pa.Schema | None = None
+        self.axis: TimeAxis | None = None
+        self.horizon: int | float = 0  # the longest WITHIN, in ticks
+        self.buffer: list[pa.Table] = []
+        self.new_rows = 0  # rows added since the last cut
+        self.seen = 0  # rows of the stream so far (to name a row at fault)
+        self.cut: int | float | None = None  # later events may not be earlier than this
+        self.done: int | float | None = None  # the windows ending here or before are final
+        self.types: set[str] = set()
+        self.results: dict[str, list[pa.Table]] = {q.name: [] for q in wl}
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        if not isinstance(table, pa.Table):
+            raise EventDataError(
+                f"aggregate_stream reads pyarrow RecordBatches or Tables; batch at row "
+                f"{self.seen} is a {type(batch).__name__}"
+            )
+        if self.schema is None:
+            self._start(table.schema)
+        elif not table.schema.equals(self.schema):
+            raise EventDataError(
+                f"the batch at row {self.seen} of the stream has schema {table.schema}, not the "
+                f"first batch's {self.schema}"
+            )
+        ticks = column_ticks(table.column(self.options.time_col))
+        if self.cut is not None and ticks.size:
+            early = np.flatnonzero(ticks < self.cut)  # (NaN and nulls: evaluate names them)
+            if early.size:
+                i = int(early[0])
+                raise EventDataError(
+                    f"row {self.seen + i} of the stream: {self.options.time_col} "
+                    f"{table.column(self.options.time_col)[i]} is earlier than "
+                    f"{self._show(self.cut)}, where the stream was cut after the chunk before; "
+                    f"aggregate_stream needs the batches in time order"
+                )
+        self.types.update(
+            t for t in pc.unique(table.column(self.options.type_col)).to_pylist() if t is not None
+        )
+        self.buffer.append(table)
+        self.seen += table.num_rows
+        self.new_rows += table.num_rows
+        if self.new_rows >= self.rows_per_chunk:
+            self._chunk(final=False)
+
+    def finish(self, schema: pa.Schema | None) -> dict[str, pa.Table]:
+        """The last chunk answered, and every query's final windows in `aggregate`'s order."""
+        if self.schema is None:
+            if schema is None:
+                raise EventDataError("aggregate_stream got no batches, so no schema to answer")
+            self._start(schema)
+            self.buffer.append(schema.empty_table())
+        self._chunk(final=True)
+        if self.seen:
+            warn_absent_types(self.wl, self.types, self.options.type_col, stacklevel=3)
+        out = {}
+        for q in self.wl:
+            table = pa.concat_tables(self.results[q.name])
+            keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
+            out[q.name] = table.sort_by(keys) if table.num_rows > 1 else table
+        return out
+
+    def _start(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        name = self.options.time_col
+        if schema.get_field_index(name) < 0:
+            raise EventDataError(
+                f"the events have no time column '{name}' (columns: {', '.join(schema.names)})"
+            )
+        self.axis = time_axis(schema.field(name).type, name)
+        self.horizon = max((self.axis.ticks(q.within_ms, q, "WITHIN") for q in self.wl), default=0)
+
+    def _chunk(self, final: bool) -> None:
+        """Answer the buffer; keep its final windows and the events later windows need."""
+        events = pa.concat_tables(self.buffer)
+        ticks = column_ticks(events.column(self.options.time_col))
+        one = None if self.stats is None else RunStats()
+        try:
+            res = evaluate(events, self.wl, self.options, stats=one, part=True)
+        except NumericOverflowError:
+            if final:
+                raise
+            # A window the cut splits has only some of its events here; a SUM over values of
+            # both signs may overflow there and not whole. Answer with the next chunk instead.
+            self.new_rows = 0
+            return
+        if self.stats is not None and one is not None:
+            self.stats.add(one)
+        cut = ticks.max() if ticks.size else self.cut
+        done = cut
+        assert self.axis is not None, "the schema is known before a chunk"
+        if self.axis.is_float and cut is not None:
+            # A float window end may round onto the cut: leave such windows to the next chunk.
+            done = cut - 1e-9 * (abs(cut) + self.horizon)
+        for name, table in res.items():
+            ends = column_ticks(table.column("window_end"))
+            keep = np.ones(ends.shape[0], bool)
+            if self.done is not None:
+                keep &= ends > self.done
+            if not final and done is not None:
+                keep &= ends <= done
+            self.results[name].append(table.filter(pa.array(keep)))
+        if final or done is None:
+            return
+        self.buffer = [events.filter(pa.array(ticks >= done - self.horizon))]
+        self.cut, self.done, self.new_rows = cut, done, 0
+
+    def _show(self, ticks: Any) -> str:
+        assert self.axis is not None, "the schema is known before a cut"
+        return str(self.axis.to_arrow(np.asarray([ticks]))[0])

@@ -1,0 +1,171 @@
+"""`aggregate_stream` (gpu_hamlet/engine/streaming.py): batches in time order, cut into chunks,
+answer what `aggregate` answers over the whole stream (and so the oracle), in every numeric mode,
+for every pattern form, NEXT conditions and sliding windows; bad streams are named."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from gpu_hamlet.errors import AbsentTypeWarning, EventDataError
+
+try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
+    from compare import assert_matches_oracle, events_to_table
+    from oracle import oracle
+    from strategies import event_streams, workload_cases, workload_types
+except ImportError:  # pragma: no cover
+    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.oracle import oracle
+    from tests.strategies import event_streams, workload_cases, workload_types
+
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def batches_of(table: pa.Table, cuts: list[int]) -> list[pa.Table]:
+    """The time-sorted table in batches ending at the given row counts."""
+    table = table.sort_by("time")
+    bounds = sorted({min(c, table.num_rows) for c in cuts} | {0, table.num_rows})
+    return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@st.composite
+def stream_cases(draw):
+    """A workload (any pattern form, or NEXT conditions), its events, batch cuts and a chunk."""
+    general = draw(st.booleans())
+    text, wl = draw(workload_cases(max_queries=3, general=general, adjacent=not general))
+    events = draw(event_streams(workload_types(wl), nulls=True))
+    cuts = draw(st.lists(st.integers(0, len(events)), max_size=6))
+    return text, wl, events, cuts, draw(st.integers(1, 8))
+
+
+@SETTINGS
+@given(case=stream_cases(), numeric=st.sampled_from(["exact", "bigint", "float"]))
+def test_chunks_answer_what_the_whole_stream_answers(case, numeric):
+    """Every final window once, from the chunk it ends in: `aggregate`'s very tables, and the
+    oracle's counts."""
+    text, wl, events, cuts, chunk = case
+    table = events_to_table(events)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AbsentTypeWarning)
+        whole = gpu_hamlet.aggregate(table, text, backend="cpu", numeric=numeric)
+        got = gpu_hamlet.aggregate_stream(
+            batches_of(table, cuts), text, rows_per_chunk=chunk, backend="cpu", numeric=numeric
+        )
+    assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
+    for name, want in whole.items():
+        assert got[name].schema.equals(want.schema), name
+        assert repr(got[name].to_pylist()) == repr(want.to_pylist()), name
+
+
+@pytest.mark.parametrize("time_type", ["float", pa.timestamp("ms", tz="UTC")])
+def test_float_and_timestamp_times_cut_alike(time_type):
+    """Float seconds (a window end may round onto a cut) and timestamps: `aggregate`'s tables."""
+    rng = np.random.default_rng(3)
+    events = [
+        {"time": int(t), "type": str(k), "g": "u", "k": 0, "x": 1, "y": 0.5, "s": "u"}
+        for t, k in zip(np.sort(rng.integers(0, 60, 300)), rng.choice(list("ABBC"), 300))
+    ]
+    text = (
+        "a: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 7 s SLIDE 3 s; "
+        "b: RETURN COUNT(*) PATTERN B+ WHERE B.x <= NEXT(B).x WITHIN 5 s"
+    )
+    table = events_to_table(events, time_type=time_type)
+    whole = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")
+    got = gpu_hamlet.aggregate_stream(
+        table.to_batches(max_chunksize=17), text, rows_per_chunk=40, backend="cpu", numeric="float"
+    )
+    for name in ("a", "b"):
+        assert whole[name].num_rows > 5
+        assert repr(got[name].to_pylist()) == repr(whole[name].to_pylist()), name
+
+
+def test_stream_errors_name_the_row_and_value():
+    """An event earlier than the last cut, a batch of another schema, an empty stream."""
+    text = "q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s"
+    first = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "B", "A"]})
+    late = pa.table({"time": [5, 2], "type": ["B", "B"]})
+    with pytest.raises(EventDataError, match=r"row 5 of the stream: time 2 is earlier than 4"):
+        gpu_hamlet.aggregate_stream([first, late], text, rows_per_chunk=4)
+    other = pa.table({"time": [5.0], "type": ["B"]})
+    with pytest.raises(EventDataError, match="row 4 of the stream has schema"):
+        gpu_hamlet.aggregate_stream([first, other], text)
+    with pytest.raises(EventDataError, match="no batches"):
+        gpu_hamlet.aggregate_stream([], text)
+    reader = pa.RecordBatchReader.from_batches(first.schema, [])
+    assert gpu_hamlet.aggregate_stream(reader, text)["q"].num_rows == 0
+    with pytest.raises(ValueError, match="rows_per_chunk"):
+        gpu_hamlet.aggregate_stream([first], text, rows_per_chunk=0)
+
+
+def test_absent_types_warn_once_for_the_whole_stream():
+    """A type that occurs in a later chunk only is not absent; one that never occurs is, once."""
+    text = (
+        "q: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s; "
+        "r: RETURN COUNT(*) PATTERN Z+ WITHIN 10 s"
+    )
+    batches = [
+        pa.table({"time": [1, 2], "type": ["A", "B"]}),
+        pa.table({"time": [30, 31], "type": ["B", "C"]}),
+    ]
+    with pytest.warns(AbsentTypeWarning) as record:
+        gpu_hamlet.aggregate_stream(batches, text, rows_per_chunk=2)
+    assert [str(w.message).split(":")[0] for w in record] == ["query r"]
+
+
+def test_stats_add_up_over_the_chunks():
+    """The sharing decisions of every chunk, summed in one RunStats: each burst counted by the
+    chunk that answers it, and again by the next one where the chunk's window reaches back."""
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s; "
+        "b: RETURN COUNT(*) PATTERN SEQ(B+, C) WITHIN 10 s"
+    )
+    kinds = "ABBBC" * 40
+    table = pa.table({"time": list(range(len(kinds))), "type": list(kinds)})
+    stats, whole = gpu_hamlet.RunStats(), gpu_hamlet.RunStats()
+    gpu_hamlet.aggregate_stream(
+        table.to_batches(max_chunksize=10), text, rows_per_chunk=50, sharing="static", stats=stats
+    )
+    gpu_hamlet.aggregate(table, text, sharing="static", stats=whole)
+    (streamed,) = stats.sets
+    assert 1.5 * whole.sets[0].bursts > streamed.bursts >= whole.sets[0].bursts > 0
+
+
+def test_an_overflow_in_a_cut_window_waits_for_the_next_chunk():
+    """A window the cut splits holds only part of its events in a chunk, where a SUM over values
+    of both signs may overflow and not whole: such a chunk is answered with the next one. (The
+    overflow is simulated: the first chunk's evaluation raises.)"""
+    from unittest import mock
+
+    from gpu_hamlet.engine import streaming
+    from gpu_hamlet.errors import NumericOverflowError
+
+    text = "q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 4 s SLIDE 2 s"
+    kinds = "ABBAB" * 12
+    table = pa.table(
+        {"time": list(range(len(kinds))), "type": list(kinds), "x": list(range(len(kinds)))}
+    )
+    calls = []
+
+    def evaluate(*args, **kwargs):
+        calls.append(args[0].num_rows)
+        if len(calls) == 1:
+            raise NumericOverflowError("simulated")
+        return real(*args, **kwargs)
+
+    real = streaming.evaluate
+    with mock.patch.object(streaming, "evaluate", evaluate):
+        batches = table.to_batches(max_chunksize=5)
+        got = gpu_hamlet.aggregate_stream(batches, text, rows_per_chunk=20)
+    assert calls[0] == 20 and calls[1] == 40  # the first chunk's rows came again with the next
+    want = gpu_hamlet.aggregate(table, text)
+    assert repr(got["q"].to_pylist()) == repr(want["q"].to_pylist())
