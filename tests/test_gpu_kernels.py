@@ -55,7 +55,10 @@ def record(events, text: str, **options) -> list[tuple[str, tuple]]:
 
 
 def same(a, b, what: str) -> None:
-    """Equal shapes, dtypes and bits (float NaNs and signed zeros included)."""
+    """Equal shapes, dtypes and bits (float NaNs and signed zeros included); None alike."""
+    if a is None or b is None:
+        assert a is b, what
+        return
     if isinstance(a, tuple):
         assert len(a) == len(b), what
         for i, (x, y) in enumerate(zip(a, b)):
@@ -160,6 +163,26 @@ def test_bigint_lanes_on_every_step_equal_the_cpu_backend():
     with mock.patch.object(rings, "MODPS_FROM", 1):
         calls = record(shared_events(), SHARED_TEXT, numeric="bigint", sharing="static")
     assert replay(calls) == {"xfloat", "modps", "minreach"}
+
+
+def test_bigint_lanes_on_next_conditions_and_event_snapshots_equal_the_cpu_backend():
+    """The tree recursion in 'modps' lanes: per-window sharing with basis passes, tie readers
+    and event-level snapshots (test_adjacent.py's TIES_TEXT), replayed on the device kernels."""
+    import random
+
+    from test_adjacent import TIES_TEXT
+
+    rnd = random.Random(5)
+    events = [
+        {"time": rnd.randint(0, 12), "type": rnd.choice("ABBBBC"), "g": "u", "k": 0,
+         "x": rnd.choice([None, 0, 1, 1, 2, 2, 3]), "y": rnd.randint(-4, 4) / 2, "s": "u"}
+        for _ in range(30)
+    ]  # fmt: skip
+    with mock.patch.object(rings, "MODPS_FROM", 1):
+        calls = record(events, TIES_TEXT, numeric="bigint", sharing="static")
+    steps = [args for step, args in calls if step == "adjacent_results"]
+    assert any((a[1].wesnap >= 0).any() for a in steps), "no event snapshot"
+    assert "modps" in replay(calls)
 
 
 def test_chunked_launches_give_the_same_results():

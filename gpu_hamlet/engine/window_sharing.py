@@ -418,7 +418,7 @@ class SharedWindows:
                 template,
                 np.zeros((n, 1, lanes), dtype),
                 param,
-                values=True,
+                True,  # values: the rows' values (positional, as RecordingBackend replays)
             )
             assert V is not None, "values=True returns the rows' values"
             if self.nevents:  # tie readers sit among the rows in time order
