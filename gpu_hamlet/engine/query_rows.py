@@ -58,6 +58,8 @@ class QueryRows:
     ) -> None:
         self.ev, self.attrs, self.plan, self.options, self.be = ev, attrs, plan, options, be
         self.tpl = plan.template
+        # Per-event arrays that hold one value (`_keep` fills them rather than gathering them).
+        self._fill: dict[str, int | bool] = {}
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
         # A set whose optimizer shared none of the bursts q matches leaves q's rows as they are:
@@ -110,6 +112,7 @@ class QueryRows:
             self.pid = keys.pid[qidx]
         if tpl.one_row:  # an event is one row, whose state is its type's label
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
+            self._fill["kind"] = EVENT
         self._check_values(matcher)
         if fast is None:
             sel = (
@@ -129,6 +132,9 @@ class QueryRows:
         self.macro_src: np.ndarray = macro_src
         self.macro = self.macro_src >= 0
         self.run_macro = np.zeros(self.pos.shape[0], bool)  # a collapsed run (`_collapse_runs`)
+        self._fill["run_macro"] = False
+        if not shared:
+            self._fill.update(macro_src=-1, macro_seg=-1, macro=False)
         self._runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
@@ -202,6 +208,7 @@ class QueryRows:
         first[starts] = True
         self._keep(~drop)
         self.run_macro = first[~drop]
+        del self._fill["run_macro"]
 
     _PER_EVENT = (
         "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "gid",
@@ -241,9 +248,23 @@ class QueryRows:
         return rep
 
     def _keep(self, rows: np.ndarray, names: tuple[str, ...] = _PER_EVENT) -> None:
-        """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat)."""
+        """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat). A
+        mask is turned into indices once, not once per array; one that keeps all changes
+        nothing. Arrays of one value are filled, and `label` stays `pos` where it is (one row
+        per event): a gather costs far more."""
+        if rows.dtype == bool:
+            if rows.all():
+                return
+            rows = np.flatnonzero(rows)
+        alias = self.label is self.pos
         for name in names:
-            setattr(self, name, getattr(self, name)[rows])
+            old = getattr(self, name)
+            if name in self._fill:
+                setattr(self, name, np.full(rows.shape[0], self._fill[name], old.dtype))
+            elif not (alias and name == "label"):
+                setattr(self, name, old[rows])
+        if alias:
+            self.label = self.pos
 
     def _windows_cheaper(self, nseg: int) -> bool:
         """Whether running each window's events from zero beats composing pane maps, for the
