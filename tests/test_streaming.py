@@ -32,10 +32,11 @@ SETTINGS = settings(
 
 
 def batches_of(table: pa.Table, cuts: list[int]) -> list[pa.Table]:
-    """The time-sorted table in batches ending at the given row counts."""
+    """The time-sorted table in batches ending at the given row counts (an empty table: one
+    empty batch, which carries the schema)."""
     table = table.sort_by("time")
     bounds = sorted({min(c, table.num_rows) for c in cuts} | {0, table.num_rows})
-    return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])] or [table]
 
 
 @st.composite
