@@ -25,6 +25,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,7 +62,7 @@ def one(n: int, numeric: str, kind: str, queries: int, chunk: int, repeat: int) 
     """One case in this process: the engine's best seconds and the peak memory."""
     tables = pool()
     workload = rides_kleene_sharing(queries)
-    options = dict(backend="cpu", numeric=numeric, on_overflow="null")
+    options: dict[str, Any] = dict(backend="cpu", numeric=numeric, on_overflow="null")
     gpu_hamlet.aggregate(tables[0].slice(0, 20_000), workload, **options)  # load the kernels
     whole = pa.concat_tables(batches(n, tables)) if kind == "whole" else None
     best = float("inf")

@@ -115,9 +115,9 @@ def window_bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.nda
 
 
 class SharedWindows:
-    """The bursts of one sharable set of a touched Kleene type over one input, the optimizer's
-    per-partition decisions, and the basis responses D (duck-typed like SharedBursts where
-    gpu_hamlet/engine/query_rows.py reads a source)."""
+    """The bursts of one sharable set of a touched Kleene type over one input, its event-level
+    snapshots, the optimizer's per-partition decisions, and the basis responses D and G
+    (duck-typed like SharedBursts where gpu_hamlet/engine/query_rows.py reads a source)."""
 
     def __init__(
         self,
