@@ -292,7 +292,7 @@ class QueryRows:
         first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
         total = int((seg // a - first + 1).sum())
         rep, k = window_copies(self.pid, seg, a, n, total)
-        self._keep(rep)
+        self._keep(rep, tuple(name for name in self._PER_EVENT if name != "seg"))
         self.seg = k
         self.full = False
 
