@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
+from hypothesis import HealthCheck, settings
 
 try:
     from oracle import MAGNITUDE_KEY
@@ -31,6 +32,8 @@ except ImportError:  # pragma: no cover - tests/ imported as a package
     from tests.oracle import MAGNITUDE_KEY
 
 __all__ = [
+    "NUMERIC_MODES",
+    "ORACLE_SETTINGS",
     "EVENT_SCHEMA",
     "DECIMAL_LIMIT",
     "REL_TOL",
@@ -40,6 +43,16 @@ __all__ = [
     "assert_matches_oracle",
     "close",
 ]
+
+#: Every numeric mode, as the oracle tests run them.
+NUMERIC_MODES = ("exact", "bigint", "float")
+
+#: Hypothesis settings of the oracle property tests: the oracle is exponential, so no deadline.
+ORACLE_SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 #: Schema of the event dicts drawn by tests/strategies.py (time as int seconds).
 EVENT_SCHEMA = pa.schema(

@@ -18,22 +18,15 @@ from gpu_hamlet.engine.adjacent import KeyRanks, _ranks_of_rows, sorted_by
 from gpu_hamlet.errors import EventDataError, WorkloadError
 
 try:
-    from compare import assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
     from test_spark import _sorted
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
     from tests.test_spark import _sorted
-
-NUMERIC_MODES = ("exact", "bigint", "float")
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def count(text: str, rows: list[dict], **options) -> int:
@@ -133,20 +126,20 @@ def check(case, backend: str, sharing: str = "dynamic") -> None:
 
 
 @pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
-@SETTINGS
+@ORACLE_SETTINGS
 @given(case=cases())
 def test_flat_patterns_match_oracle(case, sharing):
     check(case, "cpu", sharing)
 
 
-@SETTINGS
+@ORACLE_SETTINGS
 @given(case=cases(general=True))
 def test_general_patterns_match_oracle(case):
     check(case, "cpu")
 
 
 @pytest.mark.gpu
-@settings(SETTINGS, max_examples=10)
+@settings(ORACLE_SETTINGS, max_examples=10)
 @given(case=cases(general=True))
 def test_gpu_backend_matches_oracle(case):
     check(case, "gpu")
@@ -155,7 +148,7 @@ def test_gpu_backend_matches_oracle(case):
 @pytest.mark.spark
 @pytest.mark.parametrize("tasks", [1, 2, 7])
 @settings(
-    SETTINGS,
+    ORACLE_SETTINGS,
     max_examples=3,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -313,7 +306,7 @@ def window_sharing_cases(draw):
     return text, wl, events
 
 
-@SETTINGS
+@ORACLE_SETTINGS
 @given(case=window_sharing_cases(), sharing=st.sampled_from(["static", "dynamic"]))
 def test_queries_with_the_same_kleene_conditions_share_per_window(case, sharing):
     """Queries comparing B events by the same conditions share B's bursts window by window
@@ -379,7 +372,7 @@ def test_ties_of_non_strict_conditions_are_event_level_snapshots():
 @pytest.mark.spark
 @pytest.mark.parametrize("tasks", [1, 2, 7])
 @settings(
-    SETTINGS,
+    ORACLE_SETTINGS,
     max_examples=3,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -390,7 +383,7 @@ def test_window_sharing_through_spark(spark, tasks, data):
 
 
 @pytest.mark.gpu
-@settings(SETTINGS, max_examples=8)
+@settings(ORACLE_SETTINGS, max_examples=8)
 @given(case=window_sharing_cases())
 def test_gpu_backend_shares_per_window(case):
     """The window macro rows and basis passes on the GPU backend (the simulator without a

@@ -23,15 +23,14 @@ from gpu_hamlet.errors import NumericOverflowError
 pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
 
 try:
-    from compare import assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from oracle import oracle
     from test_properties import OVERFLOW_TEXT, cases, overflow_events
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from tests.oracle import oracle
     from tests.test_properties import OVERFLOW_TEXT, cases, overflow_events
 
-NUMERIC_MODES = ("exact", "bigint", "float")
 GPU_PROPERTY = settings(
     max_examples=25,
     deadline=None,

@@ -17,15 +17,14 @@ import gpu_hamlet
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError
 
 try:
-    from compare import assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
 
-NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
 PROPERTY = settings(
     max_examples=150,

@@ -23,12 +23,12 @@ from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.plan import Template
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from compare import assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from oracle import count_trends, enumerate_trends, oracle
     from strategies import TYPES, event_streams, patterns, workload_cases, workload_types
     from test_spark import _sorted
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
     from tests.oracle import count_trends, enumerate_trends, oracle
     from tests.strategies import (
         TYPES,
@@ -39,7 +39,6 @@ except ImportError:  # pragma: no cover
     )
     from tests.test_spark import _sorted
 
-NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
 SETTINGS = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

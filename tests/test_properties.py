@@ -34,12 +34,20 @@ from gpu_hamlet.errors import (
 from gpu_hamlet.query.workload import Aggregate, PatternElement, Query, Workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from compare import DECIMAL_LIMIT, assert_matches_oracle, close, events_to_table, to_datetime
+    from compare import (
+        DECIMAL_LIMIT,
+        NUMERIC_MODES,
+        assert_matches_oracle,
+        close,
+        events_to_table,
+        to_datetime,
+    )
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
 except ImportError:  # pragma: no cover
     from tests.compare import (
         DECIMAL_LIMIT,
+        NUMERIC_MODES,
         assert_matches_oracle,
         close,
         events_to_table,
@@ -50,7 +58,6 @@ except ImportError:  # pragma: no cover
 
 aggregate = gpu_hamlet.aggregate
 
-NUMERIC_MODES = ("exact", "bigint", "float")
 SHARING_MODES = ("none", "static", "dynamic")
 
 PROPERTY = settings(

@@ -8,7 +8,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import gpu_hamlet
@@ -17,20 +17,13 @@ from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.query.parser import parse_workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from compare import assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from oracle import oracle
     from strategies import G_VALUES, K_VALUES, S_VALUES, workload_cases, workload_types
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from tests.oracle import oracle
     from tests.strategies import G_VALUES, K_VALUES, S_VALUES, workload_cases, workload_types
-
-NUMERIC_MODES = ("exact", "bigint", "float")
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def run(events, workload, **options):
@@ -80,7 +73,7 @@ def run_streams(draw, types: list[str], max_events: int = 14) -> list[dict]:
     return events
 
 
-@SETTINGS
+@ORACLE_SETTINGS
 @given(
     case=workload_cases(max_queries=2, general=True).flatmap(
         lambda c: st.tuples(st.just(c), run_streams(workload_types(c[1])))

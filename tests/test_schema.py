@@ -11,7 +11,7 @@ import decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from compare import events_to_table, expected_value_type
+from compare import NUMERIC_MODES, events_to_table, expected_value_type
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import event_streams, workload_cases, workload_types
@@ -24,7 +24,6 @@ from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.schema import result_schema
 from gpu_hamlet.query.time_axis import time_axis
 
-NUMERIC_MODES = ("exact", "bigint", "float")
 TIME_TYPES = (
     pa.int64(),
     pa.int32(),

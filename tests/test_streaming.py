@@ -9,26 +9,20 @@ import warnings
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from compare import assert_matches_oracle, events_to_table
+    from compare import ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
 except ImportError:  # pragma: no cover
-    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.compare import ORACLE_SETTINGS, assert_matches_oracle, events_to_table
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
-
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def batches_of(table: pa.Table, cuts: list[int]) -> list[pa.Table]:
@@ -49,7 +43,7 @@ def stream_cases(draw):
     return text, wl, events, cuts, draw(st.integers(1, 8))
 
 
-@SETTINGS
+@ORACLE_SETTINGS
 @given(case=stream_cases(), numeric=st.sampled_from(["exact", "bigint", "float"]))
 def test_chunks_answer_what_the_whole_stream_answers(case, numeric):
     """Every final window once, from the chunk it ends in: `aggregate`'s very tables, and the
