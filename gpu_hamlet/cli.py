@@ -40,6 +40,7 @@ from gpu_hamlet.engine.options import (
     SHARING_MODES,
     Options,
 )
+from gpu_hamlet.engine.plan_search import SEARCHES
 from gpu_hamlet.errors import GpuHamletError, WorkloadError
 from gpu_hamlet.query.pattern import And, Pattern, show, sides
 from gpu_hamlet.query.workload import Workload
@@ -198,6 +199,7 @@ def _print_automata(pattern: Pattern) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
 
     workload = _read_workload(args.workload)
@@ -221,11 +223,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _print_automata(q.pattern)
     print()
     print(analyze(workload).describe())
-    if fmt:
+    events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
+    print()
+    print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
+    print("(estimates only: shared execution runs HAMLET's Kleene bursts, section 10 of")
+    print(" docs/architecture.md; GLORIA's SEQ and sub-pattern sharing is not executed yet)")
+    if events is not None:
         from gpu_hamlet import RunStats
         from gpu_hamlet.engine.evaluate import evaluate
 
-        events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow()
         stats = RunStats()
         evaluate(events, workload, options, stats=stats)
         print(
@@ -392,6 +398,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run it in-process over these events (read with local "
         "Spark) and print the optimizer's sharing decisions (bursts, "
         "snapshots, splits)",
+    )
+    explain.add_argument(
+        "--plan-search",
+        default="gloria",
+        choices=SEARCHES,
+        help="how GLORIA's sharing plan is searched: GLORIA's pruned search (default), its "
+        "Greedy baseline, or the search without pruning",
     )
     _input_options(explain)
     _engine_options(explain, numbers=False)

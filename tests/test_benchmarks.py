@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gpu_hamlet.engine.plan_search import SEARCHES
+
 pytestmark = pytest.mark.slow  # smoke runs of the benchmark scripts, in processes of their own
 #: The tests of the module-scoped `quick` run share one xdist worker, so the run happens once.
 QUICK = pytest.mark.xdist_group("bench-quick")
@@ -333,3 +335,24 @@ def test_bigint_benchmark_agrees_with_its_python_loop(tmp_path):
     assert [r["events"] for r in rows] == [300, t]
     assert rows[1]["passes"] >= 2, "the counts should need more than one pass of 32 primes"
     assert all(r["engine_s"] > 0 and r["loop_s"] > 0 for r in rows)
+
+
+def test_plan_search_benchmark_times_every_search():
+    """`benchmarks/bench_plan_search.py` on small workloads: a line per workload and search, and
+    GLORIA's plan never dearer than Greedy's."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_plan_search.py"), "--events", "5000"]
+        + ["--queries", "20", "--lengths", "3", "--ratios", "2", "--repeat", "1"],
+        cwd=ROOT,
+        env=checkout_env(),
+        check=True,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+    rows = [line.split() for line in done.stdout.splitlines() if len(line.split()) >= 5]
+    ratio = {(" ".join(r[:-4]), r[-4]): float(r[-1]) for r in rows if r[-4] in SEARCHES}
+    assert len(ratio) == 9
+    for workload in {w for w, _ in ratio}:
+        assert ratio[(workload, "gloria")] <= ratio[(workload, "greedy")] + 1e-9
+        assert ratio[(workload, "gloria")] == ratio[(workload, "noprune")]

@@ -69,6 +69,7 @@ def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "sharing decisions over 14 events" in out
+    assert "GLORIA plan (gloria search over" in out and "statistics: 14 events" in out
     # q2 slides by 5 s: the set's pane is 5 s, which cuts the first burst in two.
     assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in out
 
@@ -115,6 +116,27 @@ def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     assert "workload pane: 5 s" in out and "pane 5 s)" in out
     assert "sharable set T2+: q1, q2" in out
     assert "T2 -> T2" in out and "q1, q2" in out
+    assert "statistics: uniform, no events given" in out
+    assert "T2+" in out and "not executed yet" in out
+
+
+def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
+    wl = tmp_path / "w.txt"
+    wl.write_text(
+        ";".join(f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, B, C{i}) WITHIN 1 min" for i in range(6))
+        + "; r: RETURN COUNT(*) PATTERN A OR B WITHIN 1 min"
+    )
+    for search in ("gloria", "greedy", "noprune"):
+        assert main(["explain", "--workload", str(wl), "--plan-search", search]) == 0
+        out = capsys.readouterr().out
+        assert f"GLORIA plan ({search} search" in out
+        assert "start(A)                 q0, q1, q2, q3, q4, q5 share (snapshots of A" in out
+        assert (
+            "tran(A, B)               q0, q1, q2, q3, q4, q5 share (continuing from start(A))"
+            in out
+        )
+        assert "r runs alone: not a SEQ of distinct types under Kleene plus" in out
+    assert main(["explain", "--workload", str(wl), "--plan-search", "bell"]) == 2
 
 
 def test_explain_keeps_the_query_units(tmp_path, capsys):

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError
 
 try:
@@ -25,7 +26,6 @@ except ImportError:  # pragma: no cover
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
 
-SHARING_MODES = ("none", "static", "dynamic")
 PROPERTY = settings(
     max_examples=150,
     deadline=None,

@@ -20,7 +20,11 @@ EVENTS = pa.table({"time": [1, 2], "type": ["A", "B"]})
 TEXT = "RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s"
 BAD = [
     ("numeric", "decimal", "numeric must be one of 'exact', 'bigint', 'float', not 'decimal'"),
-    ("sharing", "hamlet", "sharing must be one of 'dynamic', 'static', 'none', not 'hamlet'"),
+    (
+        "sharing",
+        "gloria",
+        "sharing must be one of 'dynamic', 'static', 'none', 'hamlet', not 'gloria'",
+    ),
     ("on_overflow", "wrap", "on_overflow must be one of 'error', 'null', not 'wrap'"),
     ("backend", "tpu", "backend must be 'auto', 'cpu' or 'gpu', not 'tpu'"),
 ]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import NumericOverflowError, WorkloadError
 from gpu_hamlet.query.automaton import Automaton, is_flat
 from gpu_hamlet.query.parser import parse_workload
@@ -39,7 +40,6 @@ except ImportError:  # pragma: no cover
     )
     from tests.test_spark import _sorted
 
-SHARING_MODES = ("none", "static", "dynamic")
 SETTINGS = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )

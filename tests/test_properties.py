@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import gpu_hamlet
 from gpu_hamlet.core import rings
 from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.errors import (
     AbsentTypeWarning,
@@ -58,7 +59,6 @@ except ImportError:  # pragma: no cover
 
 aggregate = gpu_hamlet.aggregate
 
-SHARING_MODES = ("none", "static", "dynamic")
 
 PROPERTY = settings(
     max_examples=300,

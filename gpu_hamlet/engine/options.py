@@ -10,7 +10,10 @@ from gpu_hamlet.engine.backend import BACKEND_NAMES, Backend, check_backend
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
-SHARING_MODES = ("dynamic", "static", "none")
+#: `hamlet` is HAMLET's Kleene-burst sharing, for comparison with `dynamic`, which is to add
+#: GLORIA's plan; until GLORIA's shared execution lands the two run alike (docs/architecture.md
+#: section 10).
+SHARING_MODES = ("dynamic", "static", "none", "hamlet")
 
 
 @dataclass(frozen=True)

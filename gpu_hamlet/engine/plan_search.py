@@ -1,0 +1,500 @@
+"""GLORIA's optimizer (paper sections 4 to 6): candidate sharing plans per pool, their costs in
+this engine, and the search for the cheapest workload sharing plan (docs/architecture.md
+section 10).
+
+A *node* of a pool (gpu_hamlet/engine/transitions.py) is one transition sharing plan: a set of
+`Block`s, each a Q-set that shares the pool (queries in no block run it alone). A block either
+continues (`reuse`) the Q-set it had on the pool before, whose snapshots it keeps propagating, or
+takes fresh snapshots here. Nodes are generated from the nodes of the pools before (section 5.1):
+Reuse, Local snapshots, Merging, and not sharing; a Kleene cycle is shared whole with snapshots
+of its own (section 6).
+
+Costs are this engine's (`PlanCosts`, from the calibrated burst costs of optimizer.py): a query
+alone pays `row_s` per event of the pool; a block pays `coef_s` per event once, and fresh
+snapshots cost `class_s` each plus `resolve_s` per query: one per start (the snapshot is the
+constant 1), one per event of the target type (GLORIA's local snapshots), one per run of a Kleene
+body's events that the block's other types do not interrupt (HAMLET's bursts).
+
+The search. A block that reuses ties a node to the node of the pool before it; nothing else ties
+pools together, so the cost is a sum of node costs over a graph of such ties. On a forest (every
+workload whose queries do not split and meet again) min-sum dynamic programming from the leaves
+finds the optimum of the generated plans (`exact`); on other graphs the ties that close a cycle
+are dropped for the search and repaired after it (`exact` is False). `greedy` picks each pool's
+cheapest node given the pools before, and `noprune` skips the pruning of dominated nodes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
+from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
+from gpu_hamlet.query.workload import Workload
+
+SEARCHES = ("gloria", "greedy", "noprune")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A Q-set sharing a pool: `reuse` names the pool whose Q-set (and snapshots) it continues;
+    None means fresh snapshots here."""
+
+    queries: frozenset[str]
+    reuse: str | None = None
+
+
+Node = frozenset[Block]
+
+
+@dataclass(frozen=True)
+class PlanCosts:
+    """Seconds per event or snapshot (module docstring)."""
+
+    row_s: float
+    coef_s: float
+    class_s: float
+    resolve_s: float
+
+    @classmethod
+    def of(cls, m: EngineCostModel) -> PlanCosts:
+        row = m.per_event(1, 1)
+        return cls(row, m.coef_s, m.class_s, m.macro * row)
+
+
+#: From the CPU burst costs (optimizer.py `CPU_COSTS`, `python benchmarks/calibrate_costs.py`).
+CPU_PLAN_COSTS = PlanCosts.of(CPU_COSTS)
+
+
+class StreamStats:
+    """Events per type, and runs of a Kleene body's events, from one pass over (a prefix of) the
+    events in time order. Partitions are not told apart: the counts only weigh plans against each
+    other. Without events (`uniform`), every type has `n` events and runs follow from the counts
+    as in a random interleaving."""
+
+    def __init__(
+        self, counts: dict[str, float], codes: np.ndarray | None, names: list[str], source: str
+    ):
+        self.counts = counts
+        self.source = source
+        self._codes = codes
+        self._index = {n: i for i, n in enumerate(names)}
+        self._runs: dict[tuple[frozenset[str], frozenset[str]], float] = {}
+
+    @classmethod
+    def of(cls, types: Iterable[str]) -> StreamStats:
+        names = [str(t) for t in types]
+        uniq, codes = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+        counts = np.bincount(codes, minlength=len(uniq))
+        counted = dict(zip(map(str, uniq), counts.astype(float), strict=True))
+        return cls(counted, codes, list(uniq), f"{len(names):,} events")
+
+    @classmethod
+    def uniform(cls, types: Iterable[str], n: float = 1000.0) -> StreamStats:
+        return cls(dict.fromkeys(types, n), None, [], "uniform, no events given")
+
+    def n(self, types: Iterable[str]) -> float:
+        return float(sum(self.counts.get(t, 0.0) for t in types))
+
+    def runs(self, body: frozenset[str], seen: frozenset[str]) -> float:
+        """Runs of `body` events among the events of the `seen` types."""
+        key = (body, seen)
+        if key not in self._runs:
+            if self._codes is None:
+                nb = self.n(body)
+                other = self.n(seen - body)
+                self._runs[key] = min(nb, 1.0 + nb * other / max(nb + other, 1.0))
+            else:
+                codes = [self._index[t] for t in seen if t in self._index]
+                sub = self._codes[np.isin(self._codes, codes)]
+                inb = np.isin(sub, [self._index[t] for t in body if t in self._index])
+                self._runs[key] = float(np.count_nonzero(inb[1:] & ~inb[:-1]) + inb[:1].sum())
+        return self._runs[key]
+
+
+@dataclass
+class SharingPlan:
+    """The chosen node per pool, its estimated cost and the cost of sharing nothing."""
+
+    search: str
+    template: TransitionTemplate
+    nodes: dict[str, Node]
+    cost: float
+    nonshared: float
+    exact: bool
+    candidates: int
+    source: str
+
+    def describe(self) -> str:
+        t = self.template
+        lines = [
+            f"GLORIA plan ({self.search} search over {self.candidates} candidate plans, "
+            f"statistics: {self.source}"
+            + (
+                ""
+                if self.exact or self.search == "greedy"
+                else "; queries split and meet again: not proven optimal"
+            )
+            + f"): estimated {self.cost * 1e3:.3g} ms against {self.nonshared * 1e3:.3g} ms "
+            "unshared"
+        ]
+        for pool in t.pools:
+            node = self.nodes[pool.key]
+            parts = []
+            for b in sorted(node, key=lambda b: sorted(b.queries)):
+                how = (
+                    f"continuing from {b.reuse}"
+                    if b.reuse
+                    else f"snapshots of {_snapshot_type(pool)}"
+                )
+                parts.append(f"{', '.join(sorted(b.queries))} share ({how})")
+            alone = sorted(set(pool.queries) - _shared(node))
+            if alone:
+                parts.append(f"{', '.join(alone)} alone")
+            lines.append(f"    {pool.key:<24} {'; '.join(parts)}")
+        for name, why in t.alone.items():
+            lines.append(f"    {name} runs alone: {why}")
+        return "\n".join(lines)
+
+
+def _snapshot_type(pool: Pool) -> str:
+    if pool.kind == "start":
+        return f"{pool.types[0]} (constant)"
+    return "its runs" if pool.kind == "kleene" else pool.types[0]
+
+
+def _shared(node: Node) -> frozenset[str]:
+    return frozenset().union(*(b.queries for b in node)) if node else frozenset()
+
+
+class _Pools:
+    """The template with its statistics and costs: node generation and node costs."""
+
+    def __init__(self, template: TransitionTemplate, stats: StreamStats, costs: PlanCosts):
+        self.t = template
+        self.stats = stats
+        self.costs = costs
+        self.by_key = {p.key: p for p in template.pools}
+        self._cost: dict[tuple[str, Node], float] = {}
+        self._groups: dict[tuple[str, frozenset[str]], tuple[frozenset[str], ...]] = {}
+        self._arrivals: dict[tuple[str, str | None], frozenset[str]] = {}
+        self._offered: dict[tuple[str, str, Node], frozenset[frozenset[str]]] = {}
+
+    def cost(self, pool: Pool, node: Node) -> float:
+        key = (pool.key, node)
+        if key not in self._cost:
+            self._cost[key] = self._node_cost(pool, node)
+        return self._cost[key]
+
+    def _node_cost(self, pool: Pool, node: Node) -> float:
+        c = self.costs
+        n = self.stats.n(pool.types)
+        total = (len(pool.queries) - len(_shared(node))) * n * c.row_s
+        for b in node:
+            total += n * c.coef_s
+            if b.reuse is None:
+                total += self.snapshots(pool, b) * (c.class_s + len(b.queries) * c.resolve_s)
+        return total
+
+    def snapshots(self, pool: Pool, b: Block) -> float:
+        if pool.kind == "start":
+            return 1.0
+        if pool.kind == "tran":
+            return self.stats.n(pool.types)
+        return self.stats.runs(frozenset(pool.types), self.t.types_of(b.queries))
+
+    def groups(self, pool: Pool, names: frozenset[str]) -> tuple[frozenset[str], ...]:
+        """`names` by what they must agree on to share the pool; groups of two or more."""
+        key = (pool.key, names)
+        if key not in self._groups:
+            by: dict[tuple, set[str]] = {}
+            for n in names:
+                by.setdefault(self.t.class_of(pool, n), set()).add(n)
+            self._groups[key] = tuple(frozenset(g) for g in by.values() if len(g) >= 2)
+        return self._groups[key]
+
+    def arrivals(self, pool: Pool, src: str | None) -> frozenset[str]:
+        """The queries that take `pool` right after pool `src`."""
+        if (pool.key, src) not in self._arrivals:
+            here = frozenset(q for q in pool.queries if pool.prev[q] == src)
+            self._arrivals[(pool.key, src)] = here
+        return self._arrivals[(pool.key, src)]
+
+    def offered(self, pool: Pool, src: str, before: Node) -> frozenset[frozenset[str]]:
+        """The Q-sets that node `before` of pool `src` lets `pool` continue."""
+        key = (pool.key, src, before)
+        if key not in self._offered:
+            here = self.arrivals(pool, src)
+            self._offered[key] = frozenset(
+                g for b in before for g in self.groups(pool, b.queries & here)
+            )
+        return self._offered[key]
+
+    def generate(self, pool: Pool, before: dict[str, list[Node]]) -> list[Node]:
+        """Section 5.1's principles, per group of queries arriving from one pool (a part), then
+        every combination of the parts; Merging over all of the pool's queries; not sharing.
+        A Kleene cycle is shared whole with fresh snapshots (section 6), or not.
+        Queries arriving from a pool not generated yet (queries ordering pools in a cycle) share
+        only with fresh snapshots."""
+        merged = frozenset(Block(g) for g in self.groups(pool, frozenset(pool.queries)))
+        if pool.kind == "kleene":
+            # Path generation principle (section 6): the cycle is shared whole or not at all,
+            # here per class of queries that may share it: all, none, or those where it pays.
+            paying = frozenset(
+                b
+                for b in merged
+                if self.cost(pool, frozenset({b}))
+                < len(b.queries) * self.stats.n(pool.types) * self.costs.row_s
+            )
+            return list({frozenset(), merged, paying})
+        arrivals: dict[str | None, list[str]] = {}
+        for q in pool.queries:
+            arrivals.setdefault(pool.prev[q], []).append(q)
+        part_options: list[set[Node]] = []
+        for src, names in arrivals.items():
+            opts: set[Node] = {frozenset()}
+            if src not in before:  # a start, or a pool after this one in another query
+                opts.add(frozenset(Block(g) for g in self.groups(pool, frozenset(names))))
+            else:
+                for node in before[src]:
+                    qsets = self.offered(pool, src, node)
+                    if not qsets:
+                        continue
+                    opts.add(frozenset(Block(g) for g in qsets))  # local snapshots
+                    opts.add(frozenset(Block(g, src) for g in qsets))  # reuse
+            part_options.append(opts)
+        nodes = {frozenset().union(*combo) for combo in itertools.product(*part_options)}
+        nodes.add(merged)  # merging
+        return list(nodes)
+
+    def fits(self, pool: Pool, node: Node, src: str, before: Node) -> bool:
+        """Whether `node`'s blocks that continue from pool `src` find their Q-sets there."""
+        have = self.offered(pool, src, before)
+        return all(b.queries in have for b in node if b.reuse == src)
+
+
+def find_plan(
+    template: TransitionTemplate,
+    stats: StreamStats,
+    costs: PlanCosts = CPU_PLAN_COSTS,
+    search: str = "gloria",
+) -> SharingPlan:
+    """The workload sharing plan of `search` ('gloria', 'greedy' or 'noprune')."""
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(map(repr, SEARCHES))}, not {search!r}")
+    pools = _Pools(template, stats, costs)
+    nonshared = sum(len(p.queries) * stats.n(p.types) * costs.row_s for p in template.pools)
+    if search == "greedy":
+        nodes = _greedy(pools)
+        total = sum(pools.cost(pools.by_key[k], n) for k, n in nodes.items())
+        return SharingPlan(
+            search, template, nodes, total, nonshared, False, len(nodes), stats.source
+        )
+    cands: dict[str, list[Node]] = {}
+    for pool in template.pools:
+        cands[pool.key] = pools.generate(pool, cands)
+    nodes, exact, count = _min_sum(pools, cands, prune=search == "gloria")
+    if not exact:  # ties closed a cycle: improve the repaired plan, and Greedy's, pool by pool
+        nodes = min(
+            (_improve(pools, cands, nodes), _improve(pools, cands, _greedy(pools))),
+            key=lambda n: plan_cost(pools, n),
+        )
+    total = plan_cost(pools, nodes)
+    return SharingPlan(search, template, nodes, total, nonshared, exact, count, stats.source)
+
+
+def plan_workload(
+    workload: Workload,
+    events: pa.Table | None = None,
+    type_col: str = "type",
+    search: str = "gloria",
+    sample: int = 100_000,
+) -> SharingPlan:
+    """GLORIA's plan for a workload, with statistics from the first `sample` events (or uniform
+    ones without events): what `gpu-hamlet explain` prints."""
+    template = TransitionTemplate.of(workload)
+    if events is None:
+        stats = StreamStats.uniform({t for q in workload for t in q.types})
+    else:
+        stats = StreamStats.of(events.column(type_col).slice(0, sample).to_pylist())
+    return find_plan(template, stats, search=search)
+
+
+def _greedy(pools: _Pools) -> dict[str, Node]:
+    """Per pool in order, the cheaper of not sharing and reusing what the pools before chose
+    (starts: sharing the constant snapshot), as GLORIA's Greedy baseline (section 8.1)."""
+    chosen: dict[str, Node] = {}
+    for pool in pools.t.pools:
+        reuse: set[Block] = set()
+        for src in set(pool.prev.values()):
+            if src not in chosen:
+                reuse.update(Block(g) for g in pools.groups(pool, pools.arrivals(pool, src)))
+            elif pool.kind != "kleene":
+                reuse.update(Block(g, src) for g in pools.offered(pool, src, chosen[src]))
+        options = [frozenset(), frozenset(reuse)]
+        chosen[pool.key] = min(options, key=lambda n: pools.cost(pool, n))
+    return chosen
+
+
+def _min_sum(
+    pools: _Pools, cands: dict[str, list[Node]], prune: bool
+) -> tuple[dict[str, Node], bool, int]:
+    """The cheapest choice of one candidate per pool whose reuse blocks find their Q-sets, by
+    dynamic programming over the forest of ties from the leaves to each tree's last pool; also
+    whether that forest is the whole graph of ties, and the candidates kept. With `prune`,
+    GLORIA's node pruning (section 5.2): of the candidates that look alike from the pool the
+    search goes on to (the same Q-sets offered to it, the same ones needed from it), only the one
+    with the least distance so far is kept."""
+    ties = {(b.reuse, p.key) for p in pools.t.pools for n in cands[p.key] for b in n if b.reuse}
+    parent = {p.key: p.key for p in pools.t.pools}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    tree: dict[str, set[str]] = {p.key: set() for p in pools.t.pools}
+    exact = True
+    for a, b in sorted(ties):
+        ra, rb = root(a), root(b)
+        if ra == rb:
+            exact = False  # closes a cycle: searched without it, repaired below
+            continue
+        parent[ra] = rb
+        tree[a].add(b)
+        tree[b].add(a)
+
+    chosen: dict[str, Node] = {}
+    kept = 0
+    seen: set[str] = set()
+    for pool in reversed(pools.t.pools):
+        if pool.key in seen:
+            continue
+        order: list[tuple[str, str | None]] = []
+        stack: list[tuple[str, str | None]] = [(pool.key, None)]
+        while stack:
+            key, up = stack.pop()
+            seen.add(key)
+            order.append((key, up))
+            stack.extend((k, key) for k in tree[key] if k != up)
+        best: dict[str, list[float]] = {}
+        live: dict[str, list[Node]] = {}
+        pick: dict[tuple[str, str], list[int]] = {}
+        for key, up in reversed(order):  # children first
+            p = pools.by_key[key]
+            nodes = cands[key]
+            vals = [pools.cost(p, n) for n in nodes]
+            picks = {}
+            for child in tree[key] - {up}:
+                arg = [_best_child(pools, key, n, child, live[child], best[child]) for n in nodes]
+                picks[child] = arg
+                vals = [
+                    v + (best[child][i] if i >= 0 else math.inf)
+                    for v, i in zip(vals, arg, strict=True)
+                ]
+            keep = list(range(len(nodes)))
+            if prune and up is not None:
+                least: dict[tuple, int] = {}
+                for i, n in enumerate(nodes):
+                    sig = (_offers(pools, key, n, up), frozenset(b for b in n if b.reuse == up))
+                    if sig not in least or vals[i] < vals[least[sig]]:
+                        least[sig] = i
+                keep = sorted(least.values())
+            live[key] = [nodes[i] for i in keep]
+            best[key] = [vals[i] for i in keep]
+            for child, arg in picks.items():
+                pick[(key, child)] = [arg[i] for i in keep]
+            kept += len(live[key])
+        top = int(np.argmin(best[pool.key]))
+        todo = [(pool.key, top)]
+        while todo:
+            key, i = todo.pop()
+            chosen[key] = live[key][i]
+            todo.extend(
+                (child, pick[(key, child)][i]) for child in tree[key] if (key, child) in pick
+            )
+    return _repair(pools, chosen), exact, kept
+
+
+def _offers(pools: _Pools, key: str, node: Node, to: str) -> frozenset[frozenset[str]]:
+    """The Q-sets `node` of pool `key` offers to pool `to` for reuse."""
+    return pools.offered(pools.by_key[to], key, node)
+
+
+def _best_child(
+    pools: _Pools, key: str, node: Node, child: str, options: list[Node], costs: list[float]
+) -> int:
+    """The cheapest candidate of a neighbouring pool consistent with `node` (-1: none)."""
+    best, arg = math.inf, -1
+    for i, other in enumerate(options):
+        if costs[i] < best and _agree(pools, key, node, child, other):
+            best, arg = costs[i], i
+    return arg
+
+
+def _agree(pools: _Pools, a: str, na: Node, b: str, nb: Node) -> bool:
+    pa, pb = pools.by_key[a], pools.by_key[b]
+    return pools.fits(pa, na, b, nb) and pools.fits(pb, nb, a, na)
+
+
+def _improve(
+    pools: _Pools, cands: dict[str, list[Node]], nodes: dict[str, Node]
+) -> dict[str, Node]:
+    """Each pool in turn takes its cheapest candidate that agrees with its neighbours' choices,
+    until nothing changes (a local optimum, for graphs of ties with cycles)."""
+    nodes = dict(nodes)
+    near: dict[str, set[str]] = {p.key: set() for p in pools.t.pools}
+    for p in pools.t.pools:
+        for src in set(p.prev.values()) - {None}:
+            if src in near:
+                near[p.key].add(src)
+                near[src].add(p.key)
+    changed = True
+    while changed:
+        changed = False
+        for p in pools.t.pools:
+            ok = [
+                n
+                for n in cands[p.key] + [nodes[p.key]]
+                if all(_agree(pools, p.key, n, o, nodes[o]) for o in near[p.key])
+            ]
+            n = min(ok, key=lambda n: pools.cost(p, n))
+            if pools.cost(p, n) < pools.cost(p, nodes[p.key]):
+                nodes[p.key] = n
+                changed = True
+    return nodes
+
+
+def _repair(pools: _Pools, chosen: dict[str, Node]) -> dict[str, Node]:
+    """Blocks whose Q-set the pool before does not have (only where ties closed a cycle) take
+    fresh snapshots instead."""
+    out: dict[str, Node] = {}
+    for pool in pools.t.pools:
+        node = chosen[pool.key]
+        fixed = frozenset(
+            b
+            if b.reuse is None
+            or pools.fits(pool, frozenset({b}), b.reuse, out.get(b.reuse, chosen[b.reuse]))
+            else Block(b.queries)
+            for b in node
+        )
+        out[pool.key] = fixed
+    return out
+
+
+def plan_cost(pools: _Pools, nodes: dict[str, Node]) -> float:
+    """The cost of a choice of one node per pool; infinite when a reuse block finds no Q-set."""
+    total = 0.0
+    for pool in pools.t.pools:
+        node = nodes[pool.key]
+        for src in {b.reuse for b in node if b.reuse}:
+            if not pools.fits(pool, node, src, nodes[src]):
+                return math.inf
+        total += pools.cost(pool, node)
+    return total

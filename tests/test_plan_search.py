@@ -1,0 +1,156 @@
+"""GLORIA's template and plan search (gpu_hamlet/engine/transitions.py, plan_search.py): the pools
+of a workload, and the searched plan against every choice of one candidate per pool."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu_hamlet import parse_workload
+from gpu_hamlet.engine.plan_search import (
+    CPU_PLAN_COSTS,
+    SEARCHES,
+    StreamStats,
+    _Pools,
+    find_plan,
+    plan_cost,
+)
+from gpu_hamlet.engine.transitions import TransitionTemplate
+
+FIGURE_2 = """
+q1: RETURN COUNT(*) PATTERN SEQ(R, SEQ(P, T)+, D) WITHIN 10 min;
+q2: RETURN COUNT(*) PATTERN SEQ(A, R, SEQ(P, T)+, D) WITHIN 10 min;
+q3: RETURN COUNT(*) PATTERN SEQ(A, R, SEQ(P, T)+, C) WITHIN 10 min;
+q4: RETURN COUNT(*) PATTERN SEQ(A, B+, C) OR D WITHIN 10 min;
+q5: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE A.x < NEXT(B).x WITHIN 10 min
+"""
+
+
+def test_template_of_gloria_figure_2():
+    t = TransitionTemplate.of(parse_workload(FIGURE_2))
+    pools = {p.key: p for p in t.pools}
+    assert list(pools) == [
+        "start(R)",
+        "start(A)",
+        "tran(A, R)",
+        "SEQ(P, T)+",
+        "tran(SEQ(P, T)+, D)",
+        "tran(SEQ(P, T)+, C)",
+    ]
+    cycle = pools["SEQ(P, T)+"]
+    assert cycle.kind == "kleene" and cycle.types == ("P", "T")
+    assert cycle.prev == {"q1": "start(R)", "q2": "tran(A, R)", "q3": "tran(A, R)"}
+    assert pools["tran(SEQ(P, T)+, D)"].queries == ("q1", "q2")
+    assert t.alone == {
+        "q4": "not a SEQ of distinct types under Kleene plus",
+        "q5": "NEXT conditions",
+    }
+
+
+def test_nested_kleene_is_one_pool_and_filters_split_classes():
+    t = TransitionTemplate.of(
+        parse_workload(
+            "a: RETURN COUNT(*) PATTERN SEQ(X, SEQ(C, SEQ(A, B)+, D)+) WITHIN 1 min;"
+            "b: RETURN COUNT(*) PATTERN SEQ(Y, SEQ(C, SEQ(A, B)+, D)+) WHERE A.v > 1 WITHIN 1 min;"
+            "c: RETURN COUNT(*) PATTERN SEQ(X, SEQ(C, SEQ(A, B)+, D)+) GROUPBY g WITHIN 1 min"
+        )
+    )
+    cycle = next(p for p in t.pools if p.kind == "kleene")
+    assert cycle.key == "SEQ(C, SEQ(A, B)+, D)+" and set(cycle.types) == {"A", "B", "C", "D"}
+    assert len({t.class_of(cycle, q) for q in "abc"}) == 3
+
+
+def test_sharing_pays_where_snapshots_are_few_and_not_where_they_are_many():
+    w = parse_workload(
+        ";".join(f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, B+, C{i}) WITHIN 1 min" for i in range(20))
+    )
+    t = TransitionTemplate.of(w)
+    bursty = StreamStats.of(["A"] + ["B"] * 200 + ["C0"] + ["A"] + ["B"] * 200 + ["C1"])
+    plan = find_plan(t, bursty)
+    assert {b.queries for b in plan.nodes["B+"]} == {frozenset(f"q{i}" for i in range(20))}
+    assert plan.cost < plan.nonshared / 3
+    interleaved = StreamStats.of(["A", "B", "C0"] * 200)
+    assert find_plan(t, interleaved).nodes["B+"] == frozenset()
+    assert "B+" in plan.describe() and "q0, q1" in plan.describe()
+
+
+def _random_workload(draw: st.DrawFn) -> str:
+    types = "ABCDEF"
+    lines = []
+    for i in range(draw(st.integers(2, 5))):
+        picked = draw(st.permutations(types))[: draw(st.integers(2, 4))]
+        parts: list[str] = []
+        j = 0
+        while j < len(picked):
+            kind = draw(st.sampled_from(["type", "type", "plus", "group"]))
+            if kind == "group" and j + 1 < len(picked):
+                parts.append(f"SEQ({picked[j]}, {picked[j + 1]})+")
+                j += 2
+                continue
+            parts.append(picked[j] + ("+" if kind == "plus" else ""))
+            j += 1
+        where = draw(st.sampled_from(["", f" WHERE {picked[0]}.v > 1"]))
+        lines.append(f"q{i}: RETURN COUNT(*) PATTERN SEQ({', '.join(parts)}){where} WITHIN 1 min")
+    return ";\n".join(lines)
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> tuple[str, list[str]]:
+    text = _random_workload(draw)
+    runs = draw(
+        st.lists(st.tuples(st.sampled_from("ABCDEF"), st.integers(1, 300)), min_size=1, max_size=30)
+    )
+    return text, [t for t, n in runs for _ in range(n)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads())
+def test_searched_plan_is_the_cheapest_choice_of_candidates(case):
+    """Every plan is valid and costs what it says; GLORIA's and NoPrune's are the cheapest of all
+    choices of one candidate per pool (where no queries split and meet again), Greedy's no
+    cheaper."""
+    text, stream = case
+    template = TransitionTemplate.of(parse_workload(text))
+    stats = StreamStats.of(stream)
+    pools = _Pools(template, stats, CPU_PLAN_COSTS)
+    plans = {s: find_plan(template, stats, search=s) for s in SEARCHES}
+    for plan in plans.values():
+        assert plan_cost(pools, plan.nodes) == pytest.approx(plan.cost)
+        assert plan.cost <= plan.nonshared * (1 + 1e-12)
+    full = {}
+    for pool in template.pools:
+        full[pool.key] = pools.generate(pool, full)
+    keys = list(full)
+    assert math.prod(len(full[k]) for k in keys) < 200_000
+    best = min(
+        plan_cost(pools, dict(zip(keys, combo, strict=True)))
+        for combo in itertools.product(*(full[k] for k in keys))
+    )
+    for s in ("gloria", "noprune"):
+        if plans[s].exact:
+            assert plans[s].cost == pytest.approx(best), s
+        else:
+            assert plans[s].cost >= best * (1 - 1e-12)
+    assert plans["greedy"].cost >= best * (1 - 1e-12)
+
+
+def test_statistics_count_runs_among_the_types_seen():
+    s = StreamStats.of(list("ABBABBBCB"))
+    assert s.n(["B"]) == 6
+    assert s.runs(frozenset("B"), frozenset("AB")) == 2
+    assert s.runs(frozenset("B"), frozenset("ABC")) == 3
+    assert s.runs(frozenset("B"), frozenset("B")) == 1
+    u = StreamStats.uniform("AB", n=10)
+    assert u.runs(frozenset("B"), frozenset("AB")) == pytest.approx(6.0)
+    assert np.isfinite(u.runs(frozenset("B"), frozenset("B")))
+
+
+def test_unknown_search_is_an_error():
+    t = TransitionTemplate.of(parse_workload(FIGURE_2))
+    with pytest.raises(ValueError, match="search must be one of 'gloria', 'greedy', 'noprune'"):
+        find_plan(t, StreamStats.uniform("A"), search="bell")
