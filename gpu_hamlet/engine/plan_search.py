@@ -191,10 +191,14 @@ class _Pools:
             self._cost[key] = self._node_cost(pool, node)
         return self._cost[key]
 
+    def alone(self, pool: Pool, count: int) -> float:
+        """The cost of `count` queries running the pool alone."""
+        return count * self.stats.n(pool.types) * self.costs.row_s
+
     def _node_cost(self, pool: Pool, node: Node) -> float:
         c = self.costs
         n = self.stats.n(pool.types)
-        total = (len(pool.queries) - len(_shared(node))) * n * c.row_s
+        total = self.alone(pool, len(pool.queries) - len(_shared(node)))
         for b in node:
             total += n * c.coef_s
             if b.reuse is None:
@@ -248,8 +252,7 @@ class _Pools:
             paying = frozenset(
                 b
                 for b in merged
-                if self.cost(pool, frozenset({b}))
-                < len(b.queries) * self.stats.n(pool.types) * self.costs.row_s
+                if self.cost(pool, frozenset({b})) < self.alone(pool, len(b.queries))
             )
             return list({frozenset(), merged, paying})
         arrivals: dict[str | None, list[str]] = {}
@@ -288,10 +291,10 @@ def find_plan(
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {', '.join(map(repr, SEARCHES))}, not {search!r}")
     pools = _Pools(template, stats, costs)
-    nonshared = sum(len(p.queries) * stats.n(p.types) * costs.row_s for p in template.pools)
+    nonshared = sum(pools.alone(p, len(p.queries)) for p in template.pools)
     if search == "greedy":
         nodes = _greedy(pools)
-        total = sum(pools.cost(pools.by_key[k], n) for k, n in nodes.items())
+        total = plan_cost(pools, nodes)
         return SharingPlan(
             search, template, nodes, total, nonshared, False, len(nodes), stats.source
         )
