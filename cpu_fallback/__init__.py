@@ -18,6 +18,7 @@ from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.recursions import Blocks
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 
@@ -69,8 +70,11 @@ class CpuBackend:
         return self._many("adjacent_results", calls)
 
     def segment_maps(
-        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0
-    ):
+        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0,
+        blocks=None,
+    ):  # fmt: skip
+        if blocks is None:
+            blocks = Blocks.none(template.k, snap.dtype, snap.shape[2])
         return kernels.segment_maps(
             make_tag(ring, param),
             pid,
@@ -92,6 +96,7 @@ class CpuBackend:
             full,
             template.carry,
             snap,
+            *blocks,
         )
 
     def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,

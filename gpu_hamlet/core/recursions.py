@@ -32,6 +32,8 @@ compose into windows).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from gpu_hamlet.core.rings import (
@@ -52,6 +54,25 @@ EVENT = -1
 #: to zero, before the other rows of that timestamp add theirs, which read the state from before
 #: it like every row.
 MOVE = -2
+#: `mseg` of a block macro row, at or below it: a run of a shared Kleene sub-pattern's events
+#: (gpu_hamlet/engine/cycle_sharing.py) whose map starts at row `BLOCK - mseg` of `BM`
+#: (`apply_block`); `pos` is the sub-pattern's entry state.
+BLOCK = -3
+
+
+class Blocks(NamedTuple):
+    """The block macro rows' data of one query's rows (`apply_block`): their maps
+    BM [rows, 1, lanes] and, per state, the block it enters (CSR `blk_ptr` [k + 1], `blk_idx`;
+    empty for a state that enters none)."""
+
+    bm: np.ndarray
+    blk_ptr: np.ndarray
+    blk_idx: np.ndarray
+
+    @classmethod
+    def none(cls, k: int, dtype, lanes: int) -> Blocks:
+        return cls(np.zeros((0, 1, lanes), dtype), np.zeros(k + 1, np.int64), np.zeros(1, np.int64))
+
 
 #: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
 #: per timestamp group (`piece_map`); a burst is cut into pieces of this many groups whose maps are
@@ -147,10 +168,11 @@ def reset(tag, X, carry):
 @jitable
 def run_events(
     tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
-    move_from, move_to, k, snap,
+    move_from, move_to, k, snap, BM, blk_ptr, blk_idx,
 ):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) applied to X; `Dl` is scratch of X's shape for
-    the deltas of an equal-timestamp group."""
+    the deltas of an equal-timestamp group. A block macro row (`BLOCK`) is alone at its
+    timestamp: the engine cuts a shared run where another row of the query shares one."""
     nch = W.shape[0]
     D = X.shape[0]
     ncols = X.shape[1]
@@ -160,6 +182,11 @@ def run_events(
             j += 1
         if j == i + 1 and mseg[i] == MOVE:
             move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
+        elif j == i + 1 and mseg[i] <= BLOCK:
+            apply_block(
+                tag, X, Dl, BLOCK - mseg[i], pos[i], BM, blk_ptr, blk_idx, pred_ptr, pred_idx,
+                is_start, is_end, nch, k,
+            )  # fmt: skip
         elif j == i + 1:
             apply_event(
                 tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch,
@@ -182,6 +209,79 @@ def run_events(
                     if not r_is_zero(tag, d):
                         r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
         i = j
+
+
+@jitable
+def block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col):
+    """Component m of the sub-template's state (`apply_block`), read from the query's state X."""
+    sd = L + 2
+    cst = X.shape[0] - 1
+    if m == nch * sd:  # the constant
+        return r_load(tag, X, cst, col)
+    ch = m // sd
+    p = m - ch * sd
+    base = ch * (k + 1)
+    if p == 0:  # IN: the entry's predecessors outside the block, and the constant at a start
+        v = r_zero(tag)
+        if ch == 0 and is_start[s]:
+            v = r_load(tag, X, cst, col)
+        for qi in range(pred_ptr[s], pred_ptr[s + 1]):
+            src = pred_idx[qi]
+            inside = False
+            for b in range(L):
+                if blk_idx[b0 + b] == src:
+                    inside = True
+            if not inside:
+                v = r_add(tag, v, r_load(tag, X, base + src, col))
+        return v
+    if p <= L:
+        return r_load(tag, X, base + blk_idx[b0 + p - 1], col)
+    return r_zero(tag)  # the block's final value: only its growth is added
+
+
+@jitable
+def apply_block(
+    tag, X, Dl, off, s, BM, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start, is_end, nch, k
+):  # fmt: skip
+    """A block macro row: a run of a Kleene sub-pattern's events, entered at state s, as one map.
+
+    The block is the states blk_idx[blk_ptr[s]:blk_ptr[s + 1]] (s first, the only one entered
+    from outside it). The run's map was computed once for every query sharing it, over the
+    sub-template SEQ(IN, block) (docs/architecture.md section 10): per channel ch its state
+    ch * (L + 2) + p is IN's input (p = 0: the sum of s's predecessors outside the block, plus
+    the constant at a start), block state p (1..L) or the block's final value (L + 1), and
+    D' = nch * (L + 2) + 1 components in all, row-major at BM[off:off + D' * D']. The block's
+    states take their new values; the final grows by the block's if its last state is an end."""
+    b0 = blk_ptr[s]
+    L = blk_ptr[s + 1] - b0
+    sd = L + 2
+    Dp = nch * sd + 1
+    stride = k + 1
+    last = blk_idx[b0 + L - 1]
+    for col in range(X.shape[1]):
+        for ch in range(nch):
+            for p in range(1, L + 2):
+                row = off + (ch * sd + p) * Dp
+                acc = r_zero(tag)
+                for m in range(Dp):
+                    a = r_load(tag, BM, row + m, 0)
+                    if not r_is_zero(tag, a):
+                        v = block_input(
+                            tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k,
+                            col,
+                        )  # fmt: skip
+                        if not r_is_zero(tag, v):
+                            acc = r_add(tag, acc, r_mul(tag, a, v))
+                at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+                r_store(tag, Dl, at, col, acc)
+        for ch in range(nch):
+            for p in range(1, L + 1):
+                at = ch * stride + blk_idx[b0 + p - 1]
+                r_store(tag, X, at, col, r_load(tag, Dl, at, col))
+            if is_end[last]:
+                at = ch * stride + k
+                grown = r_add(tag, r_load(tag, X, at, col), r_load(tag, Dl, at, col))
+                r_store(tag, X, at, col, grown)
 
 
 @jitable

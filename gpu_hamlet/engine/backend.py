@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.recursions import Blocks
 from gpu_hamlet.core.weights import EventWeights
 from gpu_hamlet.errors import GpuHamletError
 
@@ -49,11 +50,13 @@ class Backend(Protocol):
         full: bool,
         snap: np.ndarray,
         param: int = 0,
+        blocks: Blocks | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per (pid, segment) run of sorted events: its map (full) or its result from zero.
 
         Rows with mseg >= 0 are macro events (shared bursts) with coefficients mu[mseg], k[mseg];
-        their snapshots go to `snap`.
+        their snapshots go to `snap`. Rows with mseg <= BLOCK are block macro rows (runs of a
+        shared Kleene sub-pattern) with their maps in `blocks` (gpu_hamlet/core/recursions.py).
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 

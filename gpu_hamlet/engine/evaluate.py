@@ -25,6 +25,7 @@ from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
+from gpu_hamlet.engine.cycle_sharing import SharedCycles, cycle_plan
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
@@ -95,7 +96,7 @@ def evaluate(
         ctx.plans,
         ctx.matcher,
     )
-    shared: dict[str, list[SharedBursts | SharedWindows]] = {}
+    shared: dict[str, list[SharedBursts | SharedWindows | SharedCycles]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
@@ -110,6 +111,18 @@ def evaluate(
                 stats.sets.append(sb.stats)
             for name in sset.names:
                 shared.setdefault(name, []).append(sb)
+    if options.sharing == "dynamic" and ev.n:  # GLORIA's Q-sets of Kleene cycles
+        by_name = {q.name: q for q in ctx.runs}
+        for key, names in cycle_plan(ctx.runs, ev)[1]:
+            qs = tuple(by_name[n] for n in names)
+            keys = parts.keys(qs[0].partition_attrs, len(qs[0].groupby))
+            sc = SharedCycles(
+                ev, attrs, be, key, qs, keys.order, keys.pid, plans, matcher, COST_MODELS[be.name]
+            )
+            if stats is not None:
+                stats.sets.append(sc.stats)
+            for name in sc.blocks:
+                shared.setdefault(name, []).append(sc)
 
     def query_rows(q) -> QueryRows:
         return QueryRows(

@@ -90,9 +90,13 @@ class StreamStats:
     def of(cls, types: Iterable[str]) -> StreamStats:
         names = [str(t) for t in types]
         uniq, codes = np.unique(np.asarray(names, dtype=object), return_inverse=True)
-        counts = np.bincount(codes, minlength=len(uniq))
-        counted = dict(zip(map(str, uniq), counts.astype(float), strict=True))
-        return cls(counted, codes, list(uniq), f"{len(names):,} events")
+        return cls.of_codes(codes, list(map(str, uniq)))
+
+    @classmethod
+    def of_codes(cls, codes: np.ndarray, names: list[str]) -> StreamStats:
+        """From the events' type codes, in time order (indices into `names`)."""
+        counts = np.bincount(codes, minlength=len(names)).astype(float)
+        return cls(dict(zip(names, counts, strict=True)), codes, names, f"{codes.size:,} events")
 
     @classmethod
     def uniform(cls, types: Iterable[str], n: float = 1000.0) -> StreamStats:

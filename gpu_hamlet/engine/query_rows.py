@@ -13,11 +13,12 @@ import pyarrow.compute as pc
 
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.numeric import xfloat_to_float
-from gpu_hamlet.core.recursions import EVENT, MOVE
+from gpu_hamlet.core.recursions import BLOCK, EVENT, MOVE, Blocks
 from gpu_hamlet.core.rings import layout, ring_integers
 from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.engine.adjacent import adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.cycle_sharing import SharedCycles
 from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
@@ -50,7 +51,7 @@ class QueryRows:
         attrs: Attributes,
         plan: QueryPlan,
         matcher: Matcher,
-        shared: list[SharedBursts | SharedWindows],
+        shared: list[SharedBursts | SharedWindows | SharedCycles],
         options: Options,
         be: Backend,
         record_snapshots: bool = False,
@@ -107,18 +108,25 @@ class QueryRows:
             self.time = ev.time[self.rows]
             self.pos = matcher.positions(q, tpl, self.rows)
             for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
-                self.pos[macro_src == s_i] = tpl.labels[sb.sset.kleene_type]  # flat
+                self.pos[macro_src == s_i] = (
+                    sb.macro_position(q.name)
+                    if isinstance(sb, SharedCycles)
+                    else tpl.labels[sb.sset.kleene_type]  # flat
+                )
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
             self.pid = keys.pid[qidx]
         if tpl.one_row:  # an event is one row, whose state is its type's label
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
             self._fill["kind"] = EVENT
         self._check_values(matcher)
+        # A block macro row stands for events over a stretch of time: pruning by WITHIN, which
+        # reads one time per row, would not know which of them start or end trends.
+        self.prune = not any(isinstance(sb, SharedCycles) for sb in shared)
         if fast is None:
             sel = (
-                np.flatnonzero(self.pos >= 0)
-                if maps
-                else rows_may_complete(self.pid, self.time, *self._ends(), w.within)
+                rows_may_complete(self.pid, self.time, *self._ends(), w.within)
+                if self.prune and not maps
+                else np.flatnonzero(self.pos >= 0)
             )
             qidx = sel if qidx is None else qidx[sel]
             self._keep(sel, ("rows", "pid", "pos", "time", "label", "kind"))
@@ -154,7 +162,7 @@ class QueryRows:
             return
         if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
-        if not self.full:  # segments are whole windows: prune again, window by window
+        if not self.full and self.prune:  # segments are whole windows: prune again, per window
             change = np.ones(self.seg.shape[0], bool)
             change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
             self._keep(rows_may_complete(np.cumsum(change), self.time, *self._ends(), None))
@@ -369,7 +377,35 @@ class QueryRows:
         for sb in self.sources:
             if isinstance(sb, SharedWindows) and sb.nshared:
                 ks.append(sb.responses(ring, p, channels))
-        return W, np.concatenate(mus), np.concatenate(ks), mseg
+        return W, np.concatenate(mus), np.concatenate(ks), mseg, self._blocks(ring, channels, p, mseg)
+
+    def _blocks(
+        self, ring: str, channels: tuple[Channel, ...], p: int, mseg: np.ndarray
+    ) -> Blocks | None:
+        """The block macro rows' maps (shared Kleene cycles), numbered into `mseg` as BLOCK - the
+        offset of their map in BM, and each cycle's block of states."""
+        cycles = [
+            (s_i, sb) for s_i, sb in enumerate(self.sources) if isinstance(sb, SharedCycles)
+        ]
+        if not cycles:
+            return None
+        k = self.tpl.k
+        name = self.plan.query.name
+        bms, lists = [], [np.zeros(0, np.int64)] * k
+        offset = 0
+        for s_i, sb in cycles:
+            at = np.flatnonzero(self.macro_src == s_i)
+            bm = sb.maps(ring, p, channels, self.macro_seg[at])
+            size = bm.shape[0] // max(at.size, 1)
+            mseg[at] = BLOCK - (offset + size * np.arange(at.size))
+            bms.append(bm)
+            offset += bm.shape[0]
+            block = sb.blocks[name]
+            lists[int(block[0])] = block
+        dtype, lanes = layout(ring)
+        ptr = np.r_[0, np.cumsum([b.shape[0] for b in lists])].astype(np.int64)
+        idx = np.concatenate([np.zeros(1, np.int64), *lists]) if not ptr[-1] else np.concatenate(lists)
+        return Blocks(np.concatenate([np.zeros((0, 1, lanes), dtype), *bms]), ptr, idx)
 
     def _window_layout(self, run: np.ndarray) -> dict:
         """The window fields of AdjacentRuns (gpu_hamlet/core/adjacency.py) for the rows: window
@@ -440,7 +476,7 @@ class QueryRows:
         """The steps giving (maps, run_pid, run_seg) of the rows in `ring`, as `segment_maps`
         returns them."""
         tpl = self.tpl
-        W, MU, K, mseg = self._weights(ring, channels, p)
+        W, MU, K, mseg, blocks = self._weights(ring, channels, p)
         dtype, lanes = layout(ring)
         if self.plan.adjacency is not None:
             runs = self._adjacent_runs()
@@ -468,10 +504,11 @@ class QueryRows:
                     self.full,
                     snap,
                     p,
+                    blocks,
                 ),
             )
         if ring == "xfloat" and self.snapshots is not None:
-            at = np.flatnonzero(self.macro)
+            at = np.flatnonzero(self.macro & (mseg >= 0))  # burst macro rows
             self.snapshots = xfloat_to_float(snap[at, 0, 0], snap[at, 0, 1]).tolist()
         return maps, run_pid, run_seg
 

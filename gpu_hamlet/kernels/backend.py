@@ -23,6 +23,7 @@ from numba import cuda
 
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.recursions import BLOCK, Blocks
 from gpu_hamlet.core.rings import kernel_param, layout
 from gpu_hamlet.core.weights import EventWeights, as_array
 from gpu_hamlet.kernels.adjacent import adjacent_kernel
@@ -79,7 +80,8 @@ class SegmentRuns:
     snap, param), as Backend.segment_maps takes it."""
 
     def __init__(self, calls: list[tuple]) -> None:
-        ring, _, _, _, _, W0, _, _, _, tpl0, full, _, param = calls[0]
+        calls = [c if len(c) > 13 else (*c, None) for c in calls]
+        ring, _, _, _, _, W0, _, _, _, tpl0, full, _, param, _ = calls[0]
         self.ring, self.full, self.param, self.k = ring, full, param, tpl0.k
         self.dtype, self.lanes = layout(ring)
         self.D = W0.shape[0] * (tpl0.k + 1) + 1
@@ -87,7 +89,12 @@ class SegmentRuns:
         bounds, qid, e_off, mu_off = [np.zeros(1, np.int64)], [], 0, 0
         self.call_runs, self.call_events = [0], [0]
         mseg = []
-        for q, (_, pid, seg, _, _, _, mu, _, ms, _, _, _, _) in enumerate(calls):
+        blocks = [
+            c[13] if c[13] is not None else Blocks.none(c[9].k, self.dtype, self.lanes)
+            for c in calls
+        ]
+        bm_off = 0
+        for q, (_, pid, seg, _, _, _, mu, _, ms, _, _, _, _, _) in enumerate(calls):
             b = (
                 boundaries((pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1]))
                 if pid.size
@@ -95,7 +102,8 @@ class SegmentRuns:
             )
             bounds.append(b[1:] + e_off)
             qid.append(np.full(b.shape[0] - 1, q, np.int64))
-            mseg.append(np.where(ms >= 0, ms + mu_off, ms))
+            mseg.append(np.where(ms >= 0, ms + mu_off, np.where(ms <= BLOCK, ms - bm_off, ms)))
+            bm_off += blocks[q].bm.shape[0]
             e_off += pid.shape[0]
             mu_off += mu.shape[0]
             self.call_runs.append(self.call_runs[-1] + b.shape[0] - 1)
@@ -125,6 +133,9 @@ class SegmentRuns:
         self.is_start = _stack([t.is_start.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.is_end = _stack([t.is_end.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.carry = _stack([t.carry[: self.ncols - 1] for t in tpls], self.ncols - 1)
+        self.bm = cat([b.bm for b in blocks])
+        self.blk_ptr = _stack([b.blk_ptr for b in blocks], self.k + 1)
+        self.blk_idx = _stack([b.blk_idx for b in blocks], max(b.blk_idx.shape[0] for b in blocks))
         self.moves = tuple(
             _stack(
                 [getattr(t, name) for t in tpls], max(1, *(getattr(t, name).shape[0] for t in tpls))
@@ -182,6 +193,9 @@ class SegmentRuns:
             maps,
             work,
             kernel_param(self.ring, self.param),
+            to_device(self.bm),
+            to_device(self.blk_ptr),
+            to_device(self.blk_idx),
         )
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 
@@ -198,10 +212,11 @@ class GpuBackend:
         use_rmm_pool()
 
     def segment_maps(
-        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0
-    ):
+        self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0,
+        blocks=None,
+    ):  # fmt: skip
         return self.segment_maps_many(
-            [(ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param)]
+            [(ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param, blocks)]
         )[0]
 
     def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:

@@ -1,0 +1,270 @@
+"""GLORIA's shared Kleene cycles: runs of a sub-pattern such as `SEQ(P, T)+`, computed once for
+the queries of a Q-set, each query resolving a run in one step (docs/architecture.md section 10).
+
+A *run* is a maximal stretch of the Q-set's stream (the events its queries match, in one
+partition and pane) made only of the sub-pattern's events, cut at timestamps that mix them with
+others. Nothing else a query of the set reads happens during a run, so the run acts on each
+query's state as one affine map of the block of states the sub-pattern owns and their input
+(the sum of the entry's predecessors outside it, and the constant at a start): the map of the
+run's events over the *sub-template* `SEQ(IN, sub-pattern)`, which the backend computes like any
+segment map (`full`). It depends only on the events, so queries that see the same events there
+(GLORIA's class: same partitions and filters on the sub-pattern's types) and aggregate alike
+share it, and each applies it as one block macro row (gpu_hamlet/core/recursions.py
+`apply_block`). Per run the engine decides whether sharing pays, as HAMLET does per burst.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+import numpy as np
+
+from gpu_hamlet.core.recursions import EVENT, Blocks
+from gpu_hamlet.core.rings import layout
+from gpu_hamlet.engine.attributes import Attributes
+from gpu_hamlet.engine.backend import Backend
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.matching import Matcher
+from gpu_hamlet.engine.optimizer import EngineCostModel
+from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
+from gpu_hamlet.engine.sharing import Injection, SharingStats, collapse
+from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, walk
+from gpu_hamlet.query.plan import Channel, QueryPlan, Template
+from gpu_hamlet.engine.transitions import TransitionTemplate
+from gpu_hamlet.query.workload import Query, Workload
+
+#: Events of the sample that GLORIA's statistics come from (the first ones, as given).
+SAMPLE = 100_000
+
+#: The sub-template's input state's type (no event has it: IN only carries the block's input).
+IN_TYPE = "IN"
+
+
+def cycle_plan(workload: Workload, ev: EventFrame) -> tuple[SharingPlan | None, list]:
+    """GLORIA's plan for the workload, and its Q-sets that share a Kleene cycle of two or more
+    types as (pool key, queries). No search (None) when no such cycle has two queries that
+    could share it: then there is nothing to execute beyond HAMLET's bursts."""
+    template = TransitionTemplate.of(workload)
+
+    def could(pool) -> bool:
+        classes = [template.class_of(pool, n) for n in pool.queries]
+        return len(pool.types) > 1 and len(set(classes)) < len(classes)
+
+    pools = [p for p in template.pools if p.kind == "kleene" and could(p)]
+    if not pools:
+        return None, []
+    codes = ev.type_codes[:SAMPLE]
+    plan = find_plan(template, StreamStats.of_codes(codes[codes >= 0], list(ev.type_names)))
+    qsets = [
+        (pool.key, tuple(n for n in pool.queries if n in b.queries))
+        for pool in pools
+        for b in plan.nodes[pool.key]
+        if len(b.queries) >= 2
+    ]
+    return plan, qsets
+
+
+def kleene_node(pattern: Pattern, key: str) -> Pattern | None:
+    """The Kleene sub-pattern of `pattern` spelled `key` (a GLORIA pool's key)."""
+    for node in walk(pattern):
+        if isinstance(node, PatternElement | Seq) and node.kleene and str(node) == key:
+            return node
+    return None
+
+
+def sub_template(body: Pattern) -> Template:
+    """`SEQ(IN, body)`: state 0 is IN, states 1..L the body's types in order, L its end."""
+    name = IN_TYPE
+    while name in body_types(body):
+        name += "_"
+    return Template.of(Seq((PatternElement(name), body)))
+
+
+def body_types(body: Pattern) -> tuple[str, ...]:
+    return tuple(n.type for n in walk(body) if isinstance(n, PatternElement))
+
+
+def block_of(tpl: Template, sub: Template, types: tuple[str, ...]) -> np.ndarray | None:
+    """The query's states of the sub-pattern, in the sub-template's order (state 1 first), or
+    None when the query's automaton does not hold it as one block entered at its first state
+    (then the query does not share it)."""
+    if not (tpl.one_row and sub.one_row):
+        return None
+    L = len(types)
+    block = np.empty(L, np.int64)
+    for t in types:
+        block[sub.labels[t] - 1] = tpl.labels[t]
+    inside = {int(s): p + 1 for p, s in enumerate(block)}
+    for p, s in enumerate(block, start=1):
+        mine = {inside.get(int(v), 0) for v in tpl.pred_idx[tpl.pred_ptr[s] : tpl.pred_ptr[s + 1]]}
+        if tpl.is_start[s]:
+            mine.add(0)
+        theirs = set(sub.pred_idx[sub.pred_ptr[p] : sub.pred_ptr[p + 1]].tolist())
+        if mine != theirs or (tpl.is_end[s] and p != L) or sub.is_end[p] != (p == L):
+            return None
+    return block
+
+
+class SharedCycles:
+    """The runs of one Kleene sub-pattern in one Q-set's stream, which of them run shared, and
+    their maps (computed once per ring and channels, when a query first needs them)."""
+
+    def __init__(
+        self,
+        ev: EventFrame,
+        attrs: Attributes,
+        be: Backend,
+        key: str,
+        queries: tuple[Query, ...],
+        order: np.ndarray,
+        pid: np.ndarray,
+        plans: dict[str, QueryPlan],
+        matcher: Matcher,
+        model: EngineCostModel,
+    ) -> None:
+        self.ev, self.attrs, self.be = ev, attrs, be
+        body = kleene_node(queries[0].pattern, key)
+        assert body is not None, "the pool's key is a Kleene sub-pattern of its queries"
+        self.types = body_types(body)
+        self.sub = sub_template(body)
+        self.blocks = {}
+        for q in queries:
+            b = block_of(plans[q.name].template, self.sub, self.types)
+            if b is not None:
+                self.blocks[q.name] = b
+        names = tuple(self.blocks)
+        self.stats = SharingStats(key, names)
+        self._maps: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # maps, done
+        self.run_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
+        self.nruns = 0
+        if len(names) < 2:
+            return
+        members = tuple(q for q in queries if q.name in self.blocks)
+        set_idx = np.flatnonzero(matcher.matched_by_any(members)[order])
+        rows = order[set_idx]
+        set_pid = pid[set_idx]
+        t = ev.time[rows]
+        pane_ms = 0
+        for q in members:
+            pane_ms = gcd(gcd(pane_ms, q.within_ms), q.slide_ms)
+        panes, _ = be.segments(set_pid, t, ev.axis.ticks(pane_ms, members[0], "pane"))
+        codes = [ev.code_of(t_) for t_ in self.types]
+        run_id = be.burst_ids(set_pid, panes, t, np.isin(ev.type_codes[rows], codes))
+        in_run = np.flatnonzero(run_id >= 0)
+        nb = int(run_id.max()) + 1 if in_run.size else 0
+        self.stats.bursts, self.stats.burst_events = nb, int(in_run.size)
+        if nb == 0:
+            return
+        length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
+        worth = self._worth(length, len(names), model)
+        self.stats.shared = int(worth.sum())
+        self.stats.unshared = nb - self.stats.shared
+        self.stats.graphlet_snapshots = self.stats.shared
+        same = set_pid[in_run][np.r_[True, np.diff(run_id[in_run]) != 0]]
+        same = same[1:] == same[:-1]
+        self.stats.splits = int((same & worth[:-1] & ~worth[1:]).sum())
+        self.stats.merges = int((same & ~worth[:-1] & worth[1:]).sum())
+        renumber = np.where(worth, np.cumsum(worth) - 1, -1)
+        run_id = np.where(run_id >= 0, renumber[np.maximum(run_id, 0)], -1)
+        self.nruns = int(worth.sum())
+        self.run_of[set_idx] = run_id
+        keep = run_id >= 0
+        self.ev_rows = rows[keep]
+        self.ev_time = np.ascontiguousarray(t[keep])
+        self.ev_run = run_id[keep]
+
+    def _worth(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
+        """Runs where sharing pays, in HAMLET's burst constants (optimizer.py): alone, each
+        query runs the run's b rows; shared, the map's events run once with L + 2 columns
+        (IN, the block, the constant) and each query applies a block macro row of about
+        (L + 1) (L + 2) / 2 multiply-adds per column (`apply_block`), plus the class's
+        bookkeeping."""
+        L = len(self.types)
+        row = model.base_s + model.event_s
+        unshared = nq * length * row
+        shared = (
+            length * (model.base_s + (L + 2) * model.event_s)
+            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s)
+            + model.class_s
+        )
+        return unshared > shared
+
+    # -- what QueryRows asks of a sharing source --
+
+    def shares(self, name: str) -> bool:
+        return self.nruns > 0 and name in self.blocks
+
+    def compressed(self, *args, **kwargs) -> None:
+        """No pruned fast path: the query's rows are collapsed by `inject`."""
+        return None
+
+    def macro_position(self, name: str) -> int:
+        """The state a block macro row stands at: the sub-pattern's entry."""
+        return int(self.blocks[name][0])
+
+    def inject(self, name: str, qidx: np.ndarray) -> Injection | None:
+        """The query's events of each shared run, kept as one macro row at its first event."""
+        if not self.shares(name):
+            return None
+        rid = self.run_of[qidx]
+        return collapse(rid, rid)
+
+    def block_csr(self, name: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The query's block as rows of `Blocks.blk_ptr` and `blk_idx` for a template of k
+        states: only the entry state has a block."""
+        block = self.blocks[name]
+        ptr = np.zeros(k + 1, np.int64)
+        ptr[block[0] + 1 :] = block.shape[0]
+        return ptr, block
+
+    def maps(
+        self, ring: str, param: int, channels: tuple[Channel, ...], runs: np.ndarray
+    ) -> np.ndarray:
+        """The maps of runs `runs`, flattened [len(runs) * D' * D', 1, lanes] in their order."""
+        key = (ring, param, channels)
+        nch = len(channels)
+        Dp = nch * (self.sub.k + 1) + 1
+        dtype, lanes = layout(ring)
+        if key not in self._maps:
+            self._maps[key] = (
+                np.empty((self.nruns, Dp, Dp, lanes), dtype),
+                np.zeros(self.nruns, bool),
+            )
+        M, done = self._maps[key]
+        need = np.zeros(self.nruns, bool)
+        need[runs] = True
+        need &= ~done
+        if need.any():
+            ev = np.flatnonzero(need[self.ev_run])
+            rows = self.ev_rows[ev]
+            labels = self.ev.type_codes[rows]
+            label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
+            W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
+            sub_pos = np.empty(len(self.ev.type_names) or 1, np.int64)
+            for t in self.types:
+                sub_pos[self.ev.code_of(t)] = self.sub.labels[t]
+            n = rows.shape[0]
+            maps, run_pid, _ = self.be.segment_maps(
+                ring,
+                self.ev_run[ev],
+                np.zeros(n, np.int64),
+                self.ev_time[ev],
+                sub_pos[labels],
+                W,
+                np.zeros((0, 1, lanes), dtype),
+                np.zeros((0, nch, lanes), dtype),
+                np.full(n, EVENT, np.int64),
+                self.sub,
+                True,
+                np.zeros((n, 1, lanes), dtype),
+                param,
+            )
+            M[run_pid] = maps
+            done |= need
+        return M[runs].reshape(-1, 1, lanes)
+
+    def blocks_of(
+        self, name: str, k: int, ring: str, param: int, channels: tuple[Channel, ...], runs
+    ) -> Blocks:
+        ptr, idx = self.block_csr(name, k)
+        return Blocks(self.maps(ring, param, channels, runs), ptr, idx)
