@@ -380,3 +380,36 @@ def test_result_columns_are_packed_into_typed_slots():
     for schema, mine in zip(schemas, slots):
         assert len(set(mine)) == len(mine)
         assert [types[s] for s in mine] == [f.type for f in schema]
+
+
+def test_shared_cycles_through_spark_equal_sharing_nothing(spark):
+    """GLORIA's shared Kleene cycles run in the Spark tasks too: 20 queries around
+    SEQ(P, T)+ over long runs share them (the tasks' stats say so), with the results of
+    sharing='none' in process."""
+    text = ";\n".join(
+        f"q{i}: RETURN COUNT(*), SUM(T.x) PATTERN SEQ({'AD'[i % 2]}, SEQ(P, T)+) GROUPBY g "
+        "WITHIN 400 s SLIDE 200 s"
+        for i in range(20)
+    )
+    types = (["A", "D"] + ["P", "T"] * 20 + ["C"]) * 6
+    events = pa.table(
+        {
+            "time": pa.array(range(len(types)), pa.int64()),
+            "type": types,
+            "g": [("u", "v")[(i // 43) % 2] for i in range(len(types))],
+            "x": pa.array([i % 7 for i in range(len(types))], pa.int64()),
+        }
+    )
+    expected = gpu_hamlet.aggregate(events, text, sharing="none", numeric="exact")
+    stats = gpu_hamlet.RunStats()
+    got = trend_aggregate(
+        spark.createDataFrame(events.to_pandas()),
+        text,
+        backend="cpu",
+        numeric="exact",
+        num_tasks=2,
+        stats=stats,
+    )
+    (cycle,) = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
+    assert cycle.bursts >= 6 and cycle.shared == cycle.bursts  # (a run may cross a pane)
+    _assert_same(got, expected)

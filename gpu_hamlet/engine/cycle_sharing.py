@@ -28,9 +28,9 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.sharing import Injection, SharingStats, collapse
+from gpu_hamlet.engine.transitions import TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
-from gpu_hamlet.engine.transitions import TransitionTemplate
 from gpu_hamlet.query.workload import Query, Workload
 
 #: Events of the sample that GLORIA's statistics come from (the first ones, as given).
@@ -40,31 +40,42 @@ SAMPLE = 100_000
 IN_TYPE = "IN"
 
 
+def shareable_cycles(workload: Workload) -> tuple[TransitionTemplate, list]:
+    """GLORIA's template of the workload, and its Kleene cycles of two or more types as
+    (pool, classes of two or more queries that could share it)."""
+    template = TransitionTemplate.of(workload)
+    out = []
+    for pool in template.pools:
+        if pool.kind != "kleene" or len(pool.types) < 2:
+            continue
+        classes: dict[tuple, list[str]] = {}
+        for n in pool.queries:
+            classes.setdefault(template.class_of(pool, n), []).append(n)
+        groups = [tuple(g) for g in classes.values() if len(g) >= 2]
+        if groups:
+            out.append((pool, groups))
+    return template, out
+
+
 def cycle_plan(workload: Workload, ev: EventFrame) -> tuple[SharingPlan | None, list]:
     """GLORIA's plan for the workload, and its Q-sets that share a Kleene cycle of two or more
     types as (pool key, queries). No search (None) when no such cycle has two queries that
     could share it: then there is nothing to execute beyond HAMLET's bursts."""
-    template = TransitionTemplate.of(workload)
-
-    def could(pool) -> bool:
-        classes = [template.class_of(pool, n) for n in pool.queries]
-        return len(pool.types) > 1 and len(set(classes)) < len(classes)
-
-    pools = [p for p in template.pools if p.kind == "kleene" and could(p)]
-    if not pools:
+    template, cycles = shareable_cycles(workload)
+    if not cycles:
         return None, []
     codes = ev.type_codes[:SAMPLE]
     plan = find_plan(template, StreamStats.of_codes(codes[codes >= 0], list(ev.type_names)))
     qsets = [
         (pool.key, tuple(n for n in pool.queries if n in b.queries))
-        for pool in pools
+        for pool, _ in cycles
         for b in plan.nodes[pool.key]
         if len(b.queries) >= 2
     ]
     return plan, qsets
 
 
-def kleene_node(pattern: Pattern, key: str) -> Pattern | None:
+def kleene_node(pattern: Pattern, key: str) -> PatternElement | Seq | None:
     """The Kleene sub-pattern of `pattern` spelled `key` (a GLORIA pool's key)."""
     for node in walk(pattern):
         if isinstance(node, PatternElement | Seq) and node.kleene and str(node) == key:
@@ -72,7 +83,7 @@ def kleene_node(pattern: Pattern, key: str) -> Pattern | None:
     return None
 
 
-def sub_template(body: Pattern) -> Template:
+def sub_template(body: PatternElement | Seq) -> Template:
     """`SEQ(IN, body)`: state 0 is IN, states 1..L the body's types in order, L its end."""
     name = IN_TYPE
     while name in body_types(body):

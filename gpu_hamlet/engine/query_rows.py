@@ -18,8 +18,8 @@ from gpu_hamlet.core.rings import layout, ring_integers
 from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.engine.adjacent import adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
-from gpu_hamlet.engine.cycle_sharing import SharedCycles
 from gpu_hamlet.engine.backend import Backend, Steps, drive
+from gpu_hamlet.engine.cycle_sharing import SharedCycles
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
@@ -377,16 +377,20 @@ class QueryRows:
         for sb in self.sources:
             if isinstance(sb, SharedWindows) and sb.nshared:
                 ks.append(sb.responses(ring, p, channels))
-        return W, np.concatenate(mus), np.concatenate(ks), mseg, self._blocks(ring, channels, p, mseg)
+        return (
+            W,
+            np.concatenate(mus),
+            np.concatenate(ks),
+            mseg,
+            self._blocks(ring, channels, p, mseg),
+        )
 
     def _blocks(
         self, ring: str, channels: tuple[Channel, ...], p: int, mseg: np.ndarray
     ) -> Blocks | None:
         """The block macro rows' maps (shared Kleene cycles), numbered into `mseg` as BLOCK - the
         offset of their map in BM, and each cycle's block of states."""
-        cycles = [
-            (s_i, sb) for s_i, sb in enumerate(self.sources) if isinstance(sb, SharedCycles)
-        ]
+        cycles = [(s_i, sb) for s_i, sb in enumerate(self.sources) if isinstance(sb, SharedCycles)]
         if not cycles:
             return None
         k = self.tpl.k
@@ -404,7 +408,11 @@ class QueryRows:
             lists[int(block[0])] = block
         dtype, lanes = layout(ring)
         ptr = np.r_[0, np.cumsum([b.shape[0] for b in lists])].astype(np.int64)
-        idx = np.concatenate([np.zeros(1, np.int64), *lists]) if not ptr[-1] else np.concatenate(lists)
+        idx = (
+            np.concatenate([np.zeros(1, np.int64), *lists])
+            if not ptr[-1]
+            else np.concatenate(lists)
+        )
         return Blocks(np.concatenate([np.zeros((0, 1, lanes), dtype), *bms]), ptr, idx)
 
     def _window_layout(self, run: np.ndarray) -> dict:

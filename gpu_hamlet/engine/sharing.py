@@ -605,8 +605,10 @@ class RunStats:
             return "sharing: no sharable set in this workload (or sharing='none')"
         out = []
         for s in self.sets:
+            # A type E is shared as E+; a cycle of GLORIA's plan is named as written.
+            name = s.kleene_type if s.kleene_type.endswith("+") else s.kleene_type + "+"
             out.append(
-                f"{s.kleene_type}+ shared by {', '.join(s.queries)}: {s.bursts} bursts "
+                f"{name} shared by {', '.join(s.queries)}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"

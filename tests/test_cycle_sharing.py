@@ -1,0 +1,245 @@
+"""GLORIA's shared Kleene cycles (gpu_hamlet/engine/cycle_sharing.py): runs of `SEQ(P, T)+` and
+nested cycles computed once per Q-set and applied per query as block macro rows give the
+oracle's results in every numeric mode and on both backends."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import cast
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+from compare import assert_matches_oracle, events_to_table
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import oracle
+
+import gpu_hamlet
+from gpu_hamlet.engine.cycle_sharing import (
+    SharedCycles,
+    block_of,
+    cycle_plan,
+    shareable_cycles,
+    sub_template,
+)
+from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.query.pattern import PatternElement, Seq
+from gpu_hamlet.query.plan import Template
+
+CYCLES = ("SEQ(P, T)+", "SEQ(P, T+, U)+", "SEQ(P, SEQ(T, U)+)+")
+
+
+@st.composite
+def cycle_cases(draw):
+    """2 to 4 queries around one Kleene cycle of several types (same grouping), varied
+    neighbours, filters on P, aggregates and windows; and a bursty stream of P, T, U runs
+    interrupted by A, C and D, with duplicate timestamps."""
+    cycle = draw(st.sampled_from(CYCLES))
+    group = draw(st.sampled_from(["", " GROUPBY g"]))
+    queries = []
+    for i in range(draw(st.integers(2, 4))):
+        first = draw(st.sampled_from(["A", "D", None]))
+        last = draw(st.sampled_from(["C", None]))
+        elems = ([first] if first else []) + [cycle] + ([last] if last else [])
+        aggs = draw(
+            st.sampled_from(
+                [
+                    "COUNT(*)",
+                    "COUNT(*), SUM(T.x)",
+                    "COUNT(P), MIN(P.x)",
+                    "AVG(T.y), MAX(P.y)",
+                    "COUNT(*), COUNT(T), SUM(P.y)",
+                ]
+            )
+        )
+        where = f" WHERE P.x {draw(st.sampled_from(['<', '>=']))} 2" if draw(st.booleans()) else ""
+        w = draw(st.sampled_from([6, 12]))
+        slide = draw(st.sampled_from([w, w // 2, w // 3]))
+        queries.append(
+            f"c{i}: RETURN {aggs} PATTERN SEQ({', '.join(elems)}){where}{group} "
+            f"WITHIN {w} s SLIDE {slide} s"
+        )
+    events, t = [], 0
+    body = "PTU" if "U" in cycle else "PT"
+    for _ in range(draw(st.integers(1, 4))):
+        for ty in draw(st.lists(st.sampled_from("ACD"), min_size=0, max_size=2)):
+            events.append((t, ty))
+            t += draw(st.integers(0, 1))
+        for ty in draw(st.lists(st.sampled_from(body), min_size=1, max_size=7)):
+            events.append((t, ty))
+            t += draw(st.integers(0, 1))
+    rows = [
+        {
+            "time": tm,
+            "type": ty,
+            "g": draw(st.sampled_from(["u", "v"])),
+            "x": draw(st.integers(0, 5)),
+            "y": draw(st.integers(0, 8)) / 4,
+        }
+        for tm, ty in events
+    ]
+    for ty in "ACDPTU":  # every pattern type occurs
+        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
+    return ";\n".join(queries), rows
+
+
+def _run(table, text, numeric, backend, share):
+    """dynamic sharing with each run shared where `share(length)` says; the stats."""
+    stats = RunStats()
+
+    def worth(self, length, nq, model):
+        return share(length)
+
+    def every_class(workload, ev):  # the plan of GLORIA's search shares only where it pays
+        return None, [
+            (pool.key, g) for pool, groups in shareable_cycles(workload)[1] for g in groups
+        ]
+
+    with (
+        patch.object(SharedCycles, "_worth", worth),
+        patch("gpu_hamlet.engine.evaluate.cycle_plan", every_class),
+    ):
+        got = gpu_hamlet.aggregate(
+            table, text, sharing="dynamic", numeric=numeric, stats=stats, backend=backend
+        )
+    return got, stats
+
+
+def _check(case, numeric, backend, share):
+    text, events = case
+    wl = gpu_hamlet.parse_workload(text)
+    expected = oracle(events, wl, with_magnitudes=True)
+    table = events_to_table(events)
+    got, stats = _run(table, text, numeric, backend, share)
+    assert_matches_oracle(got, expected, wl, numeric)
+    if numeric != "float":
+        alone = gpu_hamlet.aggregate(table, text, sharing="none", numeric=numeric, backend="cpu")
+        for name in alone:
+            assert got[name].equals(alone[name])
+    return stats
+
+
+SHARE = {
+    "every run": lambda length: length > 0,
+    "runs of 3 or more": lambda length: length >= 3,
+}
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cycle_cases(), st.sampled_from(["exact", "float", "bigint"]), st.sampled_from(list(SHARE)))
+def test_shared_cycles_match_oracle(case, numeric, share):
+    _check(case, numeric, "cpu", SHARE[share])
+
+
+@pytest.mark.gpu
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cycle_cases(), st.sampled_from(["exact", "float", "bigint"]))
+def test_shared_cycles_match_oracle_on_gpu(case, numeric):
+    _check(case, numeric, "gpu", SHARE["every run"])
+
+
+def test_a_shared_run_is_one_block_macro_row():
+    """Two queries around SEQ(P, T)+ over one run of 6 events: the run runs shared (one map,
+    stats say so), and both give the oracle's counts."""
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C) WITHIN 100 s SLIDE 100 s;\n"
+        "b: RETURN COUNT(*), SUM(T.x) PATTERN SEQ(D, SEQ(P, T)+) WITHIN 100 s SLIDE 100 s"
+    )
+    types = ["A", "D", "P", "T", "P", "T", "T", "P", "C"]
+    events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
+    stats = _check((text, events), "exact", "cpu", SHARE["every run"])
+    (cycle,) = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
+    assert (cycle.queries, cycle.bursts, cycle.shared, cycle.burst_events) == (
+        ("a", "b"),
+        1,
+        1,
+        6,
+    )
+    assert "SEQ(P, T)+ shared by a, b: 1 bursts (6 events), 1 shared" in stats.describe()
+
+
+def test_hamlet_and_static_share_no_cycle():
+    """Only `dynamic` runs GLORIA's plan; `hamlet` is HAMLET's sharing of one-type bursts."""
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+) WITHIN 100 s SLIDE 100 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(D, SEQ(P, T)+) WITHIN 100 s SLIDE 100 s"
+    )
+    table = events_to_table(
+        [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate("ADPTPT")]
+    )
+    for mode in ("hamlet", "static", "none"):
+        stats = RunStats()
+        gpu_hamlet.aggregate(table, text, sharing=mode, stats=stats, backend="cpu")
+        assert not [s for s in stats.sets if "SEQ" in s.kleene_type], mode
+    _, stats = _run(table, text, "exact", "cpu", SHARE["every run"])
+    assert [s.kleene_type for s in stats.sets] == ["SEQ(P, T)+"]
+
+
+def test_default_costs_share_long_runs_of_many_queries():
+    """With the calibrated constants: 20 queries over runs of 40 events share them, 2 queries
+    over runs of 2 events do not (the map's columns cost more than the rows they save: GLORIA's
+    plan or the per-run decision keeps them apart)."""
+
+    def workload(n: int) -> str:
+        return ";\n".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C) WITHIN 500 s SLIDE 250 s"
+            for i in range(n)
+        )
+
+    def stream(run: int) -> list[dict]:
+        types = (["A"] + ["P", "T"] * (run // 2) + ["C"]) * 5
+        return [{"time": i, "type": ty, "g": "u", "x": 0, "y": 0.0} for i, ty in enumerate(types)]
+
+    for n, run, shared in ((20, 40, 5), (2, 2, 0)):
+        stats = RunStats()
+        gpu_hamlet.aggregate(
+            events_to_table(stream(run)), workload(n), numeric="float", stats=stats
+        )
+        cycles = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
+        assert all(s.bursts == 5 for s in cycles)
+        assert sum(s.shared for s in cycles) == shared
+
+
+def test_block_of_needs_the_sub_pattern_as_one_block():
+    sub = sub_template(Seq((PatternElement("P"), PatternElement("T")), kleene=True))
+    assert sub.k == 3 and list(sub.is_end) == [False, False, True]
+    inside = Template.of(
+        Seq((PatternElement("A"), Seq((PatternElement("P"), PatternElement("T")), kleene=True)))
+    )
+    np.testing.assert_array_equal(block_of(inside, sub, ("P", "T")), [1, 2])
+    # SEQ(P, T+)+ is not SEQ(P, T)+: T's own loop is no edge of the sub-template.
+    other = Template.of(
+        Seq(
+            (
+                PatternElement("A"),
+                Seq((PatternElement("P"), PatternElement("T", kleene=True)), kleene=True),
+            )
+        )
+    )
+    assert block_of(other, sub, ("P", "T")) is None
+
+
+def test_cycle_plan_searches_only_where_a_cycle_could_be_shared():
+    """GLORIA's search runs only when two queries of one class hold a cycle of two or more
+    types; its Q-sets then name them."""
+    names = ["A", "C", "P", "T"]
+    codes = np.asarray([0] + [2, 3] * 20 + [1], np.int32)
+    ev = cast(EventFrame, SimpleNamespace(type_codes=codes, type_names=names))
+    none = gpu_hamlet.parse_workload(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, P+) WITHIN 9 s SLIDE 9 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(C, P+) WITHIN 9 s SLIDE 9 s;\n"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s;\n"
+        "d: RETURN COUNT(*) PATTERN SEQ(C, SEQ(P, T)+) WHERE P.x > 1 WITHIN 9 s SLIDE 9 s"
+    )
+    assert cycle_plan(none, ev) == (None, [])
+    some = gpu_hamlet.parse_workload(
+        ";\n".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
+            for i, first in enumerate("ACAC")
+        )
+    )
+    plan, qsets = cycle_plan(some, ev)
+    assert plan is not None and qsets == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
