@@ -4,6 +4,7 @@ oracle's results in every numeric mode and on both backends."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import cast
 from unittest.mock import patch
@@ -99,6 +100,7 @@ def _run(table, text, numeric, backend, share):
 
     with (
         patch.object(SharedCycles, "_worth", worth),
+        patch.object(SharedCycles, "_saved", lambda *args: math.inf),
         patch("gpu_hamlet.engine.evaluate.cycle_plan", every_class),
     ):
         got = gpu_hamlet.aggregate(
@@ -179,9 +181,9 @@ def test_hamlet_and_static_share_no_cycle():
 
 
 def test_default_costs_share_long_runs_of_many_queries():
-    """With the calibrated constants: 20 queries over runs of 40 events share them, 2 queries
-    over runs of 2 events do not (the map's columns cost more than the rows they save: GLORIA's
-    plan or the per-run decision keeps them apart)."""
+    """With the calibrated constants: 20 queries over 200 runs of 100 events share them (but
+    for pieces that panes cut short); 2 queries over runs of 2 events do not (the map's columns
+    and each query's bookkeeping cost more than the rows they save)."""
 
     def workload(n: int) -> str:
         return ";\n".join(
@@ -189,18 +191,25 @@ def test_default_costs_share_long_runs_of_many_queries():
             for i in range(n)
         )
 
-    def stream(run: int) -> list[dict]:
-        types = (["A"] + ["P", "T"] * (run // 2) + ["C"]) * 5
+    def stream(run: int, reps: int) -> list[dict]:
+        types = (["A"] + ["P", "T"] * (run // 2) + ["C"]) * reps
         return [{"time": i, "type": ty, "g": "u", "x": 0, "y": 0.0} for i, ty in enumerate(types)]
 
-    for n, run, shared in ((20, 40, 5), (2, 2, 0)):
+    for n, run, reps, shares in ((20, 100, 200, True), (2, 2, 5, False)):
         stats = RunStats()
         gpu_hamlet.aggregate(
-            events_to_table(stream(run)), workload(n), numeric="float", stats=stats
+            events_to_table(stream(run, reps)),
+            workload(n),
+            numeric="float",
+            stats=stats,
+            on_overflow="null",
         )
         cycles = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
-        assert all(s.bursts == 5 for s in cycles)
-        assert sum(s.shared for s in cycles) == shared
+        shared, runs = sum(s.shared for s in cycles), sum(s.bursts for s in cycles)
+        if shares:  # all but the short pieces of runs that a pane boundary cuts
+            assert runs >= 200 and shared >= 0.9 * runs
+        else:
+            assert shared == 0
 
 
 def test_block_of_needs_the_sub_pattern_as_one_block():

@@ -36,6 +36,12 @@ from gpu_hamlet.query.workload import Query, Workload
 #: Events of the sample that GLORIA's statistics come from (the first ones, as given).
 SAMPLE = 100_000
 
+#: Seconds of bookkeeping per query on the shared path (its runs' maps gathered, its blocks laid
+#: out): a Q-set shares no run unless its runs save more. From a cProfile of the ridesharing
+#: Kleene workload (100 queries around a cycle of 4 types, 100,000 events; benchmarks/
+#: bench_gloria.py's), where `QueryRows._blocks` took 1.25 ms per sharing query on the CPU.
+QUERY_S = 1.0e-3
+
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
 
@@ -168,6 +174,8 @@ class SharedCycles:
             return
         length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
         worth = self._worth(length, len(names), model)
+        if self._saved(length[worth], len(names), model) < len(names) * QUERY_S:
+            worth[:] = False  # the shared path's bookkeeping would cost more than it saves
         self.stats.shared = int(worth.sum())
         self.stats.unshared = nb - self.stats.shared
         self.stats.graphlet_snapshots = self.stats.shared
@@ -184,21 +192,28 @@ class SharedCycles:
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]
 
+    def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
+        saved = self._unshared(length, nq, model) - self._shared(length, nq, model)
+        return float(saved.sum())
+
     def _worth(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
+        return self._unshared(length, nq, model) > self._shared(length, nq, model)
+
+    def _unshared(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
+        return nq * length * (model.base_s + model.event_s)
+
+    def _shared(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
         """Runs where sharing pays, in HAMLET's burst constants (optimizer.py): alone, each
         query runs the run's b rows; shared, the map's events run once with L + 2 columns
         (IN, the block, the constant) and each query applies a block macro row of about
         (L + 1) (L + 2) / 2 multiply-adds per column (`apply_block`), plus the class's
         bookkeeping."""
         L = len(self.types)
-        row = model.base_s + model.event_s
-        unshared = nq * length * row
-        shared = (
+        return (
             length * (model.base_s + (L + 2) * model.event_s)
             + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s)
             + model.class_s
         )
-        return unshared > shared
 
     # -- what QueryRows asks of a sharing source --
 

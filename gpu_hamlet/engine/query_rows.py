@@ -92,6 +92,14 @@ class QueryRows:
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
+            if not maps and any(isinstance(sb, SharedCycles) for sb in shared):
+                # Pruned before a shared cycle's runs collapse: a block macro row stands for
+                # events over a stretch of time, which pruning by WITHIN cannot weigh. Rows it
+                # would drop are in no trend, so a run's map may still hold them.
+                pos = pos_all[keys.order[qidx]]
+                qidx = qidx[
+                    rows_may_complete(keys.pid[qidx], keys.time[qidx], *self._ends(pos), w.within)
+                ]
             # Shared bursts collapse into macro events: (source, coefficient segment) per row.
             macro_src = np.full(qidx.shape[0], -1, np.int64)
             macro_seg = np.full(qidx.shape[0], -1, np.int64)
@@ -119,8 +127,8 @@ class QueryRows:
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
             self._fill["kind"] = EVENT
         self._check_values(matcher)
-        # A block macro row stands for events over a stretch of time: pruning by WITHIN, which
-        # reads one time per row, would not know which of them start or end trends.
+        # A block macro row stands for events over a stretch of time: its rows were pruned
+        # before they collapsed (above).
         self.prune = not any(isinstance(sb, SharedCycles) for sb in shared)
         if fast is None:
             sel = (
@@ -223,17 +231,23 @@ class QueryRows:
         "seg", "run_macro",
     )  # fmt: skip
 
-    def _ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(matched, entering a start state, entering an end state) per row, for pruning. A
-        flat SEQ has one start and one end state: two comparisons, as cheap as before."""
+    def _ends(self, pos: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(matched, entering a start state, entering an end state) per row (or per event of
+        `pos`, one row each), for pruning. A flat SEQ has one start and one end state: two
+        comparisons, as cheap as before."""
         tpl = self.tpl
+        one_row = pos is not None
+        if pos is None:
+            pos = self.pos
 
         def entering(states: np.ndarray) -> np.ndarray:
-            rows = self.pos == states[0] if states.size == 1 else np.isin(self.pos, states)
-            return rows & (self.kind == EVENT) if tpl.move_from.size else rows  # not MOVE rows
+            rows = pos == states[0] if states.size == 1 else np.isin(pos, states)
+            if tpl.move_from.size and not one_row:
+                return rows & (self.kind == EVENT)  # not MOVE rows
+            return rows
 
         starts = entering(np.flatnonzero(tpl.is_start))
-        return self.pos >= 0, starts, entering(np.flatnonzero(tpl.is_end))
+        return pos >= 0, starts, entering(np.flatnonzero(tpl.is_end))
 
     def _expand(self, tpl: Template) -> np.ndarray:
         """Each matched event as one row per state its label enters, then a `MOVE` row when its
