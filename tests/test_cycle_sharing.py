@@ -25,6 +25,7 @@ from gpu_hamlet.engine.cycle_sharing import (
     sub_template,
 )
 from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.optimizer import CPU_COSTS
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
@@ -93,7 +94,7 @@ def _run(table, text, numeric, backend, share):
     def worth(self, length, nq, model):
         return share(length)
 
-    def every_class(workload, ev):  # the plan of GLORIA's search shares only where it pays
+    def every_class(workload, ev, model):  # the plan of GLORIA's search shares only where it pays
         return None, [
             (pool.key, g) for pool, groups in shareable_cycles(workload)[1] for g in groups
         ]
@@ -181,7 +182,7 @@ def test_hamlet_and_static_share_no_cycle():
 
 
 def test_default_costs_share_long_runs_of_many_queries():
-    """With the calibrated constants: 20 queries over 200 runs of 100 events share them (but
+    """With the calibrated constants: 30 queries over 200 runs of 250 events share them (but
     for pieces that panes cut short); 2 queries over runs of 2 events do not (the map's columns
     and each query's bookkeeping cost more than the rows they save)."""
 
@@ -195,7 +196,7 @@ def test_default_costs_share_long_runs_of_many_queries():
         types = (["A"] + ["P", "T"] * (run // 2) + ["C"]) * reps
         return [{"time": i, "type": ty, "g": "u", "x": 0, "y": 0.0} for i, ty in enumerate(types)]
 
-    for n, run, reps, shares in ((20, 100, 200, True), (2, 2, 5, False)):
+    for n, run, reps, shares in ((30, 250, 200, True), (2, 2, 5, False)):
         stats = RunStats()
         gpu_hamlet.aggregate(
             events_to_table(stream(run, reps)),
@@ -243,12 +244,15 @@ def test_cycle_plan_searches_only_where_a_cycle_could_be_shared():
         "c: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s;\n"
         "d: RETURN COUNT(*) PATTERN SEQ(C, SEQ(P, T)+) WHERE P.x > 1 WITHIN 9 s SLIDE 9 s"
     )
-    assert cycle_plan(none, ev) == (None, [])
+    assert cycle_plan(none, ev, CPU_COSTS) == (None, [])
     some = gpu_hamlet.parse_workload(
         ";\n".join(
             f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
             for i, first in enumerate("ACAC")
         )
     )
-    plan, qsets = cycle_plan(some, ev)
+    plan, qsets = cycle_plan(some, ev, CPU_COSTS)
+    assert plan is not None and qsets == []  # 40 events save less than the bookkeeping
+    with patch("gpu_hamlet.engine.cycle_sharing.QUERY_S", 0.0):
+        plan, qsets = cycle_plan(some, ev, CPU_COSTS)
     assert plan is not None and qsets == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]

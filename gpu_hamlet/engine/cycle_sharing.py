@@ -37,10 +37,12 @@ from gpu_hamlet.query.workload import Query, Workload
 SAMPLE = 100_000
 
 #: Seconds of bookkeeping per query on the shared path (its runs' maps gathered, its blocks laid
-#: out): a Q-set shares no run unless its runs save more. From a cProfile of the ridesharing
-#: Kleene workload (100 queries around a cycle of 4 types, 100,000 events; benchmarks/
-#: bench_gloria.py's), where `QueryRows._blocks` took 1.25 ms per sharing query on the CPU.
-QUERY_S = 1.0e-3
+#: out): a Q-set shares no run unless its runs save more. A cProfile of bench_gloria.py's
+#: ridesharing Kleene workload (100 queries, cycle of 4 types, 100,000 events) gave 1.25 ms per
+#: sharing query in `QueryRows._blocks` on the CPU; with 1 ms, Q-sets there still shared runs
+#: that did not pay (dynamic 1.32x none at 20 queries), so 3 ms: the burst constants
+#: underestimate a block macro row. Uncalibrated on the GPU (the same value).
+QUERY_S = 3.0e-3
 
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
@@ -63,7 +65,9 @@ def shareable_cycles(workload: Workload) -> tuple[TransitionTemplate, list]:
     return template, out
 
 
-def cycle_plan(workload: Workload, ev: EventFrame) -> tuple[SharingPlan | None, list]:
+def cycle_plan(
+    workload: Workload, ev: EventFrame, model: EngineCostModel
+) -> tuple[SharingPlan | None, list]:
     """GLORIA's plan for the workload, and its Q-sets that share a Kleene cycle of two or more
     types as (pool key, queries). No search (None) when no such cycle has two queries that
     could share it: then there is nothing to execute beyond HAMLET's bursts."""
@@ -71,13 +75,22 @@ def cycle_plan(workload: Workload, ev: EventFrame) -> tuple[SharingPlan | None, 
     if not cycles:
         return None, []
     codes = ev.type_codes[:SAMPLE]
-    plan = find_plan(template, StreamStats.of_codes(codes[codes >= 0], list(ev.type_names)))
-    qsets = [
-        (pool.key, tuple(n for n in pool.queries if n in b.queries))
-        for pool, _ in cycles
-        for b in plan.nodes[pool.key]
-        if len(b.queries) >= 2
-    ]
+    stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
+    plan = find_plan(template, stats)
+    qsets = []
+    for pool, _ in cycles:
+        for b in plan.nodes[pool.key]:
+            names = tuple(n for n in pool.queries if n in b.queries)
+            # The sample's runs, at their mean length, must save each query's bookkeeping:
+            # else the Q-set's stream is not even cut into runs.
+            runs = stats.runs(frozenset(pool.types), template.types_of(frozenset(names)))
+            mean = np.full(1, stats.n(pool.types) / max(runs, 1.0))
+            saved = runs * SharedCycles.saved_per_run(mean, len(pool.types), len(names), model)
+            if (
+                len(names) >= 2
+                and saved * ev.type_codes.size / max(codes.size, 1) > len(names) * QUERY_S
+            ):
+                qsets.append((pool.key, names))
     return plan, qsets
 
 
@@ -193,27 +206,25 @@ class SharedCycles:
         self.ev_run = run_id[keep]
 
     def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
-        saved = self._unshared(length, nq, model) - self._shared(length, nq, model)
-        return float(saved.sum())
+        return float(self.saved_per_run(length, len(self.types), nq, model).sum())
 
     def _worth(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
-        return self._unshared(length, nq, model) > self._shared(length, nq, model)
+        return self.saved_per_run(length, len(self.types), nq, model) > 0
 
-    def _unshared(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
-        return nq * length * (model.base_s + model.event_s)
-
-    def _shared(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
-        """Runs where sharing pays, in HAMLET's burst constants (optimizer.py): alone, each
-        query runs the run's b rows; shared, the map's events run once with L + 2 columns
-        (IN, the block, the constant) and each query applies a block macro row of about
-        (L + 1) (L + 2) / 2 multiply-adds per column (`apply_block`), plus the class's
-        bookkeeping."""
-        L = len(self.types)
-        return (
+    @staticmethod
+    def saved_per_run(length: np.ndarray, L: int, nq: int, model: EngineCostModel) -> np.ndarray:
+        """What sharing saves on runs of `length` events of a cycle of L types, for nq queries,
+        in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
+        shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
+        each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
+        column (`apply_block`), plus the class's bookkeeping."""
+        unshared = nq * length * (model.base_s + model.event_s)
+        shared = (
             length * (model.base_s + (L + 2) * model.event_s)
             + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s)
             + model.class_s
         )
+        return unshared - shared
 
     # -- what QueryRows asks of a sharing source --
 

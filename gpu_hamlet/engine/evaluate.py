@@ -113,7 +113,7 @@ def evaluate(
                 shared.setdefault(name, []).append(sb)
     if options.sharing == "dynamic" and ev.n:  # GLORIA's Q-sets of Kleene cycles
         by_name = {q.name: q for q in ctx.runs}
-        for key, names in cycle_plan(ctx.runs, ev)[1]:
+        for key, names in cycle_plan(ctx.runs, ev, COST_MODELS[be.name])[1]:
             qs = tuple(by_name[n] for n in names)
             keys = parts.keys(qs[0].partition_attrs, len(qs[0].groupby))
             sc = SharedCycles(
