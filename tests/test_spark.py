@@ -388,28 +388,28 @@ def test_shared_cycles_through_spark_equal_sharing_nothing(spark):
     sharing='none' in process."""
     text = ";\n".join(
         f"q{i}: RETURN COUNT(*), SUM(T.x) PATTERN SEQ({'AD'[i % 2]}, SEQ(P, T)+) GROUPBY g "
-        "WITHIN 400 s SLIDE 200 s"
+        "WITHIN 1000 s SLIDE 500 s"
         for i in range(20)
     )
-    types = (["A", "D"] + ["P", "T"] * 20 + ["C"]) * 6
+    types = (["A", "D"] + ["P", "T"] * 100 + ["C"]) * 500  # long enough runs to pay per task
     events = pa.table(
         {
             "time": pa.array(range(len(types)), pa.int64()),
             "type": types,
-            "g": [("u", "v")[(i // 43) % 2] for i in range(len(types))],
+            "g": [("u", "v")[(i // 203) % 2] for i in range(len(types))],
             "x": pa.array([i % 7 for i in range(len(types))], pa.int64()),
         }
     )
-    expected = gpu_hamlet.aggregate(events, text, sharing="none", numeric="exact")
+    expected = gpu_hamlet.aggregate(events, text, sharing="none", numeric="bigint")
     stats = gpu_hamlet.RunStats()
     got = trend_aggregate(
         spark.createDataFrame(events.to_pandas()),
         text,
         backend="cpu",
-        numeric="exact",
+        numeric="bigint",
         num_tasks=2,
         stats=stats,
     )
     (cycle,) = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
-    assert cycle.bursts >= 6 and cycle.shared == cycle.bursts  # (a run may cross a pane)
+    assert cycle.bursts >= 500 and cycle.shared >= 0.9 * cycle.bursts  # (panes cut some short)
     _assert_same(got, expected)

@@ -526,8 +526,8 @@ class QueryRows:
                     self.full,
                     snap,
                     p,
-                    blocks,
-                ),
+                )
+                + (() if blocks is None else (blocks,)),
             )
         if ring == "xfloat" and self.snapshots is not None:
             at = np.flatnonzero(self.macro & (mseg >= 0))  # burst macro rows
