@@ -19,7 +19,7 @@ from math import gcd
 
 import numpy as np
 
-from gpu_hamlet.core.recursions import EVENT, Blocks
+from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
@@ -29,7 +29,7 @@ from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.sharing import Injection, SharingStats, collapse
 from gpu_hamlet.engine.transitions import TransitionTemplate
-from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, walk
+from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 from gpu_hamlet.query.workload import Query, Workload
 
@@ -105,13 +105,9 @@ def kleene_node(pattern: Pattern, key: str) -> PatternElement | Seq | None:
 def sub_template(body: PatternElement | Seq) -> Template:
     """`SEQ(IN, body)`: state 0 is IN, states 1..L the body's types in order, L its end."""
     name = IN_TYPE
-    while name in body_types(body):
+    while name in positive_types(body):
         name += "_"
     return Template.of(Seq((PatternElement(name), body)))
-
-
-def body_types(body: Pattern) -> tuple[str, ...]:
-    return tuple(n.type for n in walk(body) if isinstance(n, PatternElement))
 
 
 def block_of(tpl: Template, sub: Template, types: tuple[str, ...]) -> np.ndarray | None:
@@ -155,7 +151,7 @@ class SharedCycles:
         self.ev, self.attrs, self.be = ev, attrs, be
         body = kleene_node(queries[0].pattern, key)
         assert body is not None, "the pool's key is a Kleene sub-pattern of its queries"
-        self.types = body_types(body)
+        self.types = positive_types(body)
         self.sub = sub_template(body)
         self.blocks = {}
         for q in queries:
@@ -246,14 +242,6 @@ class SharedCycles:
         rid = self.run_of[qidx]
         return collapse(rid, rid)
 
-    def block_csr(self, name: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The query's block as rows of `Blocks.blk_ptr` and `blk_idx` for a template of k
-        states: only the entry state has a block."""
-        block = self.blocks[name]
-        ptr = np.zeros(k + 1, np.int64)
-        ptr[block[0] + 1 :] = block.shape[0]
-        return ptr, block
-
     def maps(
         self, ring: str, param: int, channels: tuple[Channel, ...], runs: np.ndarray
     ) -> np.ndarray:
@@ -299,9 +287,3 @@ class SharedCycles:
             M[run_pid] = maps
             done |= need
         return M[runs].reshape(-1, 1, lanes)
-
-    def blocks_of(
-        self, name: str, k: int, ring: str, param: int, channels: tuple[Channel, ...], runs
-    ) -> Blocks:
-        ptr, idx = self.block_csr(name, k)
-        return Blocks(self.maps(ring, param, channels, runs), ptr, idx)
