@@ -54,8 +54,8 @@ EVENT = -1
 #: to zero, before the other rows of that timestamp add theirs, which read the state from before
 #: it like every row.
 MOVE = -2
-#: `mseg` of a block macro row, at or below it: a run of a shared Kleene sub-pattern's events
-#: (gpu_hamlet/engine/cycle_sharing.py) whose map starts at row `BLOCK - mseg` of `BM`
+#: `mseg` of a block macro row, at or below it: a run of a shared sub-pattern's events
+#: (gpu_hamlet/engine/stage_sharing.py) whose map starts at row `BLOCK - mseg` of `BM`
 #: (`apply_block`); `pos` is the sub-pattern's entry state.
 BLOCK = -3
 
@@ -243,7 +243,7 @@ def block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
 def apply_block(
     tag, X, Dl, off, s, BM, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start, is_end, nch, k
 ):  # fmt: skip
-    """A block macro row: a run of a Kleene sub-pattern's events, entered at state s, as one map.
+    """A block macro row: a run of a shared sub-pattern's events, entered at state s, as one map.
 
     The block is the states blk_idx[blk_ptr[s]:blk_ptr[s + 1]] (s first, the only one entered
     from outside it). The run's map was computed once for every query sharing it, over the

@@ -25,7 +25,6 @@ from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
-from gpu_hamlet.engine.cycle_sharing import SharedCycles, cycle_plan
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
@@ -34,6 +33,7 @@ from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.parser import parse_workload
@@ -96,7 +96,7 @@ def evaluate(
         ctx.plans,
         ctx.matcher,
     )
-    shared: dict[str, list[SharedBursts | SharedWindows | SharedCycles]] = {}
+    shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
@@ -111,13 +111,14 @@ def evaluate(
                 stats.sets.append(sb.stats)
             for name in sset.names:
                 shared.setdefault(name, []).append(sb)
-    if options.sharing == "dynamic" and ev.n:  # GLORIA's Q-sets of Kleene cycles
+    if options.sharing == "dynamic" and ev.n:  # GLORIA's Q-sets of SEQ transitions and cycles
         by_name = {q.name: q for q in ctx.runs}
-        for key, names in cycle_plan(ctx.runs, ev, COST_MODELS[be.name])[1]:
+        model = COST_MODELS[be.name]
+        for key, chain, names in stage_plan(ctx.runs, ev, model)[1]:
             qs = tuple(by_name[n] for n in names)
             keys = parts.keys(qs[0].partition_attrs, len(qs[0].groupby))
-            sc = SharedCycles(
-                ev, attrs, be, key, qs, keys.order, keys.pid, plans, matcher, COST_MODELS[be.name]
+            sc = SharedStages(
+                ev, attrs, be, key, chain, qs, keys.order, keys.pid, plans, matcher, model
             )
             if stats is not None:
                 stats.sets.append(sc.stats)

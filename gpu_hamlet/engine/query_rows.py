@@ -19,13 +19,13 @@ from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.engine.adjacent import adjacent_runs
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
-from gpu_hamlet.engine.cycle_sharing import SharedCycles
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.pruning import rows_may_complete
 from gpu_hamlet.engine.sharing import SharedBursts
+from gpu_hamlet.engine.stage_sharing import SharedStages
 from gpu_hamlet.engine.window_copies import window_copies
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
@@ -51,7 +51,7 @@ class QueryRows:
         attrs: Attributes,
         plan: QueryPlan,
         matcher: Matcher,
-        shared: list[SharedBursts | SharedWindows | SharedCycles],
+        shared: list[SharedBursts | SharedWindows | SharedStages],
         options: Options,
         be: Backend,
         record_snapshots: bool = False,
@@ -92,8 +92,8 @@ class QueryRows:
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
-            if not maps and any(isinstance(sb, SharedCycles) for sb in shared):
-                # Pruned before a shared cycle's runs collapse: a block macro row stands for
+            if not maps and any(isinstance(sb, SharedStages) for sb in shared):
+                # Pruned before a shared stage's runs collapse: a block macro row stands for
                 # events over a stretch of time, which pruning by WITHIN cannot weigh. Rows it
                 # would drop are in no trend, so a run's map may still hold them.
                 pos = pos_all[keys.order[qidx]]
@@ -118,7 +118,7 @@ class QueryRows:
             for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
                 self.pos[macro_src == s_i] = (
                     sb.macro_position(q.name)
-                    if isinstance(sb, SharedCycles)
+                    if isinstance(sb, SharedStages)
                     else tpl.labels[sb.sset.kleene_type]  # flat
                 )
             # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
@@ -129,7 +129,7 @@ class QueryRows:
         self._check_values(matcher)
         # A block macro row stands for events over a stretch of time: its rows were pruned
         # before they collapsed (above).
-        self.prune = not any(isinstance(sb, SharedCycles) for sb in shared)
+        self.prune = not any(isinstance(sb, SharedStages) for sb in shared)
         if fast is None:
             sel = (
                 rows_may_complete(self.pid, self.time, *self._ends(), w.within)
@@ -402,16 +402,16 @@ class QueryRows:
     def _blocks(
         self, ring: str, channels: tuple[Channel, ...], p: int, mseg: np.ndarray
     ) -> Blocks | None:
-        """The block macro rows' maps (shared Kleene cycles), numbered into `mseg` as BLOCK - the
-        offset of their map in BM, and each cycle's block of states."""
-        cycles = [(s_i, sb) for s_i, sb in enumerate(self.sources) if isinstance(sb, SharedCycles)]
-        if not cycles:
+        """The block macro rows' maps (GLORIA's shared stages), numbered into `mseg` as BLOCK -
+        the offset of their map in BM, and each stage's block of states."""
+        stages = [(s_i, sb) for s_i, sb in enumerate(self.sources) if isinstance(sb, SharedStages)]
+        if not stages:
             return None
         k = self.tpl.k
         name = self.plan.query.name
         bms, lists = [], [np.zeros(0, np.int64)] * k
         offset = 0
-        for s_i, sb in cycles:
+        for s_i, sb in stages:
             at = np.flatnonzero(self.macro_src == s_i)
             bm = sb.maps(ring, p, channels, self.macro_seg[at])
             size = bm.shape[0] // max(at.size, 1)

@@ -605,8 +605,9 @@ class RunStats:
             return "sharing: no sharable set in this workload (or sharing='none')"
         out = []
         for s in self.sets:
-            # A type E is shared as E+; a cycle of GLORIA's plan is named as written.
-            name = s.kleene_type if s.kleene_type.endswith("+") else s.kleene_type + "+"
+            # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
+            # transition `tran(A, B)` or a chain of them) is named as written.
+            name = s.kleene_type if s.kleene_type.endswith(("+", ")")) else s.kleene_type + "+"
             out.append(
                 f"{name} shared by {', '.join(s.queries)}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "

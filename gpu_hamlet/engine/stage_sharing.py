@@ -1,5 +1,6 @@
-"""GLORIA's shared Kleene cycles: runs of a sub-pattern such as `SEQ(P, T)+`, computed once for
-the queries of a Q-set, each query resolving a run in one step (docs/architecture.md section 10).
+"""GLORIA's shared stages: runs of a sub-pattern (a SEQ transition's type, a Kleene cycle such
+as `SEQ(P, T)+`, or a chain of them that one Q-set shares) computed once for the queries of the
+Q-set, each query resolving a run in one step (docs/architecture.md section 10).
 
 A *run* is a maximal stretch of the Q-set's stream (the events its queries match, in one
 partition and pane) made only of the sub-pattern's events, cut at timestamps that mix them with
@@ -10,7 +11,8 @@ run's events over the *sub-template* `SEQ(IN, sub-pattern)`, which the backend c
 segment map (`full`). It depends only on the events, so queries that see the same events there
 (GLORIA's class: same partitions and filters on the sub-pattern's types) and aggregate alike
 share it, and each applies it as one block macro row (gpu_hamlet/core/recursions.py
-`apply_block`). Per run the engine decides whether sharing pays, as HAMLET does per burst.
+`apply_block`): for a transition tran(A, B), IN is the snapshot of A's sum that GLORIA
+propagates. Per run the engine decides whether sharing pays, as HAMLET does per burst.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.sharing import Injection, SharingStats, collapse
-from gpu_hamlet.engine.transitions import TransitionTemplate
+from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 from gpu_hamlet.query.workload import Query, Workload
@@ -47,14 +49,18 @@ QUERY_S = 3.0e-3
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
 
+Body = tuple[PatternElement | Seq, ...]
 
-def shareable_cycles(workload: Workload) -> tuple[TransitionTemplate, list]:
-    """GLORIA's template of the workload, and its Kleene cycles of two or more types as
-    (pool, classes of two or more queries that could share it)."""
+
+def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, list]:
+    """GLORIA's template of the workload, and its pools that a Q-set may execute shared, as
+    (pool, classes of two or more queries that could share it): SEQ transitions (`start`,
+    `tran`) and Kleene cycles of two or more types. A one-type Kleene pool is HAMLET's burst
+    (engine/sharing.py), shared burst by burst there."""
     template = TransitionTemplate.of(workload)
     out = []
     for pool in template.pools:
-        if pool.kind != "kleene" or len(pool.types) < 2:
+        if pool.kind == "kleene" and len(pool.types) < 2:
             continue
         classes: dict[tuple, list[str]] = {}
         for n in pool.queries:
@@ -65,49 +71,82 @@ def shareable_cycles(workload: Workload) -> tuple[TransitionTemplate, list]:
     return template, out
 
 
-def cycle_plan(
+def stage_plan(
     workload: Workload, ev: EventFrame, model: EngineCostModel
-) -> tuple[SharingPlan | None, list]:
-    """GLORIA's plan for the workload, and its Q-sets that share a Kleene cycle of two or more
-    types as (pool key, queries). No search (None) when no such cycle has two queries that
-    could share it: then there is nothing to execute beyond HAMLET's bursts."""
-    template, cycles = shareable_cycles(workload)
-    if not cycles:
+) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
+    """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
+    queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
+    snapshots propagate along all of them). No search (None) when no pool's whole class could
+    pay for its bookkeeping on the sample: then only HAMLET's bursts run shared."""
+    template, pools = shareable_stages(workload)
+    if not pools:
         return None, []
     codes = ev.type_codes[:SAMPLE]
     stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
+    scale = ev.type_codes.size / max(codes.size, 1)
+
+    def pays(types: tuple[str, ...], names: tuple[str, ...]) -> bool:
+        # The sample's runs, at their mean length, must save each query's bookkeeping: else
+        # the Q-set's stream is not even cut into runs.
+        runs = stats.runs(frozenset(types), template.types_of(frozenset(names)))
+        mean = np.full(1, stats.n(types) / max(runs, 1.0))
+        saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
+        return saved * scale > len(names) * QUERY_S
+
+    # A chain's runs are at least as long as its pools', so a pool that cannot pay shared by
+    # its whole class is left out before the search.
+    if not any(pays(pool.types, g) for pool, groups in pools for g in groups):
+        return None, []
     plan = find_plan(template, stats)
-    qsets = []
-    for pool, _ in cycles:
+    by_set: dict[tuple[str, ...], list[Pool]] = {}
+    for pool, _ in pools:
         for b in plan.nodes[pool.key]:
             names = tuple(n for n in pool.queries if n in b.queries)
-            # The sample's runs, at their mean length, must save each query's bookkeeping:
-            # else the Q-set's stream is not even cut into runs.
-            runs = stats.runs(frozenset(pool.types), template.types_of(frozenset(names)))
-            mean = np.full(1, stats.n(pool.types) / max(runs, 1.0))
-            saved = runs * SharedCycles.saved_per_run(mean, len(pool.types), len(names), model)
-            if (
-                len(names) >= 2
-                and saved * ev.type_codes.size / max(codes.size, 1) > len(names) * QUERY_S
-            ):
-                qsets.append((pool.key, names))
-    return plan, qsets
+            if len(names) >= 2:
+                by_set.setdefault(names, []).append(pool)
+    chains = shared_chains(by_set)
+    return plan, [c for c in chains if pays(tuple(t for p in c[1] for t in p.types), c[2])]
 
 
-def kleene_node(pattern: Pattern, key: str) -> PatternElement | Seq | None:
-    """The Kleene sub-pattern of `pattern` spelled `key` (a GLORIA pool's key)."""
-    for node in walk(pattern):
-        if isinstance(node, PatternElement | Seq) and node.kleene and str(node) == key:
-            return node
-    return None
+def shared_chains(
+    by_set: dict[tuple[str, ...], list[Pool]],
+) -> list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]:
+    """(name, chain, queries) for each Q-set's pools (in topological order), joined into one
+    chain where every query of the set takes one pool right after the other."""
+    out = []
+    for names, pools in by_set.items():
+        chains: list[list[Pool]] = []
+        for p in pools:
+            if chains and all(p.prev[n] == chains[-1][-1].key for n in names):
+                chains[-1].append(p)
+            else:
+                chains.append([p])
+        out += [(" ".join(p.key for p in c), tuple(c), names) for c in chains]
+    return out
 
 
-def sub_template(body: PatternElement | Seq) -> Template:
-    """`SEQ(IN, body)`: state 0 is IN, states 1..L the body's types in order, L its end."""
+def stage_body(pattern: Pattern, chain: tuple[Pool, ...]) -> Body:
+    """The sub-patterns of `pattern` that the pools of `chain` process, in order."""
+    body: list[PatternElement | Seq] = []
+    for pool in chain:
+        if pool.kind != "kleene":
+            body.append(PatternElement(pool.types[0]))
+            continue
+        for node in walk(pattern):
+            if isinstance(node, PatternElement | Seq) and node.kleene and str(node) == pool.key:
+                body.append(node)
+                break
+    assert len(body) == len(chain), "a chain's pools are stages of its queries' patterns"
+    return tuple(body)
+
+
+def sub_template(body: Body) -> Template:
+    """`SEQ(IN, *body)`: state 0 is IN, states 1..L the body's types in order, L its end."""
+    types = {t for b in body for t in positive_types(b)}
     name = IN_TYPE
-    while name in positive_types(body):
+    while name in types:
         name += "_"
-    return Template.of(Seq((PatternElement(name), body)))
+    return Template.of(Seq((PatternElement(name), *body)))
 
 
 def block_of(tpl: Template, sub: Template, types: tuple[str, ...]) -> np.ndarray | None:
@@ -131,8 +170,8 @@ def block_of(tpl: Template, sub: Template, types: tuple[str, ...]) -> np.ndarray
     return block
 
 
-class SharedCycles:
-    """The runs of one Kleene sub-pattern in one Q-set's stream, which of them run shared, and
+class SharedStages:
+    """The runs of one shared sub-pattern in one Q-set's stream, which of them run shared, and
     their maps (computed once per ring and channels, when a query first needs them)."""
 
     def __init__(
@@ -141,6 +180,7 @@ class SharedCycles:
         attrs: Attributes,
         be: Backend,
         key: str,
+        chain: tuple[Pool, ...],
         queries: tuple[Query, ...],
         order: np.ndarray,
         pid: np.ndarray,
@@ -149,9 +189,8 @@ class SharedCycles:
         model: EngineCostModel,
     ) -> None:
         self.ev, self.attrs, self.be = ev, attrs, be
-        body = kleene_node(queries[0].pattern, key)
-        assert body is not None, "the pool's key is a Kleene sub-pattern of its queries"
-        self.types = positive_types(body)
+        body = stage_body(queries[0].pattern, chain)
+        self.types = tuple(t for b in body for t in positive_types(b))
         self.sub = sub_template(body)
         self.blocks = {}
         for q in queries:
@@ -209,8 +248,8 @@ class SharedCycles:
 
     @staticmethod
     def saved_per_run(length: np.ndarray, L: int, nq: int, model: EngineCostModel) -> np.ndarray:
-        """What sharing saves on runs of `length` events of a cycle of L types, for nq queries,
-        in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
+        """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
+        queries, in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
         shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
         each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
         column (`apply_block`), plus the class's bookkeeping."""

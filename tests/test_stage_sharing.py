@@ -1,6 +1,7 @@
-"""GLORIA's shared Kleene cycles (gpu_hamlet/engine/cycle_sharing.py): runs of `SEQ(P, T)+` and
-nested cycles computed once per Q-set and applied per query as block macro rows give the
-oracle's results in every numeric mode and on both backends."""
+"""GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py): runs of Kleene cycles such as
+`SEQ(P, T)+`, of SEQ transitions and of chains of them, computed once per Q-set and applied per
+query as block macro rows, give the oracle's results in every numeric mode and on both
+backends."""
 
 from __future__ import annotations
 
@@ -17,16 +18,17 @@ from hypothesis import strategies as st
 from oracle import oracle
 
 import gpu_hamlet
-from gpu_hamlet.engine.cycle_sharing import (
-    SharedCycles,
-    block_of,
-    cycle_plan,
-    shareable_cycles,
-    sub_template,
-)
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.optimizer import CPU_COSTS
 from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.stage_sharing import (
+    SharedStages,
+    block_of,
+    shareable_stages,
+    shared_chains,
+    stage_plan,
+    sub_template,
+)
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
@@ -87,6 +89,58 @@ def cycle_cases(draw):
     return ";\n".join(queries), rows
 
 
+@st.composite
+def seq_cases(draw):
+    """2 to 4 SEQ queries over the types A to E in that order, most of them in common (so that
+    they meet on start and tran pools, and chain them), one type possibly under Kleene plus
+    (HAMLET's burst), with filters, aggregates and windows varied; a stream of runs of one
+    type, duplicate timestamps included."""
+    group = draw(st.sampled_from(["", " GROUPBY g"]))
+    base = draw(st.sets(st.sampled_from("ABCDE"), min_size=2, max_size=3))
+    queries = []
+    for i in range(draw(st.integers(2, 4))):
+        types = sorted(base | draw(st.sets(st.sampled_from("ABCDE"), max_size=1)))
+        plus = draw(st.sampled_from([None, None, None, *types]))
+        elems = [t + ("+" if t == plus else "") for t in types]
+        f = draw(st.sampled_from([None, None, *types]))
+        where = f" WHERE {f}.x {draw(st.sampled_from(['<', '>=']))} 2" if f else ""
+        aggs = draw(
+            st.sampled_from(
+                [
+                    "COUNT(*)",
+                    f"COUNT(*), SUM({types[-1]}.x)",
+                    f"COUNT({types[0]}), MIN({types[1]}.x)",
+                    f"AVG({types[1]}.y), MAX({types[0]}.y)",
+                ]
+            )
+        )
+        w = draw(st.sampled_from([6, 12]))
+        slide = draw(st.sampled_from([w, w // 2, w // 3]))
+        queries.append(
+            f"s{i}: RETURN {aggs} PATTERN SEQ({', '.join(elems)}){where}{group} "
+            f"WITHIN {w} s SLIDE {slide} s"
+        )
+    events, t = [], 0
+    for _ in range(draw(st.integers(2, 8))):
+        ty = draw(st.sampled_from("ABCDE"))
+        for _ in range(draw(st.integers(1, 5))):
+            events.append((t, ty))
+            t += draw(st.integers(0, 1))
+    rows = [
+        {
+            "time": tm,
+            "type": ty,
+            "g": draw(st.sampled_from(["u", "v"])),
+            "x": draw(st.integers(0, 5)),
+            "y": draw(st.integers(0, 8)) / 4,
+        }
+        for tm, ty in events
+    ]
+    for ty in "ABCDE":  # every pattern type occurs
+        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
+    return ";\n".join(queries), rows
+
+
 def _run(table, text, numeric, backend, share):
     """dynamic sharing with each run shared where `share(length)` says; the stats."""
     stats = RunStats()
@@ -95,14 +149,16 @@ def _run(table, text, numeric, backend, share):
         return share(length)
 
     def every_class(workload, ev, model):  # the plan of GLORIA's search shares only where it pays
-        return None, [
-            (pool.key, g) for pool, groups in shareable_cycles(workload)[1] for g in groups
-        ]
+        by_set: dict = {}
+        for pool, groups in shareable_stages(workload)[1]:
+            for g in groups:
+                by_set.setdefault(g, []).append(pool)
+        return None, shared_chains(by_set)
 
     with (
-        patch.object(SharedCycles, "_worth", worth),
-        patch.object(SharedCycles, "_saved", lambda *args: math.inf),
-        patch("gpu_hamlet.engine.evaluate.cycle_plan", every_class),
+        patch.object(SharedStages, "_worth", worth),
+        patch.object(SharedStages, "_saved", lambda *args: math.inf),
+        patch("gpu_hamlet.engine.evaluate.stage_plan", every_class),
     ):
         got = gpu_hamlet.aggregate(
             table, text, sharing="dynamic", numeric=numeric, stats=stats, backend=backend
@@ -142,6 +198,39 @@ def test_shared_cycles_match_oracle(case, numeric, share):
 @given(cycle_cases(), st.sampled_from(["exact", "float", "bigint"]))
 def test_shared_cycles_match_oracle_on_gpu(case, numeric):
     _check(case, numeric, "gpu", SHARE["every run"])
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seq_cases(), st.sampled_from(["exact", "float", "bigint"]), st.sampled_from(list(SHARE)))
+def test_shared_transitions_match_oracle(case, numeric, share):
+    _check(case, numeric, "cpu", SHARE[share])
+
+
+@pytest.mark.gpu
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seq_cases(), st.sampled_from(["exact", "float", "bigint"]))
+def test_shared_transitions_match_oracle_on_gpu(case, numeric):
+    _check(case, numeric, "gpu", SHARE["every run"])
+
+
+def test_a_shared_transition_chain_is_one_block_macro_row_per_run():
+    """Two queries SEQ(A, B, C, _) share tran(A, B) and tran(B, C) as one chain: a run of B and
+    C events is one map; a third query sharing start(A) with them shares it apart."""
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B, C, D) WITHIN 100 s SLIDE 100 s;\n"
+        "b: RETURN COUNT(*), SUM(C.x) PATTERN SEQ(A, B, C, E) WITHIN 100 s SLIDE 100 s;\n"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, F) WITHIN 100 s SLIDE 100 s"
+    )
+    types = ["A", "A", "F", "B", "B", "C", "B", "C", "D", "E", "C", "E"]
+    events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
+    stats = _check((text, events), "exact", "cpu", SHARE["every run"])
+    got = {s.kleene_type: (s.queries, s.bursts, s.burst_events) for s in stats.sets}
+    assert got == {
+        "start(A)": (("a", "b", "c"), 1, 2),
+        "tran(A, B) tran(B, C)": (("a", "b"), 2, 6),
+    }
+    assert "tran(A, B) tran(B, C) shared by a, b: 2 bursts (6 events)" in stats.describe()
 
 
 def test_a_shared_run_is_one_block_macro_row():
@@ -205,7 +294,8 @@ def test_default_costs_share_long_runs_of_many_queries():
             stats=stats,
             on_overflow="null",
         )
-        cycles = [s for s in stats.sets if s.kleene_type == "SEQ(P, T)+"]
+        # Identical queries share every stage: one chain, the whole pattern.
+        cycles = [s for s in stats.sets if "SEQ(P, T)+" in s.kleene_type]
         shared, runs = sum(s.shared for s in cycles), sum(s.bursts for s in cycles)
         if shares:  # all but the short pieces of runs that a pane boundary cuts
             assert runs >= 200 and shared >= 0.9 * runs
@@ -214,7 +304,7 @@ def test_default_costs_share_long_runs_of_many_queries():
 
 
 def test_block_of_needs_the_sub_pattern_as_one_block():
-    sub = sub_template(Seq((PatternElement("P"), PatternElement("T")), kleene=True))
+    sub = sub_template((Seq((PatternElement("P"), PatternElement("T")), kleene=True),))
     assert sub.k == 3 and list(sub.is_end) == [False, False, True]
     inside = Template.of(
         Seq((PatternElement("A"), Seq((PatternElement("P"), PatternElement("T")), kleene=True)))
@@ -232,27 +322,52 @@ def test_block_of_needs_the_sub_pattern_as_one_block():
     assert block_of(other, sub, ("P", "T")) is None
 
 
-def test_cycle_plan_searches_only_where_a_cycle_could_be_shared():
-    """GLORIA's search runs only when two queries of one class hold a cycle of two or more
-    types; its Q-sets then name them."""
-    names = ["A", "C", "P", "T"]
-    codes = np.asarray([0] + [2, 3] * 20 + [1], np.int32)
+def test_stage_plan_searches_only_where_a_stage_could_pay():
+    """GLORIA's search runs only when two queries of one class hold a stage whose runs could
+    pay for their bookkeeping; its Q-sets then name them (HAMLET's one-type bursts aside)."""
+    names = ["A", "C", "D", "P", "T"]
+    codes = np.asarray([0] + [3, 4] * 20 + [1], np.int32)
     ev = cast(EventFrame, SimpleNamespace(type_codes=codes, type_names=names))
     none = gpu_hamlet.parse_workload(
         "a: RETURN COUNT(*) PATTERN SEQ(A, P+) WITHIN 9 s SLIDE 9 s;\n"
-        "b: RETURN COUNT(*) PATTERN SEQ(C, P+) WITHIN 9 s SLIDE 9 s;\n"
-        "c: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(T, C+) WITHIN 9 s SLIDE 9 s;\n"
+        "c: RETURN COUNT(*) PATTERN SEQ(D, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s;\n"
         "d: RETURN COUNT(*) PATTERN SEQ(C, SEQ(P, T)+) WHERE P.x > 1 WITHIN 9 s SLIDE 9 s"
     )
-    assert cycle_plan(none, ev, CPU_COSTS) == (None, [])
+    assert shareable_stages(none)[1] == []
+    assert stage_plan(none, ev, CPU_COSTS) == (None, [])
     some = gpu_hamlet.parse_workload(
         ";\n".join(
             f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
             for i, first in enumerate("ACAC")
         )
     )
-    plan, qsets = cycle_plan(some, ev, CPU_COSTS)
-    assert plan is not None and qsets == []  # 40 events save less than the bookkeeping
-    with patch("gpu_hamlet.engine.cycle_sharing.QUERY_S", 0.0):
-        plan, qsets = cycle_plan(some, ev, CPU_COSTS)
-    assert plan is not None and qsets == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+    assert [p.key for p, _ in shareable_stages(some)[1]] == ["start(A)", "start(C)", "SEQ(P, T)+"]
+    # 40 events save less than the bookkeeping: no search.
+    assert stage_plan(some, ev, CPU_COSTS) == (None, [])
+    with patch("gpu_hamlet.engine.stage_sharing.QUERY_S", 0.0):
+        plan, qsets = stage_plan(some, ev, CPU_COSTS)
+    # Runs of one A or C event save nothing; the cycle's run of 40 does.
+    assert plan is not None
+    assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+
+
+def test_transitions_of_one_q_set_chain_into_one_sub_pattern():
+    """tran(A, B) and tran(B, C) shared by the same queries propagate one snapshot along both:
+    one chain, SEQ(IN, B, C); a third query that only shares tran(A, B) starts its own."""
+    wl = gpu_hamlet.parse_workload(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B, C, D) WITHIN 9 s SLIDE 9 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(A, B, C, E) WITHIN 9 s SLIDE 9 s;\n"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, B, F) WITHIN 9 s SLIDE 9 s"
+    )
+    pools = {p.key: p for p, _ in shareable_stages(wl)[1]}
+    chains = shared_chains(
+        {
+            ("a", "b"): [pools["tran(A, B)"], pools["tran(B, C)"]],
+            ("a", "b", "c"): [pools["start(A)"]],
+        }
+    )
+    assert [(key, names) for key, _, names in chains] == [
+        ("tran(A, B) tran(B, C)", ("a", "b")),
+        ("start(A)", ("a", "b", "c")),
+    ]
