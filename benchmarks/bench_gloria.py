@@ -1,38 +1,58 @@
-"""GLORIA's execution (issue 20): sharing='dynamic' (GLORIA's plan of shared Kleene cycles plus
-HAMLET's bursts) against 'none', 'static' and 'hamlet' on Kleene workloads.
+"""GLORIA's execution (issue 20): sharing='dynamic' (GLORIA's plan of shared SEQ transitions and
+Kleene cycles, plus HAMLET's bursts) against 'none', 'static' and 'hamlet', on GLORIA's three
+workload kinds over three streams; throughput and optimisation time against the number of
+queries, as in GLORIA's Figures 10 to 13.
 
     python benchmarks/bench_gloria.py [--events 100000] [--queries 20 50 100] [--lengths 2 4]
-        [--repeat 2]
+        [--repeat 2] [--streams ridesharing bursty NASDAQ] [--out benchmarks/results/gloria]
 
-Two streams of `--events` events:
-- *ridesharing*: the HAMLET paper's generator. Its cycles' runs are short (a Kleene body's types
-  are interleaved with the others'), so little sharing pays there;
-- *bursty*: runs of 40 events cycling through the body's types, each between one of 5 prefix
-  and one of 5 suffix types, 10 ms apart.
-Workloads: on ridesharing, bench_plan_search.py's Kleene workload (queries around one cycle of
-`length` types, flat or nested, with different prefixes, suffixes, GROUPBY and filters); on the
-bursty stream, queries SEQ(A_i, SEQ(T_1, ..., T_length)+, C_j) with COUNT(*). Windows of 30
-min sliding by 10 min (ridesharing) and 1 min sliding by 30 s (bursty); float mode with
-on_overflow='null' (the counts leave float64's range; the work is the same). Each cell: the best
-of `--repeat` warm runs of `aggregate` on the CPU backend, in seconds.
+Streams of `--events` events:
+- *ridesharing*: the HAMLET paper's generator. Its types are interleaved, so runs of a
+  sub-pattern's events are short and little sharing pays there;
+- *bursty*: runs of 40 events cycling through the body types T_0 .. T_(L-1), each between one
+  of 5 prefix types A_i and one of 5 suffix types C_j, 10 ms apart;
+- *NASDAQ*: the real ticks of `../shared/data/NASDAQ_*.txt` (about 3,500 ticks of 7 tickers on
+  1 Feb 2008, one per ticker and minute), merged and repeated one day later until `--events`.
+Workloads (GLORIA section 8.1): *SEQ*, *Kleene* (a sub-pattern of `--lengths` types, flat and
+nested) and *mixed* (one Kleene query per two SEQ queries). On ridesharing and NASDAQ they are
+bench_plan_search.py's generators (prefixes, suffixes, GROUPBY and filters varied); on the
+bursty stream SEQ(A_i, T_0, .., T_(L-1), C_j) (L = 2), SEQ(A_i, SEQ(T_0, .., T_(L-1))+, C_j)
+and the two mixed 2:1, COUNT(*). Windows of 30 min sliding by 10 min (1 min by 30 s on the
+bursty stream); float mode with on_overflow='null' (counts leave float64's range; the work is
+the same). Each cell: the best of `--repeat` warm runs of `aggregate` on the CPU backend;
+"opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
+events), the best of 3. Writes `results.json` and `throughput.png`, `optimisation.png` to
+`--out`; the table goes to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import os
 import platform
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from bench_plan_search import kleene_workload
+import pyarrow.compute as pc
+from bench_plan_search import RIDES, Vocabulary, kleene_workload, mixed_workload, seq_workload
+from report import Panel, line_panels
 
 import gpu_hamlet
-from gpu_hamlet.datagen import ridesharing
+from gpu_hamlet.datagen import load_nasdaq, ridesharing
+from gpu_hamlet.engine.plan_search import StreamStats, find_plan
 from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.stage_sharing import SAMPLE
+from gpu_hamlet.engine.transitions import TransitionTemplate
 
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
 MODES = ("none", "static", "hamlet", "dynamic")
+Workload = Callable[[int, int], str]  # (queries, length) -> workload text
 
 
 def bursty(n: int, length: int, run: int = 40, seed: int = 0) -> pa.Table:
@@ -49,13 +69,49 @@ def bursty(n: int, length: int, run: int = 40, seed: int = 0) -> pa.Table:
     )
 
 
-def bursty_workload(n: int, length: int) -> str:
+def bursty_workload(n: int, length: int, kleene: bool) -> str:
     body = ", ".join(f"T{j}" for j in range(length))
+    mid = f"SEQ({body})+" if kleene else body
     return ";\n".join(
-        f"q{i}: RETURN COUNT(*) PATTERN SEQ(A{i % 5}, SEQ({body})+, C{(i // 5) % 5}) "
-        "WITHIN 1 min SLIDE 30 s"
+        f"{'k' if kleene else 's'}{i}: RETURN COUNT(*) PATTERN SEQ(A{i % 5}, {mid}, "
+        f"C{(i // 5) % 5}) WITHIN 1 min SLIDE 30 s"
         for i in range(n)
     )
+
+
+def nasdaq(n: int) -> pa.Table:
+    """The real ticks, merged in time order, repeated a day later until n events."""
+    paths = sorted(glob.glob(str(DATA / "NASDAQ_*.txt")))
+    if not paths:
+        raise SystemExit(f"no NASDAQ_*.txt in {DATA}: leave NASDAQ out of --streams")
+    day = pa.concat_tables([load_nasdaq(p) for p in paths])
+    day = day.take(pc.sort_indices(day, [("time", "ascending")]))
+    copies = []
+    for d in range(-(-n // day.num_rows)):
+        shifted = pc.add(day.column("time"), pa.scalar(d * 86_400, pa.duration("s")))
+        copies.append(day.set_column(day.schema.get_field_index("time"), "time", shifted))
+    return pa.concat_tables(copies).slice(0, n)
+
+
+def tickers(table: pa.Table) -> Vocabulary:
+    types = tuple(sorted(set(table.column("type").to_pylist())))
+    return Vocabulary(types, ("",), ("", " WHERE {t}.close > 40", " WHERE {t}.volume < 20000"))
+
+
+def workloads(stream: str, v: Vocabulary) -> dict[str, Workload]:
+    if stream == "bursty":
+        return {
+            "SEQ": lambda n, L: bursty_workload(n, 2, False),
+            "Kleene": lambda n, L: bursty_workload(n, L, True),
+            "mixed 1:2": lambda n, L: ";\n".join(
+                [bursty_workload(n - n // 3, 2, False), bursty_workload(n // 3, L, True)]
+            ),
+        }
+    return {
+        "SEQ": lambda n, L: seq_workload(n, 0, v),
+        "Kleene": lambda n, L: kleene_workload(n, L, 0, v),
+        "mixed 1:2": lambda n, L: mixed_workload(n, 2, 0, v),
+    }
 
 
 def timed(events: pa.Table, text: str, mode: str, repeat: int) -> tuple[float, RunStats]:
@@ -84,39 +140,99 @@ def timed(events: pa.Table, text: str, mode: str, repeat: int) -> tuple[float, R
     return best, stats
 
 
+def search_ms(text: str, stats: StreamStats) -> float:
+    workload = gpu_hamlet.parse_workload(text)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        find_plan(TransitionTemplate.of(workload), stats)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
+def plots(out: Path, points: list[dict], events: int) -> None:
+    keys = sorted({(p["stream"], p["kind"], p["L"]) for p in points}, key=str)
+    panels = []
+    for stream, kind, L in keys:
+        cell = sorted(
+            (p for p in points if (p["stream"], p["kind"], p["L"]) == (stream, kind, L)),
+            key=lambda p: p["Q"],
+        )
+        series = {
+            m: ([p["Q"] for p in cell], [events / p["seconds"][m] / 1e3 for p in cell])
+            for m in MODES
+        }
+        title = f"{stream}, {kind}" + (f" (L = {L})" if kind != "SEQ" else "")
+        panels.append(Panel(title, "queries", "thousand events/s", series))
+    line_panels(out / "throughput.png", "Throughput against the number of queries", panels)
+    opt = []
+    for stream in sorted({p["stream"] for p in points}):
+        series = {}
+        for kind, L in sorted({(p["kind"], p["L"]) for p in points if p["stream"] == stream}):
+            cell = sorted(
+                (p for p in points if (p["stream"], p["kind"], p["L"]) == (stream, kind, L)),
+                key=lambda p: p["Q"],
+            )
+            label = kind + (f" L={L}" if kind != "SEQ" else "")
+            series[label] = ([p["Q"] for p in cell], [p["search_ms"] for p in cell])
+        opt.append(Panel(stream, "queries", "GLORIA search, ms", series))
+    line_panels(out / "optimisation.png", "Optimisation time against the number of queries", opt)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--queries", type=int, nargs="+", default=[20, 50, 100])
     ap.add_argument("--lengths", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--streams", nargs="+", default=["ridesharing", "bursty", "NASDAQ"])
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gloria")
     args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"# {args.events:,} events per stream; seconds, best of {args.repeat}")
     head = " ".join(f"{m:>8}" for m in MODES)
-    print(f"{'stream':<12} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} {'none/dyn':>9} shared runs")
-    rides = ridesharing(args.events, seed=1)
-    for length in args.lengths:
-        stream = bursty(args.events, length)
-        for n in args.queries:
-            cases = (
-                ("ridesharing", rides, kleene_workload(n, length)),
-                ("bursty", stream, bursty_workload(n, length)),
-            )
-            for name, events, text in cases:
-                secs, runs = {}, ""
-                for mode in MODES:
-                    secs[mode], stats = timed(events, text, mode, args.repeat)
-                    if mode == "dynamic":
-                        cyc = [s for s in stats.sets if s.kleene_type.startswith("SEQ(")]
-                        runs = f"{sum(s.shared for s in cyc)}/{sum(s.bursts for s in cyc)}"
-                best = min(secs[m] for m in MODES if m != "dynamic")
-                cells = " ".join(f"{secs[m]:8.3f}" for m in MODES)
-                print(
-                    f"{name:<12} {n:4d} {length:3d} {cells} {secs['dynamic'] / best:9.2f} "
-                    f"{secs['none'] / secs['dynamic']:9.2f} {runs}",
-                    flush=True,
-                )
+    print(
+        f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} "
+        f"{'none/dyn':>9} {'opt ms':>7} shared runs"
+    )
+    points = []
+    for stream in args.streams:
+        vocab = RIDES
+        if stream == "NASDAQ":
+            table = nasdaq(args.events)
+            vocab = tickers(table)
+        elif stream == "ridesharing":
+            table = ridesharing(args.events, seed=1)
+        for kind, make in workloads(stream, vocab).items():
+            for L in args.lengths if kind != "SEQ" else args.lengths[:1]:
+                if stream == "bursty":
+                    table = bursty(args.events, L)
+                sample = table.column("type").slice(0, SAMPLE).to_pylist()
+                stats = StreamStats.of(sample)
+                for n in args.queries:
+                    text = make(n, L)
+                    secs, runs = {}, ""
+                    for mode in MODES:
+                        secs[mode], rs = timed(table, text, mode, args.repeat)
+                        if mode == "dynamic":  # GLORIA's stages, named as written
+                            st = [s for s in rs.sets if s.kleene_type.endswith((")", ")+"))]
+                            runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
+                    opt = search_ms(text, stats)
+                    best = min(secs[m] for m in MODES if m != "dynamic")
+                    cells = " ".join(f"{secs[m]:8.3f}" for m in MODES)
+                    print(
+                        f"{stream:<12} {kind:<10} {n:4d} {L:3d} {cells} "
+                        f"{secs['dynamic'] / best:9.2f} {secs['none'] / secs['dynamic']:9.2f} "
+                        f"{opt:7.1f} {runs}",
+                        flush=True,
+                    )
+                    points.append(
+                        {"stream": stream, "kind": kind, "L": L, "Q": n, "seconds": secs}
+                        | {"search_ms": opt, "shared_runs": runs}
+                    )
+    (args.out / "results.json").write_text(json.dumps(points, indent=1) + "\n")
+    plots(args.out, points, args.events)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,34 +26,48 @@ from gpu_hamlet.datagen import RIDESHARING_TYPES, ridesharing
 from gpu_hamlet.engine.plan_search import SEARCHES, StreamStats, find_plan
 from gpu_hamlet.engine.transitions import TransitionTemplate
 
-GROUPS = ("", " GROUPBY district", " GROUPBY driver")
-WHERE = ("", " WHERE {t}.speed > 10", " WHERE {t}.price < 30")
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the generated queries are made of: the stream's types, GROUPBY clauses and filters
+    (`{t}` is the filtered type)."""
+
+    types: tuple[str, ...]
+    groups: tuple[str, ...]
+    where: tuple[str, ...]
 
 
-def _query(i: int, pattern: str, rng: np.random.Generator, first: str) -> str:
-    where = WHERE[rng.integers(len(WHERE))].format(t=first)
-    group = GROUPS[rng.integers(len(GROUPS))]
+RIDES = Vocabulary(
+    tuple(RIDESHARING_TYPES),
+    ("", " GROUPBY district", " GROUPBY driver"),
+    ("", " WHERE {t}.speed > 10", " WHERE {t}.price < 30"),
+)
+
+
+def _query(i: int, pattern: str, rng: np.random.Generator, first: str, v: Vocabulary) -> str:
+    where = v.where[rng.integers(len(v.where))].format(t=first)
+    group = v.groups[rng.integers(len(v.groups))]
     return f"q{i}: RETURN COUNT(*) PATTERN {pattern}{where}{group} WITHIN 30 min SLIDE 10 min"
 
 
-def seq_workload(n: int, seed: int = 0) -> str:
+def seq_workload(n: int, seed: int = 0, v: Vocabulary = RIDES) -> str:
     """n SEQ queries: one of 8 shared prefixes of 2 types, then 1 to 3 other types."""
     rng = np.random.default_rng(seed)
-    types = list(RIDESHARING_TYPES)
+    types = list(v.types)
     prefixes = [list(rng.choice(types, 2, replace=False)) for _ in range(8)]
     out = []
     for i in range(n):
         pre = prefixes[i % len(prefixes)]
         rest = [t for t in rng.permutation(types) if t not in pre][: rng.integers(1, 4)]
-        out.append(_query(i, f"SEQ({', '.join(pre + rest)})", rng, pre[0]))
+        out.append(_query(i, f"SEQ({', '.join(pre + rest)})", rng, pre[0], v))
     return ";\n".join(out)
 
 
-def kleene_workload(n: int, length: int, seed: int = 0) -> str:
+def kleene_workload(n: int, length: int, seed: int = 0, v: Vocabulary = RIDES) -> str:
     """n queries containing one Kleene sub-pattern of `length` types (nested in every third
     query: SEQ(X, SEQ(...)+)+), between a prefix of 1 type and a suffix of 1 type."""
     rng = np.random.default_rng(seed)
-    types = list(RIDESHARING_TYPES)
+    types = list(v.types)
     body = types[:length]
     others = types[length:]
     flat = f"SEQ({', '.join(body)})+" if length > 1 else f"{body[0]}+"
@@ -61,17 +76,17 @@ def kleene_workload(n: int, length: int, seed: int = 0) -> str:
     for i in range(n):
         pre, post = rng.choice(others[:-1], 2, replace=False)
         kleene = nested if i % 3 == 2 else flat
-        out.append(_query(i, f"SEQ({pre}, {kleene}, {post})", rng, str(pre)))
+        out.append(_query(i, f"SEQ({pre}, {kleene}, {post})", rng, str(pre), v))
     return ";\n".join(out)
 
 
-def mixed_workload(n: int, ratio: int, seed: int = 0) -> str:
+def mixed_workload(n: int, ratio: int, seed: int = 0, v: Vocabulary = RIDES) -> str:
     """n queries, one Kleene query (sub-pattern of length 4) per `ratio` SEQ queries."""
     k = n // (ratio + 1)
-    seq = seq_workload(n - k, seed).split(";\n")
+    seq = seq_workload(n - k, seed, v).split(";\n")
     kle = [
         line.replace(f"q{i}:", f"k{i}:", 1)
-        for i, line in enumerate(kleene_workload(k, 4, seed).split(";\n"))
+        for i, line in enumerate(kleene_workload(k, 4, seed, v).split(";\n"))
     ]
     return ";\n".join(seq + kle)
 

@@ -17,6 +17,7 @@ STYLE = {
     "dynamic": ("tab:blue", "o"),
     "static": ("tab:orange", "s"),
     "none": ("tab:green", "^"),
+    "hamlet": ("tab:purple", "d"),
     "two-step": ("tab:red", "x"),
 }
 

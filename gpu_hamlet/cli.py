@@ -226,9 +226,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
     print()
     print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
-    print("(estimates: sharing='dynamic' runs the plan's Kleene cycles of several types where")
-    print(" their runs pay, and HAMLET's bursts; SEQ transitions are not executed yet, each query")
-    print(" runs them alone: docs/architecture.md section 10)")
+    print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
+    print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, and HAMLET's")
+    print(" one-type bursts burst by burst: docs/architecture.md section 10)")
     if events is not None:
         from gpu_hamlet import RunStats
         from gpu_hamlet.engine.evaluate import evaluate

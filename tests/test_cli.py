@@ -117,7 +117,7 @@ def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     assert "sharable set T2+: q1, q2" in out
     assert "T2 -> T2" in out and "q1, q2" in out
     assert "statistics: uniform, no events given" in out
-    assert "T2+" in out and "SEQ transitions are not executed yet" in out
+    assert "T2+" in out and "Q-sets of SEQ transitions and Kleene" in out
 
 
 def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):

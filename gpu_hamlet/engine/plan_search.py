@@ -114,9 +114,12 @@ class StreamStats:
                 other = self.n(seen - body)
                 self._runs[key] = min(nb, 1.0 + nb * other / max(nb + other, 1.0))
             else:
-                codes = [self._index[t] for t in seen if t in self._index]
-                sub = self._codes[np.isin(self._codes, codes)]
-                inb = np.isin(sub, [self._index[t] for t in body if t in self._index])
+                # Type -> 0 (not seen), 1 (seen), 2 (in the body): one gather over the events.
+                lut = np.zeros(len(self._index) + 1, np.int8)
+                lut[[self._index[t] for t in seen if t in self._index]] = 1
+                lut[[self._index[t] for t in body if t in self._index]] = 2
+                sub = lut[self._codes]
+                inb = sub[sub > 0] == 2
                 self._runs[key] = float(np.count_nonzero(inb[1:] & ~inb[:-1]) + inb[:1].sum())
         return self._runs[key]
 

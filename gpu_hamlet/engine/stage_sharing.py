@@ -76,8 +76,9 @@ def stage_plan(
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
-    snapshots propagate along all of them). No search (None) when no pool's whole class could
-    pay for its bookkeeping on the sample: then only HAMLET's bursts run shared."""
+    snapshots propagate along all of them). No search (None) when neither a pool shared by its
+    whole class nor a stretch of pools that queries have in common could pay for its
+    bookkeeping on the sample: then only HAMLET's bursts run shared."""
     template, pools = shareable_stages(workload)
     if not pools:
         return None, []
@@ -87,15 +88,22 @@ def stage_plan(
 
     def pays(types: tuple[str, ...], names: tuple[str, ...]) -> bool:
         # The sample's runs, at their mean length, must save each query's bookkeeping: else
-        # the Q-set's stream is not even cut into runs.
+        # the Q-set's stream is not even cut into runs. Sharing saves at most each query's
+        # rows, so too few events cannot pay whatever their runs (no pass over the sample).
+        n = stats.n(types)
+        if n * scale * (model.base_s + model.event_s) <= QUERY_S:
+            return False
         runs = stats.runs(frozenset(types), template.types_of(frozenset(names)))
-        mean = np.full(1, stats.n(types) / max(runs, 1.0))
+        mean = np.full(1, n / max(runs, 1.0))
         saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
         return saved * scale > len(names) * QUERY_S
 
-    # A chain's runs are at least as long as its pools', so a pool that cannot pay shared by
-    # its whole class is left out before the search.
-    if not any(pays(pool.types, g) for pool, groups in pools for g in groups):
+    # Before the search, what could pay at best: a pool shared by its whole class, or the
+    # longest chain of shareable pools that queries have in common.
+    if not any(pays(pool.types, g) for pool, groups in pools for g in groups) and not any(
+        pays(tuple(t for p in chain for t in p.types), names)
+        for chain, names in _common_chains(template, pools)
+    ):
         return None, []
     plan = find_plan(template, stats)
     by_set: dict[tuple[str, ...], list[Pool]] = {}
@@ -106,6 +114,28 @@ def stage_plan(
                 by_set.setdefault(names, []).append(pool)
     chains = shared_chains(by_set)
     return plan, [c for c in chains if pays(tuple(t for p in c[1] for t in p.types), c[2])]
+
+
+def _common_chains(
+    template: TransitionTemplate, pools: list
+) -> list[tuple[tuple[Pool, ...], tuple[str, ...]]]:
+    """Each query's maximal stretches of consecutive shareable pools, with the queries that
+    have the same stretch (two or more)."""
+    shareable = {pool.key for pool, _ in pools}
+    per_query: dict[str, list[list[Pool]]] = {}
+    for pool in template.pools:
+        for n in pool.queries:
+            chains = per_query.setdefault(n, [[]])
+            if pool.key in shareable:
+                chains[-1].append(pool)
+            elif chains[-1]:
+                chains.append([])
+    common: dict[tuple[str, ...], tuple[tuple[Pool, ...], list[str]]] = {}
+    for n, chains in per_query.items():
+        for c in chains:
+            if c:
+                common.setdefault(tuple(p.key for p in c), (tuple(c), []))[1].append(n)
+    return [(c, tuple(names)) for c, names in common.values() if len(names) >= 2]
 
 
 def shared_chains(
