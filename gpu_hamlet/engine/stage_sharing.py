@@ -39,12 +39,16 @@ from gpu_hamlet.query.workload import Query, Workload
 SAMPLE = 100_000
 
 #: Seconds of bookkeeping per query on the shared path (its runs' maps gathered, its blocks laid
-#: out): a Q-set shares no run unless its runs save more. A cProfile of bench_gloria.py's
-#: ridesharing Kleene workload (100 queries, cycle of 4 types, 100,000 events) gave 1.25 ms per
-#: sharing query in `QueryRows._blocks` on the CPU; with 1 ms, Q-sets there still shared runs
-#: that did not pay (dynamic 1.32x none at 20 queries), so 3 ms: the burst constants
-#: underestimate a block macro row. Uncalibrated on the GPU (the same value).
-QUERY_S = 3.0e-3
+#: out), and per event of the Q-set's stream and query (the query's rows take the general path:
+#: pruned before the runs collapse, no compressed fast path, the set's stream cut into runs): a
+#: Q-set shares no run unless its runs save more. Fitted to bench_gloria.py's cases by forcing
+#: every Q-set the plan gives to share (`QUERY_S` patched to -inf) against `none`, 100,000
+#: events, CPU: ridesharing Kleene, 20 queries, L = 4 (Q-sets of 5 and 7 queries, ~70,000
+#: events in their stream, model savings 6.1 and 11.2 ms) lost 28 ms in all; bursty SEQ, 20
+#: queries (chains of 4 queries over ~100,000 events, model savings 11.7 ms) gained 24 ms each.
+#: Uncalibrated on the GPU (the same values).
+QUERY_S = 0.5e-3
+ROW_S = 20e-9
 
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
@@ -86,23 +90,28 @@ def stage_plan(
     stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
     scale = ev.type_codes.size / max(codes.size, 1)
 
+    def enough(types: tuple[str, ...]) -> bool:
+        # Sharing saves at most each query's rows, and costs it at least QUERY_S plus ROW_S
+        # per row: too few events cannot pay, whatever their runs (no pass over the sample).
+        return stats.n(types) * scale * (model.base_s + model.event_s - ROW_S) > QUERY_S
+
     def pays(types: tuple[str, ...], names: tuple[str, ...]) -> bool:
         # The sample's runs, at their mean length, must save each query's bookkeeping: else
-        # the Q-set's stream is not even cut into runs. Sharing saves at most each query's
-        # rows, so too few events cannot pay whatever their runs (no pass over the sample).
-        n = stats.n(types)
-        if n * scale * (model.base_s + model.event_s) <= QUERY_S:
+        # the Q-set's stream is not even cut into runs.
+        if not enough(types):
             return False
+        n = stats.n(types)
         runs = stats.runs(frozenset(types), template.types_of(frozenset(names)))
         mean = np.full(1, n / max(runs, 1.0))
         saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
-        return saved * scale > len(names) * QUERY_S
+        seen = stats.n(template.types_of(frozenset(names))) * scale
+        return saved * scale > len(names) * (QUERY_S + ROW_S * seen)
 
-    # Before the search, what could pay at best: a pool shared by its whole class, or the
-    # longest chain of shareable pools that queries have in common.
+    # Before the search, what could pay: a pool shared by its whole class, or a chain of
+    # consecutive shareable pools of a query with enough events. (A chain's Q-set and runs
+    # are known only from the plan: its runs may be long where each pool's are not.)
     if not any(pays(pool.types, g) for pool, groups in pools for g in groups) and not any(
-        pays(tuple(t for p in chain for t in p.types), names)
-        for chain, names in _common_chains(template, pools)
+        enough(tuple(t for p in chain for t in p.types)) for chain in _stretches(template, pools)
     ):
         return None, []
     plan = find_plan(template, stats)
@@ -116,11 +125,8 @@ def stage_plan(
     return plan, [c for c in chains if pays(tuple(t for p in c[1] for t in p.types), c[2])]
 
 
-def _common_chains(
-    template: TransitionTemplate, pools: list
-) -> list[tuple[tuple[Pool, ...], tuple[str, ...]]]:
-    """Each query's maximal stretches of consecutive shareable pools, with the queries that
-    have the same stretch (two or more)."""
+def _stretches(template: TransitionTemplate, pools: list) -> set[tuple[Pool, ...]]:
+    """The queries' maximal stretches of two or more consecutive shareable pools."""
     shareable = {pool.key for pool, _ in pools}
     per_query: dict[str, list[list[Pool]]] = {}
     for pool in template.pools:
@@ -130,12 +136,7 @@ def _common_chains(
                 chains[-1].append(pool)
             elif chains[-1]:
                 chains.append([])
-    common: dict[tuple[str, ...], tuple[tuple[Pool, ...], list[str]]] = {}
-    for n, chains in per_query.items():
-        for c in chains:
-            if c:
-                common.setdefault(tuple(p.key for p in c), (tuple(c), []))[1].append(n)
-    return [(c, tuple(names)) for c, names in common.values() if len(names) >= 2]
+    return {tuple(c) for chains in per_query.values() for c in chains if len(c) >= 2}
 
 
 def shared_chains(
@@ -252,7 +253,9 @@ class SharedStages:
             return
         length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
         worth = self._worth(length, len(names), model)
-        if self._saved(length[worth], len(names), model) < len(names) * QUERY_S:
+        if self._saved(length[worth], len(names), model) < len(names) * (
+            QUERY_S + ROW_S * rows.size
+        ):
             worth[:] = False  # the shared path's bookkeeping would cost more than it saves
         self.stats.shared = int(worth.sum())
         self.stats.unshared = nb - self.stats.shared
