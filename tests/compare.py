@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 try:
     from oracle import MAGNITUDE_KEY
@@ -279,3 +280,21 @@ def assert_matches_oracle(
     assert not problems, f"{len(problems)} mismatches (numeric={numeric!r}):\n" + "\n".join(
         problems[:20]
     )
+
+
+def drawn_rows(draw, events: list[tuple[int, str]], types: str) -> list[dict]:
+    """Rows of (time, type) `events` with a drawn group `g` and attributes `x`, `y` (a
+    Hypothesis `draw`), then one event of each of `types` after them (every pattern type
+    occurs)."""
+    rows = [
+        {
+            "time": tm,
+            "type": ty,
+            "g": draw(st.sampled_from(["u", "v"])),
+            "x": draw(st.integers(0, 5)),
+            "y": draw(st.integers(0, 8)) / 4,
+        }
+        for tm, ty in events
+    ]
+    t = max((tm for tm, _ in events), default=0)
+    return rows + [{"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5} for ty in types]

@@ -7,7 +7,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
-from compare import assert_matches_oracle, events_to_table
+from compare import assert_matches_oracle, drawn_rows, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle
@@ -190,19 +190,7 @@ def sharing_cases(draw):
         for _ in range(draw(st.integers(1, 7))):
             events.append((t, "B"))
             t += draw(st.integers(0, 1))
-    rows = [
-        {
-            "time": tm,
-            "type": ty,
-            "g": draw(st.sampled_from(["u", "v"])),
-            "x": draw(st.integers(0, 5)),
-            "y": draw(st.integers(0, 8)) / 4,
-        }
-        for tm, ty in events
-    ]
-    for ty in "ABCD":  # every pattern type occurs
-        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
-    return ";\n".join(queries), rows
+    return ";\n".join(queries), drawn_rows(draw, events, "ABCD")
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
-from compare import assert_matches_oracle, events_to_table
+from compare import assert_matches_oracle, drawn_rows, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle
@@ -74,19 +74,7 @@ def cycle_cases(draw):
         for ty in draw(st.lists(st.sampled_from(body), min_size=1, max_size=7)):
             events.append((t, ty))
             t += draw(st.integers(0, 1))
-    rows = [
-        {
-            "time": tm,
-            "type": ty,
-            "g": draw(st.sampled_from(["u", "v"])),
-            "x": draw(st.integers(0, 5)),
-            "y": draw(st.integers(0, 8)) / 4,
-        }
-        for tm, ty in events
-    ]
-    for ty in "ACDPTU":  # every pattern type occurs
-        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
-    return ";\n".join(queries), rows
+    return ";\n".join(queries), drawn_rows(draw, events, "ACDPTU")
 
 
 @st.composite
@@ -126,19 +114,7 @@ def seq_cases(draw):
         for _ in range(draw(st.integers(1, 5))):
             events.append((t, ty))
             t += draw(st.integers(0, 1))
-    rows = [
-        {
-            "time": tm,
-            "type": ty,
-            "g": draw(st.sampled_from(["u", "v"])),
-            "x": draw(st.integers(0, 5)),
-            "y": draw(st.integers(0, 8)) / 4,
-        }
-        for tm, ty in events
-    ]
-    for ty in "ABCDE":  # every pattern type occurs
-        rows.append({"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5})
-    return ";\n".join(queries), rows
+    return ";\n".join(queries), drawn_rows(draw, events, "ABCDE")
 
 
 def _run(table, text, numeric, backend, share):
