@@ -37,7 +37,7 @@ def segment_maps(
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
     Row i is a macro event (a shared burst) when mseg[i] >= 0, with coefficients MU[mseg[i]] and
-    K[mseg[i]], and a block macro row (a shared Kleene sub-pattern's run) when mseg[i] <= BLOCK,
+    K[mseg[i]], and a block macro row (a shared sub-pattern's run) when mseg[i] <= BLOCK,
     with its map in BM; `carry` lists the states read as predecessors; `snap` receives each
     macro event's snapshot. Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
     n = pos.shape[0]

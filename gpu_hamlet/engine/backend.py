@@ -56,7 +56,8 @@ class Backend(Protocol):
 
         Rows with mseg >= 0 are macro events (shared bursts) with coefficients mu[mseg], k[mseg];
         their snapshots go to `snap`. Rows with mseg <= BLOCK are block macro rows (runs of a
-        shared Kleene sub-pattern) with their maps in `blocks` (gpu_hamlet/core/recursions.py).
+        shared sub-pattern, GLORIA's stages) with their maps in `blocks`
+        (gpu_hamlet/core/recursions.py).
         Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
         ...
 

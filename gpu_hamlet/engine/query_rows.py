@@ -67,6 +67,9 @@ class QueryRows:
         # q then takes the plain path, at the cost of sharing="none" (issue 21, part 3).
         shared = [sb for sb in shared if sb.shares(q.name)]
         self.sources = shared
+        # A block macro row (a shared stage's run) stands for events over a stretch of time,
+        # which pruning by WITHIN cannot weigh: such rows are pruned before they collapse.
+        self.prune = not any(isinstance(sb, SharedStages) for sb in shared)
         tpl = self.tpl
         assert tpl.one_row or not shared, "only flat SEQ patterns share bursts (sharing.analyze)"
         w = plan.windowing
@@ -92,10 +95,9 @@ class QueryRows:
         else:
             pos_all = matcher.positions(q, tpl)
             qidx = np.flatnonzero(pos_all[keys.order] >= 0)
-            if not maps and any(isinstance(sb, SharedStages) for sb in shared):
-                # Pruned before a shared stage's runs collapse: a block macro row stands for
-                # events over a stretch of time, which pruning by WITHIN cannot weigh. Rows it
-                # would drop are in no trend, so a run's map may still hold them.
+            if not maps and not self.prune:
+                # Pruned before a shared stage's runs collapse. Rows it would drop are in no
+                # trend, so a run's map may still hold them.
                 pos = pos_all[keys.order[qidx]]
                 qidx = qidx[
                     rows_may_complete(keys.pid[qidx], keys.time[qidx], *self._ends(pos), w.within)
@@ -127,9 +129,6 @@ class QueryRows:
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
             self._fill["kind"] = EVENT
         self._check_values(matcher)
-        # A block macro row stands for events over a stretch of time: its rows were pruned
-        # before they collapsed (above).
-        self.prune = not any(isinstance(sb, SharedStages) for sb in shared)
         if fast is None:
             sel = (
                 rows_may_complete(self.pid, self.time, *self._ends(), w.within)
@@ -420,14 +419,8 @@ class QueryRows:
             offset += bm.shape[0]
             block = sb.blocks[name]
             lists[int(block[0])] = block
-        dtype, lanes = layout(ring)
         ptr = np.r_[0, np.cumsum([b.shape[0] for b in lists])].astype(np.int64)
-        idx = (
-            np.concatenate([np.zeros(1, np.int64), *lists])
-            if not ptr[-1]
-            else np.concatenate(lists)
-        )
-        return Blocks(np.concatenate([np.zeros((0, 1, lanes), dtype), *bms]), ptr, idx)
+        return Blocks(np.concatenate(bms), ptr, np.concatenate(lists))
 
     def _window_layout(self, run: np.ndarray) -> dict:
         """The window fields of AdjacentRuns (gpu_hamlet/core/adjacency.py) for the rows: window

@@ -50,6 +50,13 @@ SAMPLE = 100_000
 QUERY_S = 0.5e-3
 ROW_S = 20e-9
 
+
+def bookkeeping(nq: int, events: float) -> float:
+    """Seconds the shared path costs nq queries over a set's stream of `events` events, beyond
+    the runs' own work: what a Q-set's runs must save to share any."""
+    return nq * (QUERY_S + ROW_S * events)
+
+
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
 
@@ -100,12 +107,11 @@ def stage_plan(
         # the Q-set's stream is not even cut into runs.
         if not enough(types):
             return False
-        n = stats.n(types)
-        runs = stats.runs(frozenset(types), template.types_of(frozenset(names)))
-        mean = np.full(1, n / max(runs, 1.0))
+        seen = template.types_of(frozenset(names))
+        runs = stats.runs(frozenset(types), seen)
+        mean = np.full(1, stats.n(types) / max(runs, 1.0))
         saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
-        seen = stats.n(template.types_of(frozenset(names))) * scale
-        return saved * scale > len(names) * (QUERY_S + ROW_S * seen)
+        return saved * scale > bookkeeping(len(names), stats.n(seen) * scale)
 
     # Before the search, what could pay: a pool shared by its whole class, or a chain of
     # consecutive shareable pools of a query with enough events. (A chain's Q-set and runs
@@ -253,9 +259,7 @@ class SharedStages:
             return
         length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
         worth = self._worth(length, len(names), model)
-        if self._saved(length[worth], len(names), model) < len(names) * (
-            QUERY_S + ROW_S * rows.size
-        ):
+        if self._saved(length[worth], len(names), model) < bookkeeping(len(names), rows.size):
             worth[:] = False  # the shared path's bookkeeping would cost more than it saves
         self.stats.shared = int(worth.sum())
         self.stats.unshared = nb - self.stats.shared
