@@ -229,6 +229,39 @@ def test_a_shared_run_is_one_block_macro_row():
     assert "SEQ(P, T)+ shared by a, b: 1 bursts (6 events), 1 shared" in stats.describe()
 
 
+def test_a_query_reads_the_collapsed_stream_pruned_around_its_runs():
+    """A query of one Q-set reads the set's stream with each shared run one slot
+    (`SharedStages.compressed`, rows by time): an A with no C within the window is pruned, runs
+    are kept, and where the chain holds the pattern's start (start(P) SEQ(P, T)+) nothing is."""
+    rows: dict[str, list[int]] = {}
+    compressed = SharedStages.compressed
+
+    def spy(self, q, *args, **kwargs):
+        got = compressed(self, q, *args, **kwargs)
+        rows[q.name] = got[2].tolist()  # times
+        return got
+
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C) WITHIN 10 s SLIDE 10 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(D, SEQ(P, T)+, E) WITHIN 10 s SLIDE 10 s"
+    )
+    types = ["A", "D"] + ["B"] * 8 + ["A", "D", "P", "T", "P", "T", "C", "E"]
+    events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
+    with patch.object(SharedStages, "compressed", spy):
+        _check((text, events), "exact", "cpu", SHARE["every run"])
+    assert rows == {"a": [10, 12, 16], "b": [11, 12, 17]}  # A at 0 and D at 1: 16 s before
+
+    starts = "a: RETURN COUNT(*) PATTERN SEQ(SEQ(P, T)+, C) WITHIN 3 s SLIDE 3 s;\n" + (
+        "b: RETURN COUNT(*) PATTERN SEQ(SEQ(P, T)+, D) WITHIN 3 s SLIDE 3 s"
+    )
+    types = ["P", "T", "C", "C", "C", "D"]
+    events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
+    rows.clear()
+    with patch.object(SharedStages, "compressed", spy):
+        _check((starts, events), "exact", "cpu", SHARE["every run"])
+    assert rows == {"a": [0, 2, 3, 4], "b": [0, 5]}
+
+
 def test_hamlet_and_static_share_no_cycle():
     """Only `dynamic` runs GLORIA's plan; `hamlet` is HAMLET's sharing of one-type bursts."""
     text = (
@@ -300,7 +333,8 @@ def test_block_of_needs_the_sub_pattern_as_one_block():
 
 def test_stage_plan_searches_only_where_a_stage_could_pay():
     """GLORIA's search runs only when two queries of one class hold a stage whose runs could
-    pay for their bookkeeping; its Q-sets then name them (HAMLET's one-type bursts aside)."""
+    pay for their bookkeeping (not over runs of 2 events, but over one of 40); its Q-sets then
+    name them (HAMLET's one-type bursts aside)."""
     names = ["A", "C", "D", "P", "T"]
     codes = np.asarray([0] + [3, 4] * 20 + [1], np.int32)
     ev = cast(EventFrame, SimpleNamespace(type_codes=codes, type_names=names))
@@ -319,10 +353,13 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
         )
     )
     assert [p.key for p, _ in shareable_stages(some)[1]] == ["start(A)", "start(C)", "SEQ(P, T)+"]
-    # 40 events save less than the bookkeeping: no search.
-    assert stage_plan(some, ev, CPU_COSTS) == (None, [])
-    with patch("gpu_hamlet.engine.stage_sharing.QUERY_S", 0.0):
-        plan, qsets = stage_plan(some, ev, CPU_COSTS)
+    # Runs of two events save less than the bookkeeping: no search.
+    short = np.asarray([0, 3, 4, 1] * 10, np.int32)
+    assert stage_plan(some, SimpleNamespace(type_codes=short, type_names=names), CPU_COSTS) == (
+        None,
+        [],
+    )
+    plan, qsets = stage_plan(some, ev, CPU_COSTS)
     # Runs of one A or C event save nothing; the cycle's run of 40 does.
     assert plan is not None
     assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]

@@ -259,21 +259,23 @@ def apply_block(
     stride = k + 1
     last = blk_idx[b0 + L - 1]
     for col in range(X.shape[1]):
+        # Each input once (IN sums the entry's outside predecessors), spread over the outputs;
+        # every output still adds its terms in input order, from zero.
         for ch in range(nch):
             for p in range(1, L + 2):
-                row = off + (ch * sd + p) * Dp
-                acc = r_zero(tag)
-                for m in range(Dp):
-                    a = r_load(tag, BM, row + m, 0)
-                    if not r_is_zero(tag, a):
-                        v = block_input(
-                            tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k,
-                            col,
-                        )  # fmt: skip
-                        if not r_is_zero(tag, v):
-                            acc = r_add(tag, acc, r_mul(tag, a, v))
                 at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-                r_store(tag, Dl, at, col, acc)
+                r_store(tag, Dl, at, col, r_zero(tag))
+        for m in range(Dp):
+            v = block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
+            if r_is_zero(tag, v):
+                continue
+            for ch in range(nch):
+                for p in range(1, L + 2):
+                    a = r_load(tag, BM, off + (ch * sd + p) * Dp + m, 0)
+                    if not r_is_zero(tag, a):
+                        at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+                        acc = r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v))
+                        r_store(tag, Dl, at, col, acc)
         for ch in range(nch):
             for p in range(1, L + 1):
                 at = ch * stride + blk_idx[b0 + p - 1]

@@ -68,7 +68,8 @@ class QueryRows:
         shared = [sb for sb in shared if sb.shares(q.name)]
         self.sources = shared
         # A block macro row (a shared stage's run) stands for events over a stretch of time,
-        # which pruning by WITHIN cannot weigh: such rows are pruned before they collapse.
+        # which pruning by WITHIN cannot weigh: with several sources, such rows are pruned
+        # before they collapse (one source prunes around its runs: `compressed`).
         self.prune = not any(isinstance(sb, SharedStages) for sb in shared)
         tpl = self.tpl
         assert tpl.one_row or not shared, "only flat SEQ patterns share bursts (sharing.analyze)"

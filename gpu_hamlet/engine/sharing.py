@@ -200,7 +200,7 @@ class Injection:
 
 
 @dataclass
-class _Slots:
+class Slots:
     """The set stream with each analysed burst collapsed to a slot at its first event: per slot,
     its index into the sorted order, partition id, event row, time, and burst (-1 for none)."""
 
@@ -269,7 +269,7 @@ class SharedBursts:
         self.expand: np.ndarray = np.zeros(
             nf, bool
         )  # groups with unshared analysed bursts to expand
-        self.slots: _Slots | None = None  # None when there is no burst
+        self.slots: Slots | None = None  # None when there is no burst
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
         if nb == 0:
@@ -300,7 +300,7 @@ class SharedBursts:
         first = burst_id >= 0
         first[1:] &= burst_id[1:] != burst_id[:-1]
         slots = np.flatnonzero((burst_id < 0) | first)
-        self.slots = _Slots(
+        self.slots = Slots(
             idx=self.set_idx[slots],
             pid=set_pid[slots],
             rows=rows[slots],
@@ -479,7 +479,7 @@ class SharedBursts:
             pos[keep],
         )
 
-    def _group_slots(self, g: int, sl: _Slots) -> tuple[np.ndarray, ...]:
+    def _group_slots(self, g: int, sl: Slots) -> tuple[np.ndarray, ...]:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
         ncodes, other burst slots, which the group matches nothing of, ncodes + 1), the macro
         segment per slot or -1, and the slots ordered by code with each code's start."""

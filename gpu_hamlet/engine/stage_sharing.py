@@ -29,7 +29,8 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
-from gpu_hamlet.engine.sharing import Injection, SharingStats, collapse
+from gpu_hamlet.engine.pruning import rows_may_complete
+from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
@@ -38,23 +39,23 @@ from gpu_hamlet.query.workload import Query, Workload
 #: Events of the sample that GLORIA's statistics come from (the first ones, as given).
 SAMPLE = 100_000
 
-#: Seconds of bookkeeping per query on the shared path (its runs' maps gathered, its blocks laid
-#: out), and per event of the Q-set's stream and query (the query's rows take the general path:
-#: pruned before the runs collapse, no compressed fast path, the set's stream cut into runs): a
-#: Q-set shares no run unless its runs save more. Fitted to bench_gloria.py's cases by forcing
-#: every Q-set the plan gives to share (`QUERY_S` patched to -inf) against `none`, 100,000
-#: events, CPU: ridesharing Kleene, 20 queries, L = 4 (Q-sets of 5 and 7 queries, ~70,000
-#: events in their stream, model savings 6.1 and 11.2 ms) lost 28 ms in all; bursty SEQ, 20
-#: queries (chains of 4 queries over ~100,000 events, model savings 11.7 ms) gained 24 ms each.
+#: Seconds per query and row it reads on the shared path (the Q-set's stream with each shared
+#: run one slot, `SharedStages.compressed`), and per event of a Q-set's stream to cut it into
+#: runs (paid once the Q-set is built, whether or not it shares): a Q-set is built only when its
+#: runs could save both, and shares no run unless they save the first. In seconds of the per-run
+#: model (`SharedStages.saved_per_run`): fitted by `python benchmarks/calibrate_stages.py`
+#: (forced sharing against sharing="hamlet" on bursty and ridesharing workloads, CPU, 2-core
+#: development machine; its output: benchmarks/results/gloria/calibrate_stages_cpu.txt).
 #: Uncalibrated on the GPU (the same values).
-QUERY_S = 0.5e-3
-ROW_S = 20e-9
+ROW_S = 3.8e-8
+STREAM_S = 2.8e-8
 
 
-def bookkeeping(nq: int, events: float) -> float:
-    """Seconds the shared path costs nq queries over a set's stream of `events` events, beyond
-    the runs' own work: what a Q-set's runs must save to share any."""
-    return nq * (QUERY_S + ROW_S * events)
+def bookkeeping(nq: int, slots: float) -> float:
+    """Seconds the shared path costs nq queries that each read `slots` rows of the set's
+    stream (its events outside shared runs, and one per shared run), beyond the runs' own
+    work: what a Q-set's runs must save to share any."""
+    return nq * ROW_S * slots
 
 
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
@@ -95,29 +96,27 @@ def stage_plan(
         return None, []
     codes = ev.type_codes[:SAMPLE]
     stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
-    scale = ev.type_codes.size / max(codes.size, 1)
-
-    def enough(types: tuple[str, ...]) -> bool:
-        # Sharing saves at most each query's rows, and costs it at least QUERY_S plus ROW_S
-        # per row: too few events cannot pay, whatever their runs (no pass over the sample).
-        return stats.n(types) * scale * (model.base_s + model.event_s - ROW_S) > QUERY_S
 
     def pays(types: tuple[str, ...], names: tuple[str, ...]) -> bool:
-        # The sample's runs, at their mean length, must save each query's bookkeeping: else
-        # the Q-set's stream is not even cut into runs.
-        if not enough(types):
-            return False
+        # The sample's runs, at their mean length, must save the queries' bookkeeping and the
+        # pass that cuts the Q-set's stream into runs: else the stream is not even cut. (All
+        # terms grow with the stream alike: the sample decides.) First a bound from the counts
+        # alone: sharing saves at most each query's rows of the sub-pattern.
         seen = template.types_of(frozenset(names))
+        cut = STREAM_S * stats.n(seen)
+        if len(names) * stats.n(types) * (model.base_s + model.event_s) <= cut:
+            return False
         runs = stats.runs(frozenset(types), seen)
         mean = np.full(1, stats.n(types) / max(runs, 1.0))
         saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
-        return saved * scale > bookkeeping(len(names), stats.n(seen) * scale)
+        return saved > bookkeeping(len(names), stats.n(seen) - stats.n(types) + runs) + cut
 
-    # Before the search, what could pay: a pool shared by its whole class, or a chain of
-    # consecutive shareable pools of a query with enough events. (A chain's Q-set and runs
-    # are known only from the plan: its runs may be long where each pool's are not.)
+    # Before the search, what could pay: a pool shared by its whole class, or a stretch of
+    # consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
+    # runs are known only from the plan: its runs may be long where each pool's are not.)
     if not any(pays(pool.types, g) for pool, groups in pools for g in groups) and not any(
-        enough(tuple(t for p in chain for t in p.types)) for chain in _stretches(template, pools)
+        pays(tuple(t for p in chain for t in p.types), names)
+        for chain, names in _stretches(template, pools).items()
     ):
         return None, []
     plan = find_plan(template, stats)
@@ -131,8 +130,11 @@ def stage_plan(
     return plan, [c for c in chains if pays(tuple(t for p in c[1] for t in p.types), c[2])]
 
 
-def _stretches(template: TransitionTemplate, pools: list) -> set[tuple[Pool, ...]]:
-    """The queries' maximal stretches of two or more consecutive shareable pools."""
+def _stretches(
+    template: TransitionTemplate, pools: list
+) -> dict[tuple[Pool, ...], tuple[str, ...]]:
+    """The queries' maximal stretches of two or more consecutive shareable pools, each with
+    the queries whose stretch it is."""
     shareable = {pool.key for pool, _ in pools}
     per_query: dict[str, list[list[Pool]]] = {}
     for pool in template.pools:
@@ -142,7 +144,12 @@ def _stretches(template: TransitionTemplate, pools: list) -> set[tuple[Pool, ...
                 chains[-1].append(pool)
             elif chains[-1]:
                 chains.append([])
-    return {tuple(c) for chains in per_query.values() for c in chains if len(c) >= 2}
+    out: dict[tuple[Pool, ...], tuple[str, ...]] = {}
+    for n, chains in per_query.items():
+        for c in chains:
+            if len(c) >= 2:
+                out[tuple(c)] = (*out.get(tuple(c), ()), n)
+    return out
 
 
 def shared_chains(
@@ -239,11 +246,14 @@ class SharedStages:
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # maps, done
         self.run_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
         self.nruns = 0
+        self.slots: Slots | None = None  # None when no run is shared
+        self.events = 0  # of the Q-set's stream, cut into runs
         if len(names) < 2:
             return
         members = tuple(q for q in queries if q.name in self.blocks)
         set_idx = np.flatnonzero(matcher.matched_by_any(members)[order])
         rows = order[set_idx]
+        self.events = int(rows.size)
         set_pid = pid[set_idx]
         t = ev.time[rows]
         pane_ms = 0
@@ -259,7 +269,9 @@ class SharedStages:
             return
         length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
         worth = self._worth(length, len(names), model)
-        if self._saved(length[worth], len(names), model) < bookkeeping(len(names), rows.size):
+        slots = rows.size - length[worth].sum() + worth.sum()
+        if self._saved(length[worth], len(names), model) < bookkeeping(len(names), slots):
+            # (The pass that cut the stream is spent: only the queries' bookkeeping counts.)
             worth[:] = False  # the shared path's bookkeeping would cost more than it saves
         self.stats.shared = int(worth.sum())
         self.stats.unshared = nb - self.stats.shared
@@ -273,6 +285,10 @@ class SharedStages:
         self.nruns = int(worth.sum())
         self.run_of[set_idx] = run_id
         keep = run_id >= 0
+        first = keep.copy()
+        first[1:] &= run_id[1:] != run_id[:-1]
+        slots = np.flatnonzero(~keep | first)  # the set's stream, each shared run one slot
+        self.slots = Slots(set_idx[slots], set_pid[slots], rows[slots], t[slots], run_id[slots])
         self.ev_rows = rows[keep]
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]
@@ -303,9 +319,42 @@ class SharedStages:
     def shares(self, name: str) -> bool:
         return self.nruns > 0 and name in self.blocks
 
-    def compressed(self, *args, **kwargs) -> None:
-        """No pruned fast path: the query's rows are collapsed by `inject`."""
-        return None
+    def compressed(
+        self,
+        q: Query,
+        tpl: Template,
+        matcher: Matcher,
+        within: int | float | None,
+        prune: bool = True,
+    ) -> tuple[np.ndarray, ...] | None:
+        """The query's rows straight from the set's stream with each shared run one slot (the
+        query matches every event of a run: its class has the same filters on their types):
+        per row its index into the sorted order, event row, time, partition id, run or -1,
+        and pattern position (a run's: the sub-pattern's entry). So a query reads the slots,
+        not the whole stream. With `prune`, event rows that cannot be in a trend no longer
+        than `within` are dropped (gpu_hamlet/engine/pruning.py) and every run is kept (it
+        stands for a stretch of time); when the sub-pattern holds the pattern's start or end,
+        whose times a run's slot does not give, nothing is pruned."""
+        sl = self.slots
+        if sl is None or not self.shares(q.name):
+            return None
+        block = self.blocks[q.name]
+        run = sl.burst >= 0
+        pos = np.full(run.shape[0], -1, np.int32)
+        plain = np.flatnonzero(~run)
+        pos[plain] = matcher.positions(q, tpl, sl.rows[plain])
+        pos[run] = block[0]
+        idx = np.flatnonzero(pos >= 0)
+        if prune and not (tpl.is_start[block[0]] or tpl.is_end[block[-1]]):
+            p = pos[idx]
+            ev = ~run[idx]
+            sel = rows_may_complete(
+                sl.pid[idx], sl.time[idx], ev, ev & tpl.is_start[p], ev & tpl.is_end[p], within
+            )
+            keep = run[idx]
+            keep[sel] = True
+            idx = idx[keep]
+        return sl.idx[idx], sl.rows[idx], sl.time[idx], sl.pid[idx], sl.burst[idx], pos[idx]
 
     def macro_position(self, name: str) -> int:
         """The state a block macro row stands at: the sub-pattern's entry."""

@@ -1,0 +1,139 @@
+"""Calibrate the bookkeeping of GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py:
+ROW_S and STREAM_S, the costs a Q-set's runs must save) on a backend.
+
+    python benchmarks/calibrate_stages.py [--backend cpu] [--events 50000] [--repeat 3]
+
+Per case (bursty streams with runs of 3, 10 and 40 events, SEQ chains and Kleene cycles of 2 and
+4 types, 10 and 40 queries; ridesharing Kleene workloads, whose runs are short) it times
+sharing="dynamic" with every Q-set of the plan forced to share each run that the per-run model
+says pays (the bookkeeping threshold switched off) against sharing="hamlet" (the same, without
+GLORIA's stages), float mode, best of `--repeat`. The difference is fitted by least squares as
+    -alpha * saved + per_row * sum of nq * slots + per_event * sum of stream,
+over the Q-sets built: saved what the per-run model (`SharedStages.saved_per_run`) says their
+shared runs save, nq a Q-set's queries, slots the rows each reads (events outside shared runs,
+one per shared run), stream the events of its stream (cut into runs whether or not any is
+shared). A Q-set pays when alpha * saved exceeds its costs, so ROW_S = per_row / alpha and
+STREAM_S = per_event / alpha. Prints each case, the fit, and the lines to paste into
+stage_sharing.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from unittest.mock import patch
+
+import numpy as np
+import pyarrow as pa
+from bench_gloria import bursty, bursty_workload
+from bench_plan_search import kleene_workload
+
+import gpu_hamlet
+from gpu_hamlet.datagen import ridesharing
+from gpu_hamlet.engine import stage_sharing
+from gpu_hamlet.engine.optimizer import COST_MODELS
+from gpu_hamlet.engine.stage_sharing import SharedStages
+
+
+def cases(n: int) -> list[tuple[str, pa.Table, str]]:
+    out = []
+    for run in (3, 10, 40):
+        for L in (2, 4):
+            ev = bursty(n, L, run=run)
+            for kleene in (False, True):
+                for q in (10, 40):
+                    kind = "Kleene" if kleene else "SEQ"
+                    out.append(
+                        (f"bursty run {run} {kind} L={L} Q={q}", ev, bursty_workload(q, L, kleene))
+                    )
+    rides = ridesharing(n, seed=1)
+    for L in (2, 4):
+        for q in (20, 100):
+            out.append((f"ridesharing Kleene L={L} Q={q}", rides, kleene_workload(q, L, 0)))
+    return out
+
+
+def timed(events: pa.Table, text: str, mode: str, backend: str, repeat: int) -> float:
+    def once() -> None:
+        gpu_hamlet.aggregate(
+            events, text, sharing=mode, numeric="float", on_overflow="null", backend=backend
+        )
+
+    once()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        once()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def forced(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[float, list]:
+    """dynamic's time with the threshold off, and (nq, slots, model savings) per shared Q-set."""
+    sets: list[SharedStages] = []
+    init = SharedStages.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        sets.append(self)
+
+    with (
+        patch.object(stage_sharing, "ROW_S", -1e9),
+        patch.object(stage_sharing, "STREAM_S", -1e9),
+        patch.object(SharedStages, "__init__", spy),
+    ):
+        t = timed(events, text, "dynamic", backend, repeat)
+        sets.clear()  # once more, to read one call's sets
+        gpu_hamlet.aggregate(
+            events, text, sharing="dynamic", numeric="float", on_overflow="null", backend=backend
+        )
+    model = COST_MODELS[backend]
+    out = []
+    for s in sets:
+        if s.nruns == 0 or s.slots is None:  # the stream was cut into runs, none shared
+            out.append((0.0, 0, s.events))
+            continue
+        nq = len(s.stats.queries)
+        length = np.bincount(s.ev_run, minlength=s.nruns).astype(np.float64)
+        out.append((s._saved(length, nq, model), nq * s.slots.idx.size, s.events))
+    return t, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--events", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(
+        f"# {platform.machine()} {platform.processor() or ''}, backend {args.backend}, "
+        f"{args.events} events, best of {args.repeat}"
+    )
+    head = ("case", "hamlet s", "forced s", "Q-sets", "saved s", "nq slots", "stream")
+    print("{:36s} {:>9s} {:>9s} {:>6s} {:>8s} {:>9s} {:>8s}".format(*head))
+    rows, ys, names = [], [], []
+    for name, ev, text in cases(args.events):
+        base = timed(ev, text, "hamlet", args.backend, args.repeat)
+        t, sets = forced(ev, text, args.backend, args.repeat)
+        row = [-sum(c[0] for c in sets), sum(c[1] for c in sets), sum(c[2] for c in sets)]
+        rows.append(row)
+        ys.append(t - base)
+        names.append(name)
+        print(
+            f"{name:36s} {base:9.4f} {t:9.4f} {len(sets):6d} {-row[0]:8.4f} {row[1]:9.0f} "
+            f"{row[2]:8.0f}"
+        )
+    X, y = np.asarray(rows, np.float64), np.asarray(ys)
+    (alpha, per_row, per_event), *_ = np.linalg.lstsq(X, y, rcond=None)
+    fit = X @ np.array([alpha, per_row, per_event])
+    print(f"\n{'case':36s} {'measured s':>10s} {'fitted s':>9s}")
+    for name, got, want in zip(names, y, fit, strict=True):
+        print(f"{name:36s} {got:10.4f} {want:9.4f}")
+    # A Q-set pays when alpha * saved exceeds its costs: the thresholds in the model's terms.
+    print(f"\nalpha = {alpha:.3g} (measured seconds saved per modelled second)")
+    print(f"ROW_S = {per_row / alpha:.2g}\nSTREAM_S = {per_event / alpha:.2g}")
+
+
+if __name__ == "__main__":
+    main()
