@@ -101,15 +101,19 @@ def stage_plan(
         # The sample's runs, at their mean length, must save the queries' bookkeeping and the
         # pass that cuts the Q-set's stream into runs: else the stream is not even cut. (All
         # terms grow with the stream alike: the sample decides.) First a bound from the counts
-        # alone: sharing saves at most each query's rows of the sub-pattern.
+        # alone: sharing saves at most each query's rows of the sub-pattern, less the map's.
         seen = template.types_of(frozenset(names))
-        cut = STREAM_S * stats.n(seen)
-        if len(names) * stats.n(types) * (model.base_s + model.event_s) <= cut:
+        nt, ns, nq = stats.n(types), stats.n(seen), len(names)
+        cut = STREAM_S * ns
+        per_event = nq * (model.base_s + model.event_s) - (
+            model.base_s + (len(types) + 2) * model.event_s
+        )
+        if nt * per_event <= cut + bookkeeping(nq, ns - nt):
             return False
         runs = stats.runs(frozenset(types), seen)
-        mean = np.full(1, stats.n(types) / max(runs, 1.0))
-        saved = runs * SharedStages.saved_per_run(mean, len(types), len(names), model)[0]
-        return saved > bookkeeping(len(names), stats.n(seen) - stats.n(types) + runs) + cut
+        mean = np.full(1, nt / max(runs, 1.0))
+        saved = runs * SharedStages.saved_per_run(mean, len(types), nq, model)[0]
+        return saved > bookkeeping(nq, ns - nt + runs) + cut
 
     # Before the search, what could pay: a pool shared by its whole class, or a stretch of
     # consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
@@ -133,8 +137,8 @@ def stage_plan(
 def _stretches(
     template: TransitionTemplate, pools: list
 ) -> dict[tuple[Pool, ...], tuple[str, ...]]:
-    """The queries' maximal stretches of two or more consecutive shareable pools, each with
-    the queries whose stretch it is."""
+    """Every stretch of two or more consecutive shareable pools that two or more queries take
+    in a row, with those queries."""
     shareable = {pool.key for pool, _ in pools}
     per_query: dict[str, list[list[Pool]]] = {}
     for pool in template.pools:
@@ -147,9 +151,10 @@ def _stretches(
     out: dict[tuple[Pool, ...], tuple[str, ...]] = {}
     for n, chains in per_query.items():
         for c in chains:
-            if len(c) >= 2:
-                out[tuple(c)] = (*out.get(tuple(c), ()), n)
-    return out
+            for i in range(len(c) - 1):
+                for j in range(i + 2, len(c) + 1):
+                    out[tuple(c[i:j])] = (*out.get(tuple(c[i:j]), ()), n)
+    return {c: names for c, names in out.items() if len(names) >= 2}
 
 
 def shared_chains(
