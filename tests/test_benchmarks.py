@@ -383,3 +383,24 @@ def test_gloria_benchmark_writes_every_cell_and_plot(tmp_path):
     )
     assert (tmp_path / "throughput.png").stat().st_size > 0
     assert (tmp_path / "optimisation.png").stat().st_size > 0
+
+
+def test_stage_calibration_fits_its_constants():
+    """`benchmarks/calibrate_stages.py` on small streams: a line per case, the fit of each case
+    where a Q-set was built, and the constants to paste into stage_sharing.py."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "calibrate_stages.py")]
+        + ["--events", "3000", "--repeat", "1"],
+        cwd=ROOT,
+        env=checkout_env(),
+        check=True,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+    lines = done.stdout.splitlines()
+    cases = [line for line in lines if line.startswith(("bursty", "ridesharing"))]
+    assert len(cases) == 2 * 28  # 24 bursty and 4 ridesharing cases, then their fit
+    consts = dict(line.split(" = ") for line in lines if line.startswith(("ROW_S", "STREAM_S")))
+    assert set(consts) == {"ROW_S", "STREAM_S"}
+    assert all(float(v) == float(v) for v in consts.values())  # numbers, not NaN
