@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
 from bench_gloria import bursty, bursty_workload
 from bench_plan_search import kleene_workload
+from harness import best_time
 
 import gpu_hamlet
 from gpu_hamlet.datagen import ridesharing
@@ -61,12 +61,7 @@ def timed(events: pa.Table, text: str, mode: str, backend: str, repeat: int) -> 
         )
 
     once()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        once()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_time(once, repeat)
 
 
 def forced(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[float, list]:
