@@ -41,6 +41,19 @@ def checkout_env(**extra: str) -> dict[str, str]:
     }
 
 
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    """`python benchmarks/NAME ARGS` with this checkout's package first; its output captured."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        cwd=ROOT,
+        env=checkout_env(),
+        check=True,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+
+
 def run_quick(out: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
     """`python benchmarks/run.py --quick --out OUT ARGS` with this checkout's package first."""
     env = checkout_env(**env)
@@ -293,14 +306,10 @@ def test_next_sharing_benchmark_runs_every_mode(tmp_path):
     """`benchmarks/bench_next_sharing.py` on a small stream: every case timed in each mode, and
     static shares every burst of the set."""
     out = tmp_path / "next.json"
-    subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_next_sharing.py"), "--events", "3000"]
-        + ["--queries", "2", "4", "--windows", "1", "--repeat", "1", "--json", str(out)],
-        cwd=ROOT,
-        env=checkout_env(),
-        check=True,
-        timeout=600,
-        capture_output=True,
+    run_script(
+        "bench_next_sharing.py",
+        *("--events", "3000", "--queries", "2", "4", "--windows", "1", "--repeat", "1"),
+        *("--json", str(out)),
     )
     rows = json.loads(out.read_text())["rows"]
     assert [(r["window_min"], r["queries"]) for r in rows] == [(1, 2), (1, 4)]
@@ -322,14 +331,10 @@ def test_bigint_benchmark_agrees_with_its_python_loop(tmp_path):
     (tmp_path / "Stream_shared_10.txt").write_text("\n".join(lines) + "\n")
     (tmp_path / "HAMLET_DEFAULT_WORKLOAD.txt").write_text("1,2+,3\n2+,4\n4,1,2+,3\n3,4\n")
     out = tmp_path / "bigint.json"
-    subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_bigint.py"), "--data", str(tmp_path)]
-        + ["--events", "300", str(t), "--repeat", "1", "--json", str(out)],
-        cwd=ROOT,
-        env=checkout_env(),
-        check=True,
-        timeout=600,
-        capture_output=True,
+    run_script(
+        "bench_bigint.py",
+        *("--data", str(tmp_path), "--events", "300", str(t), "--repeat", "1"),
+        *("--json", str(out)),
     )
     rows = json.loads(out.read_text())
     assert [r["events"] for r in rows] == [300, t]
@@ -340,15 +345,10 @@ def test_bigint_benchmark_agrees_with_its_python_loop(tmp_path):
 def test_plan_search_benchmark_times_every_search():
     """`benchmarks/bench_plan_search.py` on small workloads: a line per workload and search, and
     GLORIA's plan never dearer than Greedy's."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_plan_search.py"), "--events", "5000"]
-        + ["--queries", "20", "--lengths", "3", "--ratios", "2", "--repeat", "1"],
-        cwd=ROOT,
-        env=checkout_env(),
-        check=True,
-        timeout=600,
-        capture_output=True,
-        text=True,
+    done = run_script(
+        "bench_plan_search.py",
+        *("--events", "5000", "--queries", "20", "--lengths", "3", "--ratios", "2"),
+        *("--repeat", "1"),
     )
     rows = [line.split() for line in done.stdout.splitlines() if len(line.split()) >= 5]
     ratio = {(" ".join(r[:-4]), r[-4]): float(r[-1]) for r in rows if r[-4] in SEARCHES}
@@ -362,16 +362,10 @@ def test_gloria_benchmark_writes_every_cell_and_plot(tmp_path):
     """`benchmarks/bench_gloria.py` on small streams: a line and a point per stream, workload
     kind and number of queries with the four modes' times, the search time, and both plots."""
     streams = ["ridesharing", "bursty"] + (["NASDAQ"] if any(DATA.glob("NASDAQ_*.txt")) else [])
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_gloria.py"), "--events", "3000"]
-        + ["--queries", "4", "8", "--lengths", "2", "--repeat", "1", "--out", str(tmp_path)]
-        + ["--streams", *streams],
-        cwd=ROOT,
-        env=checkout_env(),
-        check=True,
-        timeout=600,
-        capture_output=True,
-        text=True,
+    done = run_script(
+        "bench_gloria.py",
+        *("--events", "3000", "--queries", "4", "8", "--lengths", "2", "--repeat", "1"),
+        *("--out", str(tmp_path), "--streams", *streams),
     )
     points = json.loads((tmp_path / "results.json").read_text())
     assert len(points) == len(streams) * 3 * 2  # SEQ, Kleene, mixed; 4 and 8 queries
@@ -388,16 +382,7 @@ def test_gloria_benchmark_writes_every_cell_and_plot(tmp_path):
 def test_stage_calibration_fits_its_constants():
     """`benchmarks/calibrate_stages.py` on small streams: a line per case, the fit of each case
     where a Q-set was built, and the constants to paste into stage_sharing.py."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "calibrate_stages.py")]
-        + ["--events", "3000", "--repeat", "1"],
-        cwd=ROOT,
-        env=checkout_env(),
-        check=True,
-        timeout=600,
-        capture_output=True,
-        text=True,
-    )
+    done = run_script("calibrate_stages.py", "--events", "3000", "--repeat", "1")
     lines = done.stdout.splitlines()
     cases = [line for line in lines if line.startswith(("bursty", "ridesharing"))]
     assert len(cases) == 2 * 28  # 24 bursty and 4 ridesharing cases, then their fit
