@@ -206,6 +206,10 @@ def main() -> None:
             table = ridesharing(args.events, seed=1)
         for kind, make in workloads(stream, vocab).items():
             for L in args.lengths if kind != "SEQ" else args.lengths[:1]:
+                if stream != "bursty" and kind == "Kleene" and L + 3 > len(vocab.types):
+                    print(f"# {stream} Kleene L={L}: {len(vocab.types)} types hold a body of")
+                    print("# at most len - 3 (a prefix, a suffix and a nesting type besides)")
+                    continue
                 if stream == "bursty":
                     table = bursty(args.events, L)
                 sample = table.column("type").slice(0, SAMPLE).to_pylist()

@@ -11,6 +11,7 @@ from typing import cast
 from unittest.mock import patch
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from compare import assert_matches_oracle, drawn_rows, events_to_table
 from hypothesis import HealthCheck, given, settings
@@ -344,7 +345,7 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
         "c: RETURN COUNT(*) PATTERN SEQ(D, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s;\n"
         "d: RETURN COUNT(*) PATTERN SEQ(C, SEQ(P, T)+) WHERE P.x > 1 WITHIN 9 s SLIDE 9 s"
     )
-    assert shareable_stages(none)[1] == []
+    assert shareable_stages(none)[1] == ()
     assert stage_plan(none, ev, CPU_COSTS) == (None, [])
     some = gpu_hamlet.parse_workload(
         ";\n".join(
@@ -363,6 +364,35 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
     # Runs of one A or C event save nothing; the cycle's run of 40 does.
     assert plan is not None
     assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+
+
+def test_a_q_set_runs_only_the_stretch_of_its_chain_that_pays():
+    """The search chains start(A0), tran(A0, P) and tran(P, T) for one Q-set; a start pool's
+    runs are single A events, which cost this engine more than they save, so what runs shared
+    is tran(A0, P) tran(P, T), with results equal to sharing nothing."""
+    names = ["A0", "A1", "C0", "C1", "P", "T", "X"]
+    rng = np.random.default_rng(0)
+    codes: list[int] = []
+    while len(codes) < 20_000:
+        codes += [int(rng.integers(2)), *[4, 5, 6, 6] * 10, 2 + int(rng.integers(2))]
+    text = ";\n".join(
+        f"q{i}: RETURN COUNT(*) PATTERN SEQ(A{i % 2}, P, T, C{i // 2 % 2}) WITHIN 5 min"
+        for i in range(8)
+    )
+    wl = gpu_hamlet.parse_workload(text)
+    ev = SimpleNamespace(type_codes=np.asarray(codes, np.int32), type_names=names)
+    plan, qsets = stage_plan(wl, cast(EventFrame, ev), CPU_COSTS)
+    assert plan is not None
+    q_set = ("q0", "q2", "q4", "q6")
+    assert [sorted(b.queries) for b in plan.nodes["start(A0)"]] == [list(q_set)]
+    assert ("tran(A0, P) tran(P, T)", q_set) in [(key, n) for key, _, n in qsets]
+    assert not any(key.startswith("start(") for key, _, _ in qsets)
+    table = pa.table({"time": np.arange(len(codes)), "type": [names[c] for c in codes]})
+    stats = RunStats()
+    got = gpu_hamlet.aggregate(table, text, stats=stats, backend="cpu")
+    assert any(s.kleene_type == "tran(A0, P) tran(P, T)" and s.shared for s in stats.sets)
+    alone = gpu_hamlet.aggregate(table, text, sharing="none", backend="cpu")
+    assert all(got[n].equals(alone[n]) for n in alone)
 
 
 def test_transitions_of_one_q_set_chain_into_one_sub_pattern():

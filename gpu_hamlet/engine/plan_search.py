@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
@@ -118,10 +119,23 @@ class StreamStats:
                 lut = np.zeros(len(self._index) + 1, np.int8)
                 lut[[self._index[t] for t in seen if t in self._index]] = 1
                 lut[[self._index[t] for t in body if t in self._index]] = 2
-                sub = lut[self._codes]
-                inb = sub[sub > 0] == 2
-                self._runs[key] = float(np.count_nonzero(inb[1:] & ~inb[:-1]) + inb[:1].sum())
+                self._runs[key] = float(_count_runs(self._codes, lut))
         return self._runs[key]
+
+
+@njit(cache=True)
+def _count_runs(codes, lut):
+    """Runs of events whose type `lut` marks 2 among those it marks 1 or 2 (one pass, no
+    temporaries: the gate of stage_sharing.py asks it for every stretch of pools)."""
+    runs = 0
+    inside = False
+    for c in codes:
+        v = lut[c]
+        if v:
+            if v == 2 and not inside:
+                runs += 1
+            inside = v == 2
+    return runs
 
 
 @dataclass

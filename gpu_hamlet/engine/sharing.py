@@ -272,6 +272,7 @@ class SharedBursts:
         self.slots: Slots | None = None  # None when there is no burst
         self.nseg = 0
         self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
+        self.coef_lo = np.zeros(1, np.int64)
         if nb == 0:
             return
         # Bursts where sharing could not pay even with each filter group as one class are not
@@ -371,6 +372,8 @@ class SharedBursts:
         self.coef_rows = rows[events]
         self.coef_t = np.ascontiguousarray(t[events])
         self.coef_seg = np.concatenate(seg_ids)
+        # coef_seg ascends: segment s's events are coef_lo[s]:coef_lo[s + 1].
+        self.coef_lo = np.r_[0, np.cumsum(np.bincount(self.coef_seg, minlength=self.nseg))]
 
     def _stats(
         self,
@@ -531,22 +534,33 @@ class SharedBursts:
                 np.zeros(self.nseg, bool),
             )
         MU, K, done = self._coef[key]
-        need = np.zeros(self.nseg, bool)
-        need[segs] = True
-        need &= ~done
-        if need.any():
-            ev = np.flatnonzero(need[self.coef_seg])  # coef_seg ascending: new ids ascend too
+        new, ev, local = pending(done, segs, self.coef_lo)
+        if new.size:
             rows = self.coef_rows[ev]
             labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             # Burst events are all of type E: channels of other types get zero weights.
             W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
-            local = (np.cumsum(need) - 1)[self.coef_seg[ev]]
-            MU[need], K[need] = self.be.burst_coefficients(
-                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, int(need.sum()), param
+            MU[new], K[new] = self.be.burst_coefficients(
+                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, new.size, param
             )
-            done |= need
+            done[new] = True
         return MU[segs], K[segs]
+
+
+def pending(
+    done: np.ndarray, wanted: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of the segments `wanted`, those whose coefficients are not `done` (ascending); their
+    events, as indices into event arrays in segment order (segment s holds starts[s] to
+    starts[s + 1]); and each event's index among those segments. Costs the new segments' events
+    only: each query of a set asks for a few more."""
+    need = np.zeros(done.shape[0], bool)
+    need[wanted] = True
+    need &= ~done
+    new = np.flatnonzero(need)
+    lo, hi = starts[new], starts[new + 1]
+    return new, ranges(lo, hi), np.repeat(np.arange(new.size), hi - lo)
 
 
 def collapse(bid: np.ndarray, seg: np.ndarray) -> Injection:

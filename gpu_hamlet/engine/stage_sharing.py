@@ -17,6 +17,7 @@ propagates. Per run the engine decides whether sharing pays, as HAMLET does per 
 
 from __future__ import annotations
 
+import functools
 from math import gcd
 
 import numpy as np
@@ -30,7 +31,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.pruning import rows_may_complete
-from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse
+from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse, pending
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
@@ -64,11 +65,13 @@ IN_TYPE = "IN"
 Body = tuple[PatternElement | Seq, ...]
 
 
-def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, list]:
+@functools.lru_cache(maxsize=64)
+def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, tuple]:
     """GLORIA's template of the workload, and its pools that a Q-set may execute shared, as
     (pool, classes of two or more queries that could share it): SEQ transitions (`start`,
     `tran`) and Kleene cycles of two or more types. A one-type Kleene pool is HAMLET's burst
-    (engine/sharing.py), shared burst by burst there."""
+    (engine/sharing.py), shared burst by burst there. Cached per workload, as its plans are
+    (evaluate.py `_compiled`): every `dynamic` call asks."""
     template = TransitionTemplate.of(workload)
     out = []
     for pool in template.pools:
@@ -80,7 +83,7 @@ def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, list]:
         groups = [tuple(g) for g in classes.values() if len(g) >= 2]
         if groups:
             out.append((pool, groups))
-    return template, out
+    return template, tuple(out)
 
 
 def stage_plan(
@@ -88,16 +91,17 @@ def stage_plan(
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
-    snapshots propagate along all of them). No search (None) when neither a pool shared by its
-    whole class nor a stretch of pools that queries have in common could pay for its
-    bookkeeping on the sample: then only HAMLET's bursts run shared."""
+    snapshots propagate along all of them), cut to the stretches whose runs pay. No search
+    (None) when neither a pool shared by its whole class nor a stretch of pools that queries
+    have in common could pay for its bookkeeping on the sample: then only HAMLET's bursts run
+    shared."""
     template, pools = shareable_stages(workload)
     if not pools:
         return None, []
     codes = ev.type_codes[:SAMPLE]
     stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
 
-    def pays(types: tuple[str, ...], names: tuple[str, ...]) -> bool:
+    def gain(types: tuple[str, ...], names: tuple[str, ...]) -> float:
         # The sample's runs, at their mean length, must save the queries' bookkeeping and the
         # pass that cuts the Q-set's stream into runs: else the stream is not even cut. (All
         # terms grow with the stream alike: the sample decides.) First a bound from the counts
@@ -108,19 +112,22 @@ def stage_plan(
         per_event = nq * (model.base_s + model.event_s) - (
             model.base_s + (len(types) + 2) * model.event_s
         )
-        if nt * per_event <= cut + bookkeeping(nq, ns - nt):
-            return False
+        most = nt * per_event - cut - bookkeeping(nq, ns - nt)
+        if most <= 0:
+            return most
         runs = stats.runs(frozenset(types), seen)
         mean = np.full(1, nt / max(runs, 1.0))
         saved = runs * SharedStages.saved_per_run(mean, len(types), nq, model)[0]
-        return saved > bookkeeping(nq, ns - nt + runs) + cut
+        return float(saved - bookkeeping(nq, ns - nt + runs) - cut)
+
+    def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
+        return tuple(t for p in chain for t in p.types)
 
     # Before the search, what could pay: a pool shared by its whole class, or a stretch of
     # consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
     # runs are known only from the plan: its runs may be long where each pool's are not.)
-    if not any(pays(pool.types, g) for pool, groups in pools for g in groups) and not any(
-        pays(tuple(t for p in chain for t in p.types), names)
-        for chain, names in _stretches(template, pools).items()
+    if all(gain(pool.types, g) <= 0 for pool, groups in pools for g in groups) and all(
+        gain(types_of(chain), names) <= 0 for chain, names in _stretches(template, pools).items()
     ):
         return None, []
     plan = find_plan(template, stats)
@@ -130,12 +137,24 @@ def stage_plan(
             names = tuple(n for n in pool.queries if n in b.queries)
             if len(names) >= 2:
                 by_set.setdefault(names, []).append(pool)
-    chains = shared_chains(by_set)
-    return plan, [c for c in chains if pays(tuple(t for p in c[1] for t in p.types), c[2])]
+    # Of each Q-set's chain, the stretches that pay most, disjoint: the search costs a plan in
+    # snapshots, and a pool at a chain's end may cost this engine more than it saves (a start
+    # pool's single events, docs/architecture.md section 10).
+    out = []
+    for _, chain, names in shared_chains(by_set):
+        subs = [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
+        gains = {s: gain(types_of(chain[s[0] : s[1]]), names) for s in subs}
+        taken: list[tuple[int, int]] = []
+        for i, j in sorted(subs, key=lambda s: -gains[s]):
+            if gains[(i, j)] > 0 and all(j <= a or b <= i for a, b in taken):
+                taken.append((i, j))
+        for i, j in sorted(taken):
+            out.append((" ".join(p.key for p in chain[i:j]), chain[i:j], names))
+    return plan, out
 
 
 def _stretches(
-    template: TransitionTemplate, pools: list
+    template: TransitionTemplate, pools: tuple
 ) -> dict[tuple[Pool, ...], tuple[str, ...]]:
     """Every stretch of two or more consecutive shareable pools that two or more queries take
     in a row, with those queries."""
@@ -296,7 +315,8 @@ class SharedStages:
         self.slots = Slots(set_idx[slots], set_pid[slots], rows[slots], t[slots], run_id[slots])
         self.ev_rows = rows[keep]
         self.ev_time = np.ascontiguousarray(t[keep])
-        self.ev_run = run_id[keep]
+        self.ev_run = run_id[keep]  # ascending: run r's events are ev_lo[r]:ev_lo[r + 1]
+        self.ev_lo = np.r_[0, np.cumsum(np.bincount(self.ev_run, minlength=self.nruns))]
 
     def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
         return float(self.saved_per_run(length, len(self.types), nq, model).sum())
@@ -386,11 +406,8 @@ class SharedStages:
                 np.zeros(self.nruns, bool),
             )
         M, done = self._maps[key]
-        need = np.zeros(self.nruns, bool)
-        need[runs] = True
-        need &= ~done
-        if need.any():
-            ev = np.flatnonzero(need[self.ev_run])
+        new, ev, _ = pending(done, runs, self.ev_lo)
+        if new.size:
             rows = self.ev_rows[ev]
             labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
@@ -415,5 +432,5 @@ class SharedStages:
                 param,
             )
             M[run_pid] = maps
-            done |= need
+            done[new] = True
         return M[runs].reshape(-1, 1, lanes)
