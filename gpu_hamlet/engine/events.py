@@ -7,6 +7,7 @@ with the column (and query) at fault.
 from __future__ import annotations
 
 import difflib
+import functools
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,10 +87,12 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     return cols
 
 
+@functools.lru_cache(maxsize=256)
 def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col: str) -> TimeAxis:
     """The checks of the events that need no rows: every column the workload reads is there and
     is no time or type column, the time column has a type times can have (its TimeAxis is
-    returned), and the type column holds strings."""
+    returned), and the type column holds strings. Cached (a failed check raises each time):
+    small calls repeat it with the same schema and workload."""
     _require_column(schema, time_col, "time")
     _require_column(schema, type_col, "type")
     for name, q in used_columns(workload).items():

@@ -6,6 +6,7 @@ explain command all agree on one plain description of a query.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -111,7 +112,8 @@ class Query:
     `group_items` are the bare names of RETURN (each one is in `groupby`).
     `equivalence` lists the attributes of all `[a, b]` conditions, first appearance first.
     `pattern` is a tree (gpu_hamlet/query/pattern.py); a tuple of PatternElements given here
-    stands for their SEQ.
+    stands for their SEQ. What is derived from the pattern is computed once per query (cached
+    properties): small calls ask for it many times (docs/architecture.md section 4).
     """
 
     name: str
@@ -141,22 +143,22 @@ class Query:
         slide = f" SLIDE {format_ms(self.slide_ms)}" if self.slide_ms != self.within_ms else ""
         return f"WITHIN {format_ms(self.within_ms)}{slide}"
 
-    @property
+    @functools.cached_property
     def types(self) -> tuple[str, ...]:
         """Types trend events may have, first appearance first."""
         return positive_types(self.pattern)
 
-    @property
+    @functools.cached_property
     def negated_types(self) -> tuple[str, ...]:
         """Types of the pattern's NOT parts: their events end partial trends, never join one."""
         return negated_types(self.pattern)
 
-    @property
+    @functools.cached_property
     def event_types(self) -> tuple[str, ...]:
         """Types whose events the query reads: its trend types, then its negated-only types."""
         return tuple(dict.fromkeys(self.types + self.negated_types))
 
-    @property
+    @functools.cached_property
     def elements(self) -> tuple[PatternElement, ...] | None:
         """The pattern as `SEQ(T1, T2+, ...)` of distinct types, or None when it is not one."""
         return elements(self.pattern)
@@ -165,7 +167,7 @@ class Query:
     def pattern_text(self) -> str:
         return show(self.pattern)
 
-    @property
+    @functools.cached_property
     def partition_attrs(self) -> tuple[str, ...]:
         """Attributes whose values must be equal inside a trend: GROUPBY, then equivalence."""
         extra = tuple(a for a in self.equivalence if a not in self.groupby)
