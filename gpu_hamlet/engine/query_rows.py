@@ -413,15 +413,14 @@ class QueryRows:
         offset = 0
         for s_i, sb in stages:
             at = np.flatnonzero(self.macro_src == s_i)
-            bm = sb.maps(ring, p, channels, self.macro_seg[at])
-            size = bm.shape[0] // max(at.size, 1)
-            mseg[at] = BLOCK - (offset + size * np.arange(at.size))
+            bm, first = sb.maps(ring, p, channels, self.macro_seg[at])
+            mseg[at] = BLOCK - (offset + first)
             bms.append(bm)
             offset += bm.shape[0]
             block = sb.blocks[name]
             lists[int(block[0])] = block
         ptr = np.r_[0, np.cumsum([b.shape[0] for b in lists])].astype(np.int64)
-        return Blocks(np.concatenate(bms), ptr, np.concatenate(lists))
+        return Blocks(bms[0] if len(bms) == 1 else np.concatenate(bms), ptr, np.concatenate(lists))
 
     def _window_layout(self, run: np.ndarray) -> dict:
         """The window fields of AdjacentRuns (gpu_hamlet/core/adjacency.py) for the rows: window

@@ -394,8 +394,10 @@ class SharedStages:
 
     def maps(
         self, ring: str, param: int, channels: tuple[Channel, ...], runs: np.ndarray
-    ) -> np.ndarray:
-        """The maps of runs `runs`, flattened [len(runs) * D' * D', 1, lanes] in their order."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The maps of runs `runs`, flattened [maps * D' * D', 1, lanes], and each run's first
+        row there. A query that reads most of the set's runs gets all of them as a view: a
+        copy per query of maps of D'^2 entries costs more than the maps' kernel (L = 10)."""
         key = (ring, param, channels)
         nch = len(channels)
         Dp = nch * (self.sub.k + 1) + 1
@@ -433,4 +435,7 @@ class SharedStages:
             )
             M[run_pid] = maps
             done[new] = True
-        return M[runs].reshape(-1, 1, lanes)
+        size = Dp * Dp
+        if 2 * runs.size >= self.nruns:
+            return M.reshape(-1, 1, lanes), runs * size
+        return M[runs].reshape(-1, 1, lanes), np.arange(runs.size) * size
