@@ -205,6 +205,7 @@ class _Pools:
         self._groups: dict[tuple[str, frozenset[str]], tuple[frozenset[str], ...]] = {}
         self._arrivals: dict[tuple[str, str | None], frozenset[str]] = {}
         self._offered: dict[tuple[str, str, Node], frozenset[frozenset[str]]] = {}
+        self._reused: dict[tuple[Node, str], frozenset[frozenset[str]]] = {}
 
     def cost(self, pool: Pool, node: Node) -> float:
         key = (pool.key, node)
@@ -298,8 +299,11 @@ class _Pools:
 
     def fits(self, pool: Pool, node: Node, src: str, before: Node) -> bool:
         """Whether `node`'s blocks that continue from pool `src` find their Q-sets there."""
-        have = self.offered(pool, src, before)
-        return all(b.queries in have for b in node if b.reuse == src)
+        key = (node, src)
+        if key not in self._reused:  # the search asks each node this of many candidates
+            self._reused[key] = frozenset(b.queries for b in node if b.reuse == src)
+        need = self._reused[key]
+        return not need or need <= self.offered(pool, src, before)
 
 
 def find_plan(
@@ -416,7 +420,11 @@ def _min_sum(
             vals = [pools.cost(p, n) for n in nodes]
             picks = {}
             for child in tree[key] - {up}:
-                arg = [_best_child(pools, key, n, child, live[child], best[child]) for n in nodes]
+                by_cost = sorted(range(len(best[child])), key=best[child].__getitem__)
+                arg = [
+                    _best_child(pools, key, n, child, live[child], best[child], by_cost)
+                    for n in nodes
+                ]
                 picks[child] = arg
                 vals = [
                     v + (best[child][i] if i >= 0 else math.inf)
@@ -452,14 +460,23 @@ def _offers(pools: _Pools, key: str, node: Node, to: str) -> frozenset[frozenset
 
 
 def _best_child(
-    pools: _Pools, key: str, node: Node, child: str, options: list[Node], costs: list[float]
+    pools: _Pools,
+    key: str,
+    node: Node,
+    child: str,
+    options: list[Node],
+    costs: list[float],
+    by_cost: list[int],
 ) -> int:
-    """The cheapest candidate of a neighbouring pool consistent with `node` (-1: none)."""
-    best, arg = math.inf, -1
-    for i, other in enumerate(options):
-        if costs[i] < best and _agree(pools, key, node, child, other):
-            best, arg = costs[i], i
-    return arg
+    """The cheapest candidate of a neighbouring pool consistent with `node` (-1: none), the
+    first of equal cost; `by_cost` orders the candidates by cost (stably), so the search stops
+    at the first that agrees."""
+    for i in by_cost:
+        if costs[i] == math.inf:
+            break
+        if _agree(pools, key, node, child, options[i]):
+            return i
+    return -1
 
 
 def _agree(pools: _Pools, a: str, na: Node, b: str, nb: Node) -> bool:
