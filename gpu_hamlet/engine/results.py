@@ -289,7 +289,9 @@ class QueryResults:
         out["window_start"] = ev.axis.to_arrow(np.asarray(start))
         out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))
         for agg in q.aggregates:
-            out[agg.name] = cols.get(agg.name, pa.array([], schema.field(agg.name).type))
+            out[agg.name] = (
+                cols[agg.name] if agg.name in cols else pa.array([], schema.field(agg.name).type)
+            )
         table = pa.table(out)
         assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
         keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]

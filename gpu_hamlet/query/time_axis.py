@@ -100,6 +100,8 @@ class TimeAxis:
         if self.ticks_per_second is None:
             return pa.array(values.astype(np.float64)).cast(self.arrow_type)
         arr = pa.array(values.astype(np.int64))
+        if arr.type == self.arrow_type:
+            return arr
         return arr.cast(self.arrow_type)  # raises on overflow of a narrower integer type
 
 
