@@ -230,6 +230,34 @@ def test_a_shared_run_is_one_block_macro_row():
     assert "SEQ(P, T)+ shared by a, b: 1 bursts (6 events), 1 shared" in stats.describe()
 
 
+def test_run_maps_are_read_in_place_or_copied_alike():
+    """A query reading most of a Q-set's runs gets the set's maps in place (a view, each run
+    at its own offset); one reading few gets a copy of theirs: the same map either way."""
+    seen: list[tuple[int, int, list[int], int]] = []
+    maps = SharedStages.maps
+
+    def spy(self, ring, p, channels, runs):
+        bm, first = maps(self, ring, p, channels, runs)
+        one, at = maps(self, ring, p, channels, runs[-1:])  # fewer than half: a copy
+        size = one.shape[0]
+        np.testing.assert_array_equal(one[at[0] :], bm[first[-1] : first[-1] + size])
+        seen.append((self.nruns, bm.shape[0] // size, first.tolist(), int(at[0])))
+        return bm, first
+
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C) WITHIN 10 s SLIDE 10 s;\n"
+        "b: RETURN COUNT(*), SUM(T.x) PATTERN SEQ(A, SEQ(P, T)+, E) WITHIN 10 s SLIDE 10 s"
+    )
+    types = (["A", "P", "T", "P", "T", "C", "E"] + ["B"] * 13) * 4
+    events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
+    with patch.object(SharedStages, "maps", spy):
+        _check((text, events), "exact", "cpu", SHARE["every run"])
+    assert seen
+    for nruns, held, first, at in seen:
+        assert (nruns, held, at) == (4, 4, 0)
+        assert first == [r * (first[1] - first[0]) for r in range(4)]
+
+
 def test_a_query_reads_the_collapsed_stream_pruned_around_its_runs():
     """A query of one Q-set reads the set's stream with each shared run one slot
     (`SharedStages.compressed`, rows by time): an A with no C within the window is pruned, runs
