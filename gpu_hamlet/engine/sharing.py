@@ -551,10 +551,10 @@ class SharedBursts:
 def pending(
     done: np.ndarray, wanted: np.ndarray, starts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Of the segments `wanted`, those whose coefficients are not `done` (ascending); their
-    events, as indices into event arrays in segment order (segment s holds starts[s] to
-    starts[s + 1]); and each event's index among those segments. Costs the new segments' events
-    only: each query of a set asks for a few more."""
+    """Of the segments `wanted` (bursts' coefficients, or stages' run maps), those not `done`
+    yet (ascending); their events, as indices into event arrays in segment order (segment s
+    holds starts[s] to starts[s + 1]); and each event's index among those segments. Costs the
+    new segments' events only: each query of a set asks for a few more."""
     need = np.zeros(done.shape[0], bool)
     need[wanted] = True
     need &= ~done
