@@ -32,14 +32,15 @@ cover_core(__file__)  # an edit of gpu_hamlet/core recompiles these kernels
 @njit(cache=True, nogil=True)
 def segment_maps(
     tag, pid, seg, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
-    move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx,
+    move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx, BS,
 ):  # fmt: skip
     """Per (pid, segment) run of events sorted by (pid, time): its map, or its zero-start result.
 
     Row i is a macro event (a shared burst) when mseg[i] >= 0, with coefficients MU[mseg[i]] and
     K[mseg[i]], and a block macro row (a shared sub-pattern's run) when mseg[i] <= BLOCK,
-    with its map in BM; `carry` lists the states read as predecessors; `snap` receives each
-    macro event's snapshot. Returns (maps [runs, D, D or 1, lanes], run_pid, run_seg)."""
+    with its map in BM (BS: scaled, `Blocks`); `carry` lists the states read as predecessors;
+    `snap` receives each macro event's snapshot. Returns (maps [runs, D, D or 1, lanes],
+    run_pid, run_seg)."""
     n = pos.shape[0]
     nch = W.shape[0]
     D = nch * (k + 1) + 1
@@ -64,7 +65,7 @@ def segment_maps(
         reset(tag, X, carry)
         run_events(
             tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
-            move_ptr, move_from, move_to, k, snap, BM, blk_ptr, blk_idx,
+            move_ptr, move_from, move_to, k, snap, BM, blk_ptr, blk_idx, BS,
         )  # fmt: skip
         finish_run(tag, X, carry, nch, k, full, maps[r])
         i = end

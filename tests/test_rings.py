@@ -1,7 +1,10 @@
-"""The 'modps' ring (bigint mode's residues, one prime per lane) against 'modp' lane by lane, in
-compiled code and in the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py)."""
+"""The 'modps' ring (bigint mode's residues, one prime per lane) against 'modp' lane by lane, and
+XFloat's plain-float path for shared blocks against its own arithmetic, in compiled code and in
+the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py, recursions.py)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from hypothesis import given, settings
@@ -9,6 +12,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 from gpu_hamlet.core.numeric import primes
+from gpu_hamlet.core.recursions import block_input, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
     MODPS_FROM,
     MODPS_LANES,
@@ -22,6 +26,7 @@ from gpu_hamlet.core.rings import (
     r_store,
     r_zero,
     residue_passes,
+    xf_scaled_rows,
 )
 
 
@@ -81,3 +86,90 @@ def test_residue_passes_cover_the_primes_in_order():
     assert passes == [("modps", 0), ("modps", 1)]
     covered = [p for _, c in passes for p in lane_primes(c)]
     assert covered == list(primes(2 * MODPS_LANES))
+
+
+def _value(m: float, e: float) -> tuple[float, int]:
+    """An XFloat's value as (fraction in [0.5, 1), binary exponent): equal values, equal pairs."""
+    if m == 0.0:
+        return 0.0, 0
+    f, x = math.frexp(m)
+    return f, x + int(e)
+
+
+def _span(values: list[tuple[float, int]]) -> int:
+    exps = [x for f, x in values if f != 0.0]
+    return max(exps) - min(exps) if exps else 0
+
+
+def _block_case(nch: int, L: int):
+    """A template of k = L + 1 states whose block is states 1..L, entered at 1 from state 0 and
+    from its own last state (a Kleene cycle), as `apply_block` reads it."""
+    k = L + 1
+    blk_ptr = np.r_[0, 0, np.full(k - 1, L)].astype(np.int64)
+    blk_idx = np.arange(1, L + 1, dtype=np.int64)
+    pred_ptr = np.r_[0, 0, 2, np.arange(3, k + 2)].astype(np.int64)[: k + 1]
+    pred_idx = np.r_[0, L, np.arange(1, L)].astype(np.int64)
+    is_start = np.zeros(k, np.bool_)
+    return k, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start
+
+
+def _terms(fn, tag, X, BM_or_BS, case, nch, L):
+    k, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start = case
+    Dl = np.zeros_like(X)
+    done = fn(tag, X, Dl, 0, 1, BM_or_BS, 0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, 0)
+    return done, Dl
+
+
+_block_terms_c = njit(block_terms)
+_xf_block_terms_c = njit(xf_block_terms)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nch=st.integers(1, 2),
+    L=st.integers(1, 4),
+    spread=st.sampled_from([20, 200, 600, 3000]),
+    signed=st.booleans(),
+    data=st.data(),
+)
+def test_scaled_block_terms_equal_the_xfloat_ones_bit_for_bit(nch, L, spread, signed, data):
+    """A block macro row's outputs in plain floats (`xf_block_terms`, the map's rows scaled by
+    `xf_scaled_rows`; products far below the others left out where all are non-negative, as
+    counts are) have exactly the values of the XFloat ones (`block_terms`), compiled and
+    in the Python bodies the CUDA simulator runs. It may decline (False) only where entries and
+    inputs are hundreds of binary orders apart, so that products near the subnormal range."""
+    case = _block_case(nch, L)
+    k = case[0]
+    D = nch * (k + 1) + 1
+    Dp = nch * (L + 2) + 1
+
+    def xfloats(n: int) -> np.ndarray:
+        out = np.zeros((n, 1, 2))
+        for i in range(n):
+            if data.draw(st.booleans()):  # a mantissa anywhere XFloat keeps one
+                f = data.draw(st.floats(0.5, 1.0, exclude_max=True))
+                m = math.ldexp(f, data.draw(st.integers(-190, 190)))
+                out[i, 0, 0] = -m if signed and data.draw(st.booleans()) else m
+                out[i, 0, 1] = data.draw(st.integers(-spread, spread))
+        return out
+
+    X = xfloats(D)
+    X[D - 1, 0] = (1.0, 0.0)
+    BM = xfloats(Dp * Dp)
+    BS = xf_scaled_rows(BM[:, 0, 0].reshape(Dp, Dp), BM[:, 0, 1].reshape(Dp, Dp)).reshape(-1, 2)
+    tag = make_tag("xfloat")
+    k, _, blk_idx, pred_ptr, pred_idx, is_start = case
+    inputs = [
+        block_input(tag, X, m, nch, 1, 0, L, blk_idx, pred_ptr, pred_idx, is_start, k, 0)
+        for m in range(Dp)
+    ]
+    # How far below its row's (input's) largest an entry (input) is, in binary orders
+    span = max(_span([_value(*a) for a in row]) for row in BM[:, 0].reshape(Dp, Dp, 2))
+    span += _span([_value(*v) for v in inputs])
+    for terms, scaled in ((block_terms, xf_block_terms), (_block_terms_c, _xf_block_terms_c)):
+        _, want = _terms(terms, tag, X, BM, case, nch, L)
+        done, got = _terms(scaled, tag, X, BS, case, nch, L)
+        assert done or span > 500
+        if done:
+            for at in range(D):
+                assert _value(*got[at, 0]) == _value(*want[at, 0]), at

@@ -230,19 +230,24 @@ def test_a_shared_run_is_one_block_macro_row():
     assert "SEQ(P, T)+ shared by a, b: 1 bursts (6 events), 1 shared" in stats.describe()
 
 
-def test_run_maps_are_read_in_place_or_copied_alike():
+@pytest.mark.parametrize("numeric", ["exact", "float"])
+def test_run_maps_are_read_in_place_or_copied_alike(numeric):
     """A query reading most of a Q-set's runs gets the set's maps in place (a view, each run
-    at its own offset); one reading few gets a copy of theirs: the same map either way."""
+    at its own offset); one reading few gets a copy of theirs: the same map either way, and in
+    float mode the same scaled rows (`Blocks.bs`), one per map entry."""
     seen: list[tuple[int, int, list[int], int]] = []
     maps = SharedStages.maps
 
     def spy(self, ring, p, channels, runs):
-        bm, first = maps(self, ring, p, channels, runs)
-        one, at = maps(self, ring, p, channels, runs[-1:])  # fewer than half: a copy
+        bm, bs, first = maps(self, ring, p, channels, runs)
+        one, one_s, at = maps(self, ring, p, channels, runs[-1:])  # fewer than half: a copy
         size = one.shape[0]
         np.testing.assert_array_equal(one[at[0] :], bm[first[-1] : first[-1] + size])
+        assert bs.shape[0] == (bm.shape[0] if ring == "xfloat" else 0)
+        if ring == "xfloat":
+            np.testing.assert_array_equal(one_s[at[0] :], bs[first[-1] : first[-1] + size])
         seen.append((self.nruns, bm.shape[0] // size, first.tolist(), int(at[0])))
-        return bm, first
+        return bm, bs, first
 
     text = (
         "a: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C) WITHIN 10 s SLIDE 10 s;\n"
@@ -251,7 +256,7 @@ def test_run_maps_are_read_in_place_or_copied_alike():
     types = (["A", "P", "T", "P", "T", "C", "E"] + ["B"] * 13) * 4
     events = [{"time": i, "type": ty, "g": "u", "x": i, "y": 0.0} for i, ty in enumerate(types)]
     with patch.object(SharedStages, "maps", spy):
-        _check((text, events), "exact", "cpu", SHARE["every run"])
+        _check((text, events), numeric, "cpu", SHARE["every run"])
     assert seen
     for nruns, held, first, at in seen:
         assert (nruns, held, at) == (4, 4, 0)

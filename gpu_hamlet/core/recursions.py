@@ -32,11 +32,16 @@ compose into windows).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
+from numba.extending import overload
 
 from gpu_hamlet.core.rings import (
+    XF_FAR,
+    XF_NEAR,
+    XFloat,
     jitable,
     r_add,
     r_is_zero,
@@ -45,6 +50,8 @@ from gpu_hamlet.core.rings import (
     r_one,
     r_store,
     r_zero,
+    ring_of,
+    xf_fix,
 )
 
 #: `mseg` of an ordinary row (an event entering a state); a macro row names its burst (>= 0).
@@ -62,16 +69,23 @@ BLOCK = -3
 
 class Blocks(NamedTuple):
     """The block macro rows' data of one query's rows (`apply_block`): their maps
-    BM [rows, 1, lanes] and, per state, the block it enters (CSR `blk_ptr` [k + 1], `blk_idx`;
-    empty for a state that enters none)."""
+    BM [rows, 1, lanes]; per state, the block it enters (CSR `blk_ptr` [k + 1], `blk_idx`;
+    empty for a state that enters none); and in XFloat, BM's entries scaled per map row
+    (`xf_scaled_rows`: BS [rows, 2]; [0, 2] in other rings)."""
 
     bm: np.ndarray
     blk_ptr: np.ndarray
     blk_idx: np.ndarray
+    bs: np.ndarray
 
     @classmethod
     def none(cls, k: int, dtype, lanes: int) -> Blocks:
-        return cls(np.zeros((0, 1, lanes), dtype), np.zeros(k + 1, np.int64), np.zeros(1, np.int64))
+        return cls(
+            np.zeros((0, 1, lanes), dtype),
+            np.zeros(k + 1, np.int64),
+            np.zeros(1, np.int64),
+            np.zeros((0, 2), np.float64),
+        )
 
 
 #: Timestamp groups per piece of a burst. A burst's coefficients are a product of one linear map
@@ -168,7 +182,7 @@ def reset(tag, X, carry):
 @jitable
 def run_events(
     tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
-    move_from, move_to, k, snap, BM, blk_ptr, blk_idx,
+    move_from, move_to, k, snap, BM, blk_ptr, blk_idx, BS,
 ):  # fmt: skip
     """Rows i..end-1 of one run (sorted by time) applied to X; `Dl` is scratch of X's shape for
     the deltas of an equal-timestamp group. A block macro row (`BLOCK`) is alone at its
@@ -184,8 +198,8 @@ def run_events(
             move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
         elif j == i + 1 and mseg[i] <= BLOCK:
             apply_block(
-                tag, X, Dl, BLOCK - mseg[i], pos[i], BM, blk_ptr, blk_idx, pred_ptr, pred_idx,
-                is_start, is_end, nch, k,
+                tag, X, Dl, BLOCK - mseg[i], pos[i], BM, BS, blk_ptr, blk_idx, pred_ptr,
+                pred_idx, is_start, is_end, nch, k,
             )  # fmt: skip
         elif j == i + 1:
             apply_event(
@@ -241,7 +255,7 @@ def block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
 
 @jitable
 def apply_block(
-    tag, X, Dl, off, s, BM, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start, is_end, nch, k
+    tag, X, Dl, off, s, BM, BS, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start, is_end, nch, k
 ):  # fmt: skip
     """A block macro row: a run of a shared sub-pattern's events, entered at state s, as one map.
 
@@ -254,28 +268,15 @@ def apply_block(
     states take their new values; the final grows by the block's if its last state is an end."""
     b0 = blk_ptr[s]
     L = blk_ptr[s + 1] - b0
-    sd = L + 2
-    Dp = nch * sd + 1
     stride = k + 1
     last = blk_idx[b0 + L - 1]
     for col in range(X.shape[1]):
-        # Each input once (IN sums the entry's outside predecessors), spread over the outputs;
-        # every output still adds its terms in input order, from zero.
-        for ch in range(nch):
-            for p in range(1, L + 2):
-                at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-                r_store(tag, Dl, at, col, r_zero(tag))
-        for m in range(Dp):
-            v = block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
-            if r_is_zero(tag, v):
-                continue
-            for ch in range(nch):
-                for p in range(1, L + 2):
-                    a = r_load(tag, BM, off + (ch * sd + p) * Dp + m, 0)
-                    if not r_is_zero(tag, a):
-                        at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-                        acc = r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v))
-                        r_store(tag, Dl, at, col, acc)
+        if not scaled_block_terms(
+            tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+        ):
+            block_terms(
+                tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+            )
         for ch in range(nch):
             for p in range(1, L + 1):
                 at = ch * stride + blk_idx[b0 + p - 1]
@@ -284,6 +285,168 @@ def apply_block(
                 at = ch * stride + k
                 grown = r_add(tag, r_load(tag, X, at, col), r_load(tag, Dl, at, col))
                 r_store(tag, X, at, col, grown)
+
+
+@jitable
+def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col):
+    """A block macro row's outputs in column col, into Dl at the block's states and the final:
+    each input read once (IN sums the entry's outside predecessors) and spread over the
+    outputs; every output adds its terms in input order, from zero."""
+    sd = L + 2
+    Dp = nch * sd + 1
+    stride = k + 1
+    for ch in range(nch):
+        for p in range(1, L + 2):
+            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+            r_store(tag, Dl, at, col, r_zero(tag))
+    for m in range(Dp):
+        v = block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
+        if r_is_zero(tag, v):
+            continue
+        for ch in range(nch):
+            for p in range(1, L + 2):
+                a = r_load(tag, BM, off + (ch * sd + p) * Dp + m, 0)
+                if not r_is_zero(tag, a):
+                    at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+                    acc = r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v))
+                    r_store(tag, Dl, at, col, acc)
+
+
+#: `xf_input_terms`' flags: a product was left out, a term is negative, the path declines.
+XF_DROPPED, XF_NEGATIVE, XF_DECLINE = 1, 2, 4
+
+
+@jitable
+def xf_block_terms(
+    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+):  # fmt: skip
+    """`block_terms` in XFloat as plain float arithmetic, with the same values, or False (Dl
+    then holds nothing of use) where that cannot be shown (docs/architecture.md section 10).
+
+    The map's rows come scaled to their largest entry, stored by column (BS, `xf_scaled_rows`:
+    entry (r, m) of a map at off is BS[off + m * D' + r]), and the inputs are
+    scaled here to the largest input exponent, so each output is a plain sum of products in
+    `block_terms`' order, with its roundings. A product of 2^-900 or more (scaled) is added; one
+    below 2^-1000 is left out, which changes nothing while every term is non-negative and the
+    output has a term of the first kind (the sum, never smaller than that term, absorbs it, as
+    XFloat's alignment does); anything else declines. Saves an exponent alignment per
+    multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py)."""
+    sd = L + 2
+    Dp = nch * sd + 1
+    stride = k + 1
+    cst = X.shape[0] - 1
+    # The scale: the largest exponent among the inputs' parts (IN sums some of s's predecessors)
+    top = X[cst, col, 1]
+    for ch in range(nch):
+        base = ch * stride
+        for b in range(L):
+            at = base + blk_idx[b0 + b]
+            if X[at, col, 0] != 0.0 and X[at, col, 1] > top:
+                top = X[at, col, 1]
+        for qi in range(pred_ptr[s], pred_ptr[s + 1]):
+            at = base + pred_idx[qi]
+            if X[at, col, 0] != 0.0 and X[at, col, 1] > top:
+                top = X[at, col, 1]
+    for ch in range(nch):
+        for p in range(1, L + 2):
+            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+            Dl[at, col, 0] = 0.0
+            Dl[at, col, 1] = 0.0  # 1 once a product is left out
+    flags = 0
+    for ch in range(nch):
+        for p in range(L + 1):  # IN, then the block's states (its final value: growth only)
+            if p == 0:
+                m = ch * sd
+                v = block_input(
+                    tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
+                )
+            else:
+                v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
+            if v[0] != 0.0:
+                x = math.ldexp(v[0], int(v[1] - top))
+                flags |= xf_input_terms(Dl, BS, off + (ch * sd + p) * Dp, x, b0, L, blk_idx,
+                                        nch, k, col)  # fmt: skip
+                if flags & XF_DECLINE:
+                    return False
+    v = r_load(tag, X, cst, col)
+    if v[0] != 0.0:
+        x = math.ldexp(v[0], int(v[1] - top))
+        flags |= xf_input_terms(Dl, BS, off + (Dp - 1) * Dp, x, b0, L, blk_idx, nch, k, col)
+        if flags & XF_DECLINE:
+            return False
+    if flags == XF_DROPPED | XF_NEGATIVE:
+        return False
+    for ch in range(nch):
+        for p in range(1, L + 2):
+            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+            if Dl[at, col, 1] != 0.0 and Dl[at, col, 0] == 0.0:
+                return False  # only products left out: their sum would be the output
+            mm, ee = xf_fix(Dl[at, col, 0], BS[off + ch * sd + p, 1] + top)
+            Dl[at, col, 0] = mm
+            Dl[at, col, 1] = ee
+    return True
+
+
+@jitable
+def xf_input_terms(Dl, BS, entries, x, b0, L, blk_idx, nch, k, col):
+    """One scaled input x times its column of a block's scaled map (at BS[entries:]), added
+    into the outputs' plain sums in Dl (`xf_block_terms`); returns the XF_ flags it raised."""
+    sd = L + 2
+    stride = k + 1
+    flags = 0
+    for ch in range(nch):
+        for p in range(1, L + 2):
+            a = BS[entries + ch * sd + p, 0]
+            if a == 0.0:
+                continue
+            term = a * x
+            size = abs(term)
+            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+            if size >= XF_NEAR:
+                Dl[at, col, 0] += term
+                if term < 0.0:
+                    flags |= XF_NEGATIVE
+            elif size < XF_FAR:
+                Dl[at, col, 1] = 1.0
+                flags |= XF_DROPPED
+                if (a < 0.0) != (x < 0.0):
+                    flags |= XF_NEGATIVE
+            else:  # between the two, or a is NaN
+                return XF_DECLINE
+    return flags
+
+
+def scaled_block_terms(
+    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+):  # fmt: skip
+    """`xf_block_terms` in XFloat (with BS given), else False: `block_terms` does the work."""
+    if not isinstance(tag, XFloat) or BS.shape[0] == 0:
+        return False
+    return xf_block_terms(
+        tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    )
+
+
+@overload(scaled_block_terms, target="generic")
+def _ov_scaled_block_terms(
+    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+):  # fmt: skip
+    if ring_of(tag) is XFloat:
+
+        def scaled(tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
+                   col):  # fmt: skip
+            if BS.shape[0] == 0:
+                return False
+            return xf_block_terms(
+                tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+            )
+
+        return scaled
+    return (
+        lambda tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col: (
+            False
+        )
+    )
 
 
 @jitable

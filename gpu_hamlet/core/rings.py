@@ -193,6 +193,35 @@ def xf_mul(a, b):
     return xf_fix(am * bm, ae + be)
 
 
+#: Below this a float64 is near the subnormal range, where a product would lose bits
+#: (`xf_scaled_rows`).
+XF_TINY = 2.0**-1020
+#: A shared block's plain-float products (gpu_hamlet/core/recursions.py `xf_block_terms`) are
+#: added from XF_NEAR up and left out below XF_FAR: with no negative term, a sum holding one of
+#: XF_NEAR or more absorbs them all (their sum stays below half its last bit), as in XFloat.
+XF_NEAR = 2.0**-900
+XF_FAR = 2.0**-1000
+
+
+def xf_scaled_rows(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """XFloat matrices [..., rows, cols] (mantissas m, exponents e) as plain floats scaled to
+    their row's largest entry, and that entry's binary exponent, stored by column: [..., cols,
+    rows, 2] holding (m * 2^(e - top), top). With its input scaled alike, a row times a vector
+    is then plain float arithmetic with XFloat's roundings while no product nears the
+    subnormal range (gpu_hamlet/core/recursions.py `xf_block_terms`); an entry too small
+    beside its row's largest is NaN, so that its product shows it."""
+    nz = m != 0.0
+    with np.errstate(divide="ignore"):
+        te = np.where(nz, np.frexp(m)[1] + e, -np.inf)
+    top = te.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    shift = np.clip(np.where(nz, e - top, 0.0), -1.0e6, 1.0e6).astype(np.int64)
+    scaled = np.ldexp(m, shift)
+    scaled[nz & (np.abs(scaled) < XF_TINY)] = np.nan
+    out = np.stack([scaled, np.broadcast_to(top, scaled.shape)], axis=-1)
+    return np.ascontiguousarray(out.swapaxes(-2, -3))
+
+
 @jitable
 def mp_add(a, b, p):
     s = a + b
@@ -309,7 +338,8 @@ def r_store(tag, X, i, j, v):
         X[i, j, 1] = v[1]
 
 
-def _ring_of(tag) -> type | None:
+def ring_of(tag) -> type | None:
+    """The ring class of a tag's numba type (in an `@overload`), or None."""
     if isinstance(tag, (types.NamedTuple, types.NamedUniTuple)):
         return tag.instance_class
     return None
@@ -348,7 +378,7 @@ def _modps_lanes(tag) -> int:
 
 @overload(r_zero, target="generic")
 def _ov_zero(tag):
-    ring = _ring_of(tag)
+    ring = ring_of(tag)
     if ring is XFloat:
         return lambda tag: (0.0, 0.0)
     if ring is ModP:
@@ -362,7 +392,7 @@ def _ov_zero(tag):
 
 @overload(r_one, target="generic")
 def _ov_one(tag):
-    ring = _ring_of(tag)
+    ring = ring_of(tag)
     if ring is XFloat:
         return lambda tag: (1.0, 0.0)
     if ring is ModP:
@@ -376,7 +406,7 @@ def _ov_one(tag):
 
 @overload(r_add, target="generic")
 def _ov_add(tag, a, b):
-    ring = _ring_of(tag)
+    ring = ring_of(tag)
     if ring is XFloat:
         return lambda tag, a, b: xf_add(a, b)
     if ring is ModP:
@@ -390,7 +420,7 @@ def _ov_add(tag, a, b):
 
 @overload(r_mul, target="generic")
 def _ov_mul(tag, a, b):
-    ring = _ring_of(tag)
+    ring = ring_of(tag)
     if ring is XFloat:
         return lambda tag, a, b: xf_mul(a, b)
     if ring is ModP:
@@ -404,31 +434,31 @@ def _ov_mul(tag, a, b):
 
 @overload(r_is_zero, target="generic")
 def _ov_is_zero(tag, a):
-    if _ring_of(tag) is ModP:
+    if ring_of(tag) is ModP:
         return lambda tag, a: a == 0
-    if _ring_of(tag) is ModPs:
+    if ring_of(tag) is ModPs:
         return _lanes("is_zero", _modps_lanes(tag))
     return lambda tag, a: a[0] == 0
 
 
 @overload(r_load, target="generic")
 def _ov_load(tag, X, i, j):
-    if _ring_of(tag) is ModP:
+    if ring_of(tag) is ModP:
         return lambda tag, X, i, j: X[i, j, 0]
-    if _ring_of(tag) is ModPs:
+    if ring_of(tag) is ModPs:
         return _lanes("load", _modps_lanes(tag))
     return lambda tag, X, i, j: (X[i, j, 0], X[i, j, 1])
 
 
 @overload(r_store, target="generic")
 def _ov_store(tag, X, i, j, v):
-    if _ring_of(tag) is ModP:
+    if ring_of(tag) is ModP:
 
         def store1(tag, X, i, j, v):
             X[i, j, 0] = v
 
         return store1
-    if _ring_of(tag) is ModPs:
+    if ring_of(tag) is ModPs:
         return _lanes("store", _modps_lanes(tag))
 
     def store2(tag, X, i, j, v):

@@ -409,18 +409,21 @@ class QueryRows:
             return None
         k = self.tpl.k
         name = self.plan.query.name
-        bms, lists = [], [np.zeros(0, np.int64)] * k
+        bms, bss, lists = [], [], [np.zeros(0, np.int64)] * k
         offset = 0
         for s_i, sb in stages:
             at = np.flatnonzero(self.macro_src == s_i)
-            bm, first = sb.maps(ring, p, channels, self.macro_seg[at])
+            bm, bs, first = sb.maps(ring, p, channels, self.macro_seg[at])
             mseg[at] = BLOCK - (offset + first)
             bms.append(bm)
+            bss.append(bs)
             offset += bm.shape[0]
             block = sb.blocks[name]
             lists[int(block[0])] = block
         ptr = np.r_[0, np.cumsum([b.shape[0] for b in lists])].astype(np.int64)
-        return Blocks(bms[0] if len(bms) == 1 else np.concatenate(bms), ptr, np.concatenate(lists))
+        if len(bms) > 1:
+            bms, bss = [np.concatenate(bms)], [np.concatenate(bss)]
+        return Blocks(bms[0], ptr, np.concatenate(lists), bss[0])
 
     def _window_layout(self, run: np.ndarray) -> dict:
         """The window fields of AdjacentRuns (gpu_hamlet/core/adjacency.py) for the rows: window

@@ -23,7 +23,7 @@ from math import gcd
 import numpy as np
 
 from gpu_hamlet.core.recursions import EVENT
-from gpu_hamlet.core.rings import layout
+from gpu_hamlet.core.rings import layout, xf_scaled_rows
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
@@ -267,7 +267,8 @@ class SharedStages:
                 self.blocks[q.name] = b
         names = tuple(self.blocks)
         self.stats = SharingStats(key, names)
-        self._maps: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # maps, done
+        # maps, the same scaled (XFloat), done
+        self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.run_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
         self.nruns = 0
         self.slots: Slots | None = None  # None when no run is shared
@@ -394,10 +395,11 @@ class SharedStages:
 
     def maps(
         self, ring: str, param: int, channels: tuple[Channel, ...], runs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The maps of runs `runs`, flattened [maps * D' * D', 1, lanes], and each run's first
-        row there. A query that reads most of the set's runs gets all of them as a view: a
-        copy per query of maps of D'^2 entries costs more than the maps' kernel (L = 10)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The maps of runs `runs`, flattened [maps * D' * D', 1, lanes]; in XFloat the same
+        scaled per map row (`Blocks.bs`, else [0, 2]); and each run's first row there. A query
+        that reads most of the set's runs gets all of them as a view: a copy per query of maps
+        of D'^2 entries costs more than the maps' kernel (L = 10)."""
         key = (ring, param, channels)
         nch = len(channels)
         Dp = nch * (self.sub.k + 1) + 1
@@ -405,9 +407,10 @@ class SharedStages:
         if key not in self._maps:
             self._maps[key] = (
                 np.empty((self.nruns, Dp, Dp, lanes), dtype),
+                np.empty((self.nruns if ring == "xfloat" else 0, Dp, Dp, 2), np.float64),
                 np.zeros(self.nruns, bool),
             )
-        M, done = self._maps[key]
+        M, S, done = self._maps[key]
         new, ev, _ = pending(done, runs, self.ev_lo)
         if new.size:
             rows = self.ev_rows[ev]
@@ -434,8 +437,12 @@ class SharedStages:
                 param,
             )
             M[run_pid] = maps
+            if S.shape[0]:
+                S[run_pid] = xf_scaled_rows(maps[..., 0], maps[..., 1])
             done[new] = True
         size = Dp * Dp
         if 2 * runs.size >= self.nruns:
-            return M.reshape(-1, 1, lanes), runs * size
-        return M[runs].reshape(-1, 1, lanes), np.arange(runs.size) * size
+            return M.reshape(-1, 1, lanes), S.reshape(-1, 2), runs * size
+        if S.shape[0]:
+            S = S[runs]
+        return M[runs].reshape(-1, 1, lanes), S.reshape(-1, 2), np.arange(runs.size) * size

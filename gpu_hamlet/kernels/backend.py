@@ -134,6 +134,7 @@ class SegmentRuns:
         self.is_end = _stack([t.is_end.astype(np.int64) for t in tpls], self.k).astype(bool)
         self.carry = _stack([t.carry[: self.ncols - 1] for t in tpls], self.ncols - 1)
         self.bm = cat([b.bm for b in blocks])
+        self.bs = cat([b.bs for b in blocks])
         self.blk_ptr = _stack([b.blk_ptr for b in blocks], self.k + 1)
         self.blk_idx = _stack([b.blk_idx for b in blocks], max(b.blk_idx.shape[0] for b in blocks))
         self.moves = tuple(
@@ -196,6 +197,7 @@ class SegmentRuns:
             to_device(self.bm),
             to_device(self.blk_ptr),
             to_device(self.blk_idx),
+            to_device(self.bs),
         )
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 

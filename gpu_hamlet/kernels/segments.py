@@ -22,14 +22,14 @@ from gpu_hamlet.core.rings import BY_NAME
 def segment_kernel(ring: str):
     """The segment-map kernel of `ring`: kernel[grid, block](starts, qid, t, pos, W, MU, K, mseg,
     pred_ptr, pred_idx, is_start, is_end, move_ptr, move_from, move_to, k, full, carry, snap, maps,
-    work, prm, BM, blk_ptr, blk_idx). Run r belongs to query qid[r], whose template is row qid[r]
-    of the template arrays (pred_ptr ... carry) and of blk_ptr and blk_idx."""
+    work, prm, BM, blk_ptr, blk_idx, BS). Run r belongs to query qid[r], whose template is row
+    qid[r] of the template arrays (pred_ptr ... carry) and of blk_ptr and blk_idx."""
     Tag = BY_NAME[ring]
 
     @cuda.jit
     def kernel(
         starts, qid, t, pos, W, MU, K, mseg, pred_ptrs, pred_idxs, is_starts, is_ends, move_ptrs,
-        move_froms, move_tos, k, full, carries, snap, maps, work, prm, BM, blk_ptrs, blk_idxs,
+        move_froms, move_tos, k, full, carries, snap, maps, work, prm, BM, blk_ptrs, blk_idxs, BS,
     ):  # fmt: skip
         r = cuda.grid(1)
         if r >= starts.shape[0] - 1:
@@ -41,7 +41,7 @@ def segment_kernel(ring: str):
         run_events(
             tag, X, work[r, 1], starts[r], starts[r + 1], t, pos, W, MU, K, mseg, pred_ptrs[q],
             pred_idxs[q], is_starts[q], is_ends[q], move_ptrs[q], move_froms[q], move_tos[q], k,
-            snap, BM, blk_ptrs[q], blk_idxs[q],
+            snap, BM, blk_ptrs[q], blk_idxs[q], BS,
         )  # fmt: skip
         finish_run(tag, X, carries[q], W.shape[0], k, full, maps[r])
 
