@@ -243,6 +243,19 @@ def test_batched_steps_on_the_fixed_workload():
     assert batched_equals_single(calls, True) >= 8
 
 
+def test_batched_calls_with_and_without_snapshot_rows():
+    """A call passes no snapshot rows where nobody reads them (`apply_event`); batched with
+    calls of its shape that do, each call's maps and snapshots still equal the CPU backend's
+    for that call alone."""
+    calls = record(shared_events(), SHARED_TEXT, numeric="float", sharing="static")
+    macro = next(a for s, a in calls if s == "segment_maps" and (a[8] >= 0).any())
+    batch = []
+    for rows in (macro[1].shape[0], 0, macro[1].shape[0]):
+        snap = np.zeros((rows, *macro[11].shape[1:]), macro[11].dtype)
+        batch.append(("segment_maps", macro[:11] + (snap,) + macro[12:]))
+    assert batched_equals_single(batch, False) == 3
+
+
 def batched_equals_single(calls: list, full: bool) -> int:
     """All recorded segment calls in one `segment_maps_many` (queries of one shape share
     launches whatever their templates), then their compositions and group sums batched too:

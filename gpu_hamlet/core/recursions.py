@@ -107,7 +107,8 @@ def apply_event(
     Dst may be X itself for a lone row: every channel reads its own predecessors before writing,
     and channel 0, which the others read through c, is written last. A macro event (a shared
     burst, gpu_hamlet/engine/sharing.py; mseg[i] >= 0 names its coefficients) adds MU*c and
-    MU*z + K*c instead of c and z + W*c; its c, the burst's snapshot, is recorded in `snap`."""
+    MU*z + K*c instead of c and z + W*c; its c, the burst's snapshot, is recorded in `snap`
+    unless that has no rows (nobody reads it: a bigint pass would write 32 lanes a row)."""
     stride = k + 1
     cst = X.shape[0] - 1
     m = mseg[i]
@@ -119,7 +120,7 @@ def apply_event(
             c = r_zero(tag)
         for qi in range(pred_ptr[p], pred_ptr[p + 1]):
             c = r_add(tag, c, r_load(tag, X, pred_idx[qi], col))
-        if is_macro and col == 0:
+        if is_macro and col == 0 and snap.shape[0] > 0:
             r_store(tag, snap, i, 0, c)
         cz = r_is_zero(tag, c)
         for ch in range(1, nch):

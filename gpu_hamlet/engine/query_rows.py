@@ -505,7 +505,8 @@ class QueryRows:
             assert self.seg is not None, "events are segmented first"
             run_pid, run_seg = self.pid[first], self.seg[first]
         else:
-            snap = np.zeros((self.pos.shape[0], 1, lanes), dtype)
+            record = ring == "xfloat" and self.snapshots is not None
+            snap = np.zeros((self.pos.shape[0] if record else 0, 1, lanes), dtype)
             maps, run_pid, run_seg = yield (
                 "segment_maps",
                 (

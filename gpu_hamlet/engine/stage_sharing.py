@@ -433,7 +433,7 @@ class SharedStages:
                 np.full(n, EVENT, np.int64),
                 self.sub,
                 True,
-                np.zeros((n, 1, lanes), dtype),
+                np.zeros((0, 1, lanes), dtype),  # no macro rows, no snapshots
                 param,
             )
             M[run_pid] = maps

@@ -124,7 +124,15 @@ class SegmentRuns:
         nch = ws[0].shape[0]
         self.mu, self.kc = cat([c[6] for c in calls]), cat([c[7] for c in calls])
         self.mseg = cat(mseg)
-        self.snap = cat([c[11] for c in calls])
+        # A call passes no snapshot rows when nobody reads them (`apply_event`); with another
+        # that does, it gets zeros of its own, so that rows stay aligned.
+        snaps = [c[11] for c in calls]
+        if any(sn.shape[0] for sn in snaps):
+            snaps = [
+                sn if sn.shape[0] else np.zeros((c[1].shape[0], *sn.shape[1:]), sn.dtype)
+                for sn, c in zip(snaps, calls, strict=True)
+            ]
+        self.snap = cat(snaps)
         tpls = [c[9] for c in calls]
         self.pred_ptr = _stack([t.pred_ptr for t in tpls], self.k + 1)
         self.pred_idx = _stack(
@@ -239,7 +247,8 @@ class GpuBackend:
                 pid, seg, snap = calls[i][1], calls[i][2], calls[i][11]
                 r0, r1 = runs.call_runs[j], runs.call_runs[j + 1]
                 e0, e1 = runs.call_events[j], runs.call_events[j + 1]
-                snap[...] = runs.snap[e0:e1]
+                if snap.shape[0]:
+                    snap[...] = runs.snap[e0:e1]
                 starts = runs.bounds[r0:r1] - e0
                 out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
         return [out[i] for i in range(len(calls))]
