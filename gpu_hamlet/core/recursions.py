@@ -291,8 +291,9 @@ def apply_block(
 @jitable
 def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col):
     """A block macro row's outputs in column col, into Dl at the block's states and the final:
-    each input read once (IN sums the entry's outside predecessors) and spread over the
-    outputs; every output adds its terms in input order, from zero."""
+    each input read once (IN sums the entry's outside predecessors; the block's final value
+    adds its growth only, so it is no input) and spread over the outputs; every output adds
+    its terms in input order, from zero."""
     sd = L + 2
     Dp = nch * sd + 1
     stride = k + 1
@@ -300,17 +301,33 @@ def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_s
         for p in range(1, L + 2):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             r_store(tag, Dl, at, col, r_zero(tag))
-    for m in range(Dp):
-        v = block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
-        if r_is_zero(tag, v):
-            continue
-        for ch in range(nch):
-            for p in range(1, L + 2):
-                a = r_load(tag, BM, off + (ch * sd + p) * Dp + m, 0)
-                if not r_is_zero(tag, a):
-                    at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-                    acc = r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v))
-                    r_store(tag, Dl, at, col, acc)
+    for ch in range(nch):
+        for p in range(L + 1):
+            if p == 0:
+                v = block_input(
+                    tag, X, ch * sd, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
+                )
+            else:
+                v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
+            input_terms(tag, Dl, BM, off + ch * sd + p, Dp, v, b0, L, blk_idx, nch, k, col)
+    v = r_load(tag, X, X.shape[0] - 1, col)
+    input_terms(tag, Dl, BM, off + Dp - 1, Dp, v, b0, L, blk_idx, nch, k, col)
+
+
+@jitable
+def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, blk_idx, nch, k, col):
+    """One input v times its column of a block's map (BM[entries + r * D'] for output r),
+    added into the outputs in Dl (`block_terms`)."""
+    if r_is_zero(tag, v):
+        return
+    sd = L + 2
+    stride = k + 1
+    for ch in range(nch):
+        for p in range(1, L + 2):
+            a = r_load(tag, BM, entries + (ch * sd + p) * Dp, 0)
+            if not r_is_zero(tag, a):
+                at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
+                r_store(tag, Dl, at, col, r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v)))
 
 
 #: `xf_input_terms`' flags: a product was left out, a term is negative, the path declines.
