@@ -19,9 +19,9 @@ bench_plan_search.py's generators (prefixes, suffixes, GROUPBY and filters varie
 bursty stream SEQ(A_i, T_0, T_1, C_j), SEQ(A_i, SEQ(T_0, .., T_(L-1))+, C_j) and the two
 mixed 2:1, COUNT(*), each over the stream of L body types (column L); off it, SEQ and mixed
 (Kleene length 4) take no L. Windows of 30 min sliding by 10 min (1 min by 30 s on the
-bursty stream); float mode with on_overflow='null' (counts leave float64's range; the work is
-the same). Each cell: the best of `--repeat` warm runs of `aggregate` on the CPU backend, each
-round running the four modes in turn;
+bursty stream); float mode (`--numeric exact` for the engine's default) with on_overflow='null'
+(counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
+runs of `aggregate` on the CPU backend, each round running the four modes in turn;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
 events), the best of 3; "plan ms" what `dynamic` decides on top of `hamlet` in a warm call
 (`stage_plan`: the gate, the search where it passes, the chains cut), the best of 3. Writes
@@ -120,7 +120,9 @@ def workloads(stream: str, v: Vocabulary) -> dict[str, Workload]:
     }
 
 
-def timed(events: pa.Table, text: str, repeat: int) -> tuple[dict[str, float], RunStats]:
+def timed(
+    events: pa.Table, text: str, repeat: int, numeric: str = "float"
+) -> tuple[dict[str, float], RunStats]:
     """Each mode's best of `repeat` rounds, every round running the modes in turn (so that the
     machine's drift falls on all of them alike), after a warm-up call per mode; and the
     statistics of `dynamic`'s last run."""
@@ -131,7 +133,7 @@ def timed(events: pa.Table, text: str, repeat: int) -> tuple[dict[str, float], R
             events,
             text,
             sharing=mode,
-            numeric="float",
+            numeric=numeric,
             on_overflow="null",
             backend="cpu",
             stats=stats,
@@ -140,7 +142,7 @@ def timed(events: pa.Table, text: str, repeat: int) -> tuple[dict[str, float], R
 
     for mode in MODES:
         gpu_hamlet.aggregate(
-            events.slice(0, 2000), text, sharing=mode, numeric="float", on_overflow="null"
+            events.slice(0, 2000), text, sharing=mode, numeric=numeric, on_overflow="null"
         )
     best = dict.fromkeys(MODES, float("inf"))
     stats = RunStats()
@@ -215,10 +217,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--streams", nargs="+", default=["ridesharing", "bursty", "NASDAQ"])
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gloria")
+    ap.add_argument("--numeric", default="float", choices=["float", "exact"])
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"# {args.events:,} events per stream; seconds, best of {args.repeat}")
+    print(
+        f"# {args.events:,} events per stream; numeric={args.numeric}; seconds, best of "
+        f"{args.repeat}"
+    )
     head = " ".join(f"{m:>8}" for m in MODES)
     print(
         f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} "
@@ -250,7 +256,7 @@ def main() -> None:
                 stats = StreamStats.of(sample)
                 for n in args.queries:
                     text = make(n, L)
-                    secs, rs = timed(table, text, args.repeat)
+                    secs, rs = timed(table, text, args.repeat, args.numeric)
                     st = [s for s in rs.sets if s.kleene_type.endswith((")", ")+"))]  # stages
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
                     opt, decide = search_ms(text, stats), plan_ms(table, text)
