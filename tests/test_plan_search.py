@@ -139,6 +139,21 @@ def test_searched_plan_is_the_cheapest_choice_of_candidates(case):
     assert plans["greedy"].cost >= best * (1 - 1e-12)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    events=st.lists(st.sampled_from("ABCD"), max_size=40),
+    body=st.sets(st.sampled_from("ABCD"), min_size=1),
+    others=st.sets(st.sampled_from("ABCD")),
+)
+def test_statistics_runs_equal_a_count_by_hand(events, body, others):
+    """Runs of the body's events among the seen types' events (others ignored), against a loop
+    over the events kept."""
+    seen = body | others
+    kept = [e for e in events if e in seen]
+    want = sum(e in body and (i == 0 or kept[i - 1] not in body) for i, e in enumerate(kept))
+    assert StreamStats.of(events).runs(frozenset(body), frozenset(seen)) == want
+
+
 def test_statistics_count_runs_among_the_types_seen():
     s = StreamStats.of(list("ABBABBBCB"))
     assert s.n(["B"]) == 6
