@@ -173,3 +173,21 @@ def test_scaled_block_terms_equal_the_xfloat_ones_bit_for_bit(nch, L, spread, si
         if done:
             for at in range(D):
                 assert _value(*got[at, 0]) == _value(*want[at, 0]), at
+
+
+def test_scaled_block_terms_decline_where_a_left_out_product_would_count():
+    """An output holding a product too small to add (2^-1030, scaled) beside an added one that
+    is small too (2^-1001): XFloat's sum keeps the first (2^2000 (1 + 2^-29)), so the plain-float
+    path must decline rather than leave it out."""
+    case = _block_case(1, 1)
+    X = np.zeros((4, 1, 2))
+    X[0, 0], X[1, 0], X[3, 0] = (1.0, 971.0), (1.0, 2000.0), (1.0, 0.0)  # IN, state 1, constant
+    BM = np.zeros((16, 1, 2))
+    BM[4, 0], BM[5, 0] = (1.0, 1000.0), (1.0, 0.0)  # state 1's row: 2^1000 IN + state 1
+    BS = xf_scaled_rows(BM[:, 0, 0].reshape(4, 4), BM[:, 0, 1].reshape(4, 4)).reshape(-1, 2)
+    tag = make_tag("xfloat")
+    for terms, scaled in ((block_terms, xf_block_terms), (_block_terms_c, _xf_block_terms_c)):
+        _, want = _terms(terms, tag, X, BM, case, 1, 1)
+        assert _value(*want[1, 0]) == _value(math.ldexp(1.0 + 2.0**-29, 2000 - 1900), 1900)
+        done, _ = _terms(scaled, tag, X, BS, case, 1, 1)
+        assert not done

@@ -332,6 +332,8 @@ def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, blk_idx, nch, k, col):
 
 #: `xf_input_terms`' flags: a product was left out, a term is negative, the path declines.
 XF_DROPPED, XF_NEGATIVE, XF_DECLINE = 1, 2, 4
+#: An output's mark beside XF_DROPPED: it holds a product below XF_NEAR.
+XF_SMALL = 8
 
 
 @jitable
@@ -342,13 +344,13 @@ def xf_block_terms(
     then holds nothing of use) where that cannot be shown (docs/architecture.md section 10).
 
     The map's rows come scaled to their largest entry, stored by column (BS, `xf_scaled_rows`:
-    entry (r, m) of a map at off is BS[off + m * D' + r]), and the inputs are
-    scaled here to the largest input exponent, so each output is a plain sum of products in
-    `block_terms`' order, with its roundings. A product of 2^-900 or more (scaled) is added; one
-    below 2^-1000 is left out, which changes nothing while every term is non-negative and the
-    output has a term of the first kind (the sum, never smaller than that term, absorbs it, as
-    XFloat's alignment does); anything else declines. Saves an exponent alignment per
-    multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py)."""
+    entry (r, m) of a map at off is BS[off + m * D' + r]), and the inputs are scaled here to
+    the largest input exponent, so each output is a plain sum of products in `block_terms`'
+    order, with its roundings while they are normal floats. A product from XF_FAR up is added;
+    one below is left out, which changes nothing where every term is non-negative and the
+    output's added products are all XF_NEAR or more (the sum, never smaller than the first of
+    them, absorbs it, as XFloat's alignment does); else the row declines. Saves an exponent
+    alignment per multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py)."""
     sd = L + 2
     Dp = nch * sd + 1
     stride = k + 1
@@ -369,7 +371,7 @@ def xf_block_terms(
         for p in range(1, L + 2):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             Dl[at, col, 0] = 0.0
-            Dl[at, col, 1] = 0.0  # 1 once a product is left out
+            Dl[at, col, 1] = 0.0  # the output's marks (XF_DROPPED, XF_SMALL)
     flags = 0
     for ch in range(nch):
         for p in range(L + 1):  # IN, then the block's states (its final value: growth only)
@@ -397,8 +399,9 @@ def xf_block_terms(
     for ch in range(nch):
         for p in range(1, L + 2):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-            if Dl[at, col, 1] != 0.0 and Dl[at, col, 0] == 0.0:
-                return False  # only products left out: their sum would be the output
+            mark = int(Dl[at, col, 1])
+            if mark & XF_DROPPED and (mark & XF_SMALL or Dl[at, col, 0] == 0.0):
+                return False  # a product left out might count beside the ones added
             mm, ee = xf_fix(Dl[at, col, 0], BS[off + ch * sd + p, 1] + top)
             Dl[at, col, 0] = mm
             Dl[at, col, 1] = ee
@@ -420,16 +423,18 @@ def xf_input_terms(Dl, BS, entries, x, b0, L, blk_idx, nch, k, col):
             term = a * x
             size = abs(term)
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-            if size >= XF_NEAR:
+            if size >= XF_FAR:
                 Dl[at, col, 0] += term
+                if size < XF_NEAR:
+                    Dl[at, col, 1] = int(Dl[at, col, 1]) | XF_SMALL
                 if term < 0.0:
                     flags |= XF_NEGATIVE
             elif size < XF_FAR:
-                Dl[at, col, 1] = 1.0
+                Dl[at, col, 1] = int(Dl[at, col, 1]) | XF_DROPPED
                 flags |= XF_DROPPED
                 if (a < 0.0) != (x < 0.0):
                     flags |= XF_NEGATIVE
-            else:  # between the two, or a is NaN
+            else:  # a is NaN: an entry too small beside its row's largest
                 return XF_DECLINE
     return flags
 

@@ -197,10 +197,11 @@ def xf_mul(a, b):
 #: (`xf_scaled_rows`).
 XF_TINY = 2.0**-1020
 #: A shared block's plain-float products (gpu_hamlet/core/recursions.py `xf_block_terms`) are
-#: added from XF_NEAR up and left out below XF_FAR: with no negative term, a sum holding one of
-#: XF_NEAR or more absorbs them all (their sum stays below half its last bit), as in XFloat.
-XF_NEAR = 2.0**-900
-XF_FAR = 2.0**-1000
+#: added from XF_FAR up (normal floats: XFloat's roundings) and left out below it. With no
+#: negative term, a sum whose added products are all XF_NEAR or more absorbs what is left out:
+#: under 2^12 products of less than XF_FAR stay below half the last bit of XF_NEAR.
+XF_NEAR = 2.0**-955
+XF_FAR = 2.0**-1020
 
 
 def xf_scaled_rows(m: np.ndarray, e: np.ndarray) -> np.ndarray:
