@@ -355,8 +355,9 @@ def xf_block_terms(
     Dp = nch * sd + 1
     stride = k + 1
     cst = X.shape[0] - 1
-    # The scale: the largest exponent among the inputs' parts (IN sums some of s's predecessors)
-    top = X[cst, col, 1]
+    # The scale: the largest exponent among the inputs' parts (IN sums some of s's predecessors;
+    # the constant is 0 in the columns of carried states). -inf: every input is zero.
+    top = X[cst, col, 1] if X[cst, col, 0] != 0.0 else -math.inf
     for ch in range(nch):
         base = ch * stride
         for b in range(L):
