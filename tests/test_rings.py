@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 from gpu_hamlet.core.numeric import primes
-from gpu_hamlet.core.recursions import block_input, block_terms, xf_block_terms
+from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
     MODPS_FROM,
     MODPS_LANES,
@@ -159,10 +159,10 @@ def test_scaled_block_terms_equal_the_xfloat_ones_bit_for_bit(nch, L, spread, si
     BS = xf_scaled_rows(BM[:, 0, 0].reshape(Dp, Dp), BM[:, 0, 1].reshape(Dp, Dp)).reshape(-1, 2)
     tag = make_tag("xfloat")
     k, _, blk_idx, pred_ptr, pred_idx, is_start = case
-    inputs = [
-        block_input(tag, X, m, nch, 1, 0, L, blk_idx, pred_ptr, pred_idx, is_start, k, 0)
-        for m in range(Dp)
-    ]
+    inputs = [  # IN per channel, the block's states, the constant
+        block_in(tag, X, ch, 1, 0, L, blk_idx, pred_ptr, pred_idx, is_start, k, 0)
+        for ch in range(nch)
+    ] + [tuple(X[at, 0]) for at in range(D) if at % (k + 1) in blk_idx or at == D - 1]
     # How far below its row's (input's) largest an entry (input) is, in binary orders
     span = max(_span([_value(*a) for a in row]) for row in BM[:, 0].reshape(Dp, Dp, 2))
     span += _span([_value(*v) for v in inputs])

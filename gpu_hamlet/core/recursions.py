@@ -227,31 +227,23 @@ def run_events(
 
 
 @jitable
-def block_input(tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col):
-    """Component m of the sub-template's state (`apply_block`), read from the query's state X."""
-    sd = L + 2
-    cst = X.shape[0] - 1
-    if m == nch * sd:  # the constant
-        return r_load(tag, X, cst, col)
-    ch = m // sd
-    p = m - ch * sd
+def block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col):
+    """Channel ch's IN of the sub-template (`apply_block`), read from the query's state X: the
+    entry s's predecessors outside the block, and the constant at a start. (The other inputs
+    are the block's states as they are, and the constant.)"""
     base = ch * (k + 1)
-    if p == 0:  # IN: the entry's predecessors outside the block, and the constant at a start
-        v = r_zero(tag)
-        if ch == 0 and is_start[s]:
-            v = r_load(tag, X, cst, col)
-        for qi in range(pred_ptr[s], pred_ptr[s + 1]):
-            src = pred_idx[qi]
-            inside = False
-            for b in range(L):
-                if blk_idx[b0 + b] == src:
-                    inside = True
-            if not inside:
-                v = r_add(tag, v, r_load(tag, X, base + src, col))
-        return v
-    if p <= L:
-        return r_load(tag, X, base + blk_idx[b0 + p - 1], col)
-    return r_zero(tag)  # the block's final value: only its growth is added
+    v = r_zero(tag)
+    if ch == 0 and is_start[s]:
+        v = r_load(tag, X, X.shape[0] - 1, col)
+    for qi in range(pred_ptr[s], pred_ptr[s + 1]):
+        src = pred_idx[qi]
+        inside = False
+        for b in range(L):
+            if blk_idx[b0 + b] == src:
+                inside = True
+        if not inside:
+            v = r_add(tag, v, r_load(tag, X, base + src, col))
+    return v
 
 
 @jitable
@@ -291,9 +283,9 @@ def apply_block(
 @jitable
 def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col):
     """A block macro row's outputs in column col, into Dl at the block's states and the final:
-    each input read once (IN sums the entry's outside predecessors; the block's final value
-    adds its growth only, so it is no input) and spread over the outputs; every output adds
-    its terms in input order, from zero."""
+    each input read once (IN from `block_in`; the block's final value adds its growth only, so it
+    is no input) and spread over the outputs; every output adds its terms in input order, from
+    zero."""
     sd = L + 2
     Dp = nch * sd + 1
     stride = k + 1
@@ -302,11 +294,9 @@ def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_s
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             r_store(tag, Dl, at, col, r_zero(tag))
     for ch in range(nch):
-        for p in range(L + 1):
+        for p in range(L + 1):  # IN, then the block's states (its final value: growth only)
             if p == 0:
-                v = block_input(
-                    tag, X, ch * sd, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
-                )
+                v = block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
             else:
                 v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
             input_terms(tag, Dl, BM, off + ch * sd + p, Dp, v, b0, L, blk_idx, nch, k, col)
@@ -351,6 +341,8 @@ def xf_block_terms(
     output's added products are all XF_NEAR or more (the sum, never smaller than the first of
     them, absorbs it, as XFloat's alignment does); else the row declines. Saves an exponent
     alignment per multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py)."""
+    if BS.shape[0] == 0:  # no scaled maps given
+        return False
     sd = L + 2
     Dp = nch * sd + 1
     stride = k + 1
@@ -377,10 +369,7 @@ def xf_block_terms(
     for ch in range(nch):
         for p in range(L + 1):  # IN, then the block's states (its final value: growth only)
             if p == 0:
-                m = ch * sd
-                v = block_input(
-                    tag, X, m, nch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
-                )
+                v = block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
             else:
                 v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
             if v[0] != 0.0:
@@ -443,10 +432,8 @@ def xf_input_terms(Dl, BS, entries, x, b0, L, blk_idx, nch, k, col):
 def scaled_block_terms(
     tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
-    """`xf_block_terms` in XFloat (with BS given), else False: `block_terms` does the work."""
-    if not isinstance(tag, XFloat) or BS.shape[0] == 0:
-        return False
-    return xf_block_terms(
+    """`xf_block_terms` in XFloat, else False: `block_terms` does the work."""
+    return isinstance(tag, XFloat) and xf_block_terms(
         tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
     )
 
@@ -456,21 +443,13 @@ def _ov_scaled_block_terms(
     tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     if ring_of(tag) is XFloat:
+        return xf_block_terms
 
-        def scaled(tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
-                   col):  # fmt: skip
-            if BS.shape[0] == 0:
-                return False
-            return xf_block_terms(
-                tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
-            )
+    def declined(tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
+                 col):  # fmt: skip
+        return False
 
-        return scaled
-    return (
-        lambda tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col: (
-            False
-        )
-    )
+    return declined
 
 
 @jitable
