@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from oracle import oracle
 
 import gpu_hamlet
+from gpu_hamlet.engine import stage_sharing
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.optimizer import CPU_COSTS
 from gpu_hamlet.engine.sharing import RunStats
@@ -397,6 +398,32 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
     # Runs of one A or C event save nothing; the cycle's run of 40 does.
     assert plan is not None
     assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+
+
+def test_an_open_gate_builds_the_q_sets_that_do_not_pay():
+    """calibrate_stages.py times Q-sets the model would not build by setting MIN_GAIN to -inf:
+    over runs of two events, the search then runs and its start pools' Q-sets are built (their
+    streams cut into runs), though no run pays; results stay those of sharing nothing."""
+    names = ["A", "C", "D", "P", "T"]
+    codes = [0, 3, 4, 1] * 100
+    table = pa.table({"time": np.arange(len(codes)), "type": [names[c] for c in codes]})
+    text = ";\n".join(
+        f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
+        for i, first in enumerate("ACAC")
+    )
+    alone = gpu_hamlet.aggregate(table, text, sharing="none", backend="cpu")
+    built = {}
+    for gate in (0.0, -math.inf):
+        stats = RunStats()
+        with patch.object(stage_sharing, "MIN_GAIN", gate):
+            got = gpu_hamlet.aggregate(table, text, stats=stats, backend="cpu")
+        built[gate] = [(s.kleene_type, s.queries, s.bursts, s.shared) for s in stats.sets]
+        assert all(got[n].equals(alone[n]) for n in alone)
+    assert built[0.0] == []
+    assert built[-math.inf] == [
+        ("start(A)", ("q0", "q2"), 100, 0),
+        ("start(C)", ("q1", "q3"), 100, 0),
+    ]
 
 
 def test_a_q_set_runs_only_the_stretch_of_its_chain_that_pays():

@@ -45,11 +45,17 @@ SAMPLE = 100_000
 #: runs (paid once the Q-set is built, whether or not it shares): a Q-set is built only when its
 #: runs could save both, and shares no run unless they save the first. In seconds of the per-run
 #: model (`SharedStages.saved_per_run`): fitted by `python benchmarks/calibrate_stages.py`
-#: (forced sharing against sharing="hamlet" on bursty and ridesharing workloads, CPU, 2-core
-#: development machine; its output: benchmarks/results/gloria/calibrate_stages_cpu.txt).
+#: (the gate open, `MIN_GAIN`, against sharing="hamlet" on bursty and ridesharing workloads,
+#: CPU, 2-core development machine; its output: benchmarks/results/gloria/calibrate_stages_cpu.txt).
 #: Uncalibrated on the GPU (the same values).
-ROW_S = 3.8e-8
-STREAM_S = 2.8e-8
+ROW_S = 2.7e-8
+STREAM_S = 1.2e-8
+
+#: What a Q-set's runs must save beyond those two costs, in the model's seconds, for the Q-set
+#: to be searched for, kept by the cut, and share any run. `benchmarks/calibrate_stages.py`
+#: lowers it to -inf to time the Q-sets the model would not build, with the plan and the cut's
+#: ranking left as they are.
+MIN_GAIN = 0.0
 
 
 def bookkeeping(nq: int, slots: float) -> float:
@@ -126,8 +132,9 @@ def stage_plan(
     # Before the search, what could pay: a pool shared by its whole class, or a stretch of
     # consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
     # runs are known only from the plan: its runs may be long where each pool's are not.)
-    if all(gain(pool.types, g) <= 0 for pool, groups in pools for g in groups) and all(
-        gain(types_of(chain), names) <= 0 for chain, names in _stretches(template, pools).items()
+    if all(gain(pool.types, g) <= MIN_GAIN for pool, groups in pools for g in groups) and all(
+        gain(types_of(chain), names) <= MIN_GAIN
+        for chain, names in _stretches(template, pools).items()
     ):
         return None, []
     plan = find_plan(template, stats)
@@ -146,7 +153,7 @@ def stage_plan(
         gains = {s: gain(types_of(chain[s[0] : s[1]]), names) for s in subs}
         taken: list[tuple[int, int]] = []
         for i, j in sorted(subs, key=lambda s: -gains[s]):
-            if gains[(i, j)] > 0 and all(j <= a or b <= i for a, b in taken):
+            if gains[(i, j)] > MIN_GAIN and all(j <= a or b <= i for a, b in taken):
                 taken.append((i, j))
         for i, j in sorted(taken):
             out.append((" ".join(p.key for p in chain[i:j]), chain[i:j], names))
@@ -295,7 +302,10 @@ class SharedStages:
         length = np.bincount(run_id[in_run], minlength=nb).astype(np.float64)
         worth = self._worth(length, len(names), model)
         slots = rows.size - length[worth].sum() + worth.sum()
-        if self._saved(length[worth], len(names), model) < bookkeeping(len(names), slots):
+        if (
+            self._saved(length[worth], len(names), model) - bookkeeping(len(names), slots)
+            < MIN_GAIN
+        ):
             # (The pass that cut the stream is spent: only the queries' bookkeeping counts.)
             worth[:] = False  # the shared path's bookkeeping would cost more than it saves
         self.stats.shared = int(worth.sum())
