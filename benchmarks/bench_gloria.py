@@ -23,8 +23,9 @@ bursty stream); float mode (`--numeric exact` for the engine's default) with on_
 (counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
 runs of `aggregate` on the CPU backend, each round running the four modes in turn;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
-events), the best of 3; "plan ms" what `dynamic` decides on top of `hamlet` in a warm call
-(`stage_plan`: the gate, the search where it passes, the chains cut), the best of 3. Writes
+events), the best of 3, and "pools" the pools it may share (stage_sharing.py's SEARCH_S);
+"plan ms" what `dynamic` decides on top of `hamlet` in a warm call (`stage_plan`: the gate,
+the search where it passes, the chains cut), the best of 3. Writes
 `results.json` and `throughput.png`, `optimisation.png` to `--out`; the table goes to stdout.
 """
 
@@ -52,7 +53,7 @@ from gpu_hamlet.engine.optimizer import COST_MODELS
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.plan_search import StreamStats, find_plan
 from gpu_hamlet.engine.sharing import RunStats
-from gpu_hamlet.engine.stage_sharing import SAMPLE, stage_plan
+from gpu_hamlet.engine.stage_sharing import SAMPLE, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import TransitionTemplate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +229,7 @@ def main() -> None:
     head = " ".join(f"{m:>8}" for m in MODES)
     print(
         f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} "
-        f"{'none/dyn':>9} {'opt ms':>7} {'plan ms':>7} shared runs"
+        f"{'none/dyn':>9} {'opt ms':>7} {'pools':>5} {'plan ms':>7} shared runs"
     )
     points = []
     for stream in args.streams:
@@ -260,19 +261,21 @@ def main() -> None:
                     st = [s for s in rs.sets if s.kleene_type.endswith((")", ")+"))]  # stages
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
                     opt, decide = search_ms(text, stats), plan_ms(table, text)
+                    pools = len(shareable_stages(gpu_hamlet.parse_workload(text))[1])
                     best = min(secs[m] for m in MODES if m != "dynamic")
                     cells = " ".join(f"{secs[m]:8.3f}" for m in MODES)
                     shown = f"{L:3d}" if takes_length else "  -"
                     print(
                         f"{stream:<12} {kind:<10} {n:4d} {shown} {cells} "
                         f"{secs['dynamic'] / best:9.2f} {secs['none'] / secs['dynamic']:9.2f} "
-                        f"{opt:7.1f} {decide:7.1f} {runs}",
+                        f"{opt:7.1f} {pools:5d} {decide:7.1f} {runs}",
                         flush=True,
                     )
                     points.append(
                         {"stream": stream, "kind": kind, "Q": n, "seconds": secs}
                         | {"L": L if takes_length else None}
-                        | {"search_ms": opt, "plan_ms": decide, "shared_runs": runs}
+                        | {"search_ms": opt, "pools": pools, "plan_ms": decide}
+                        | {"shared_runs": runs}
                     )
     (args.out / "results.json").write_text(json.dumps(points, indent=1) + "\n")
     plots(args.out, points, args.events)

@@ -24,6 +24,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.optimizer import CPU_COSTS
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.engine.stage_sharing import (
+    SAMPLE,
     SharedStages,
     block_of,
     shareable_stages,
@@ -368,10 +369,10 @@ def test_block_of_needs_the_sub_pattern_as_one_block():
 
 def test_stage_plan_searches_only_where_a_stage_could_pay():
     """GLORIA's search runs only when two queries of one class hold a stage whose runs could
-    pay for their bookkeeping (not over runs of 2 events, but over one of 40); its Q-sets then
-    name them (HAMLET's one-type bursts aside)."""
+    pay for their bookkeeping and the search (not over runs of 2 events, but over runs of 40);
+    its Q-sets then name them (HAMLET's one-type bursts aside)."""
     names = ["A", "C", "D", "P", "T"]
-    codes = np.asarray([0] + [3, 4] * 20 + [1], np.int32)
+    codes = np.asarray(([0] + [3, 4] * 20 + [1]) * 100, np.int32)
     ev = cast(EventFrame, SimpleNamespace(type_codes=codes, type_names=names))
     none = gpu_hamlet.parse_workload(
         "a: RETURN COUNT(*) PATTERN SEQ(A, P+) WITHIN 9 s SLIDE 9 s;\n"
@@ -398,6 +399,31 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
     # Runs of one A or C event save nothing; the cycle's run of 40 does.
     assert plan is not None
     assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+
+
+def test_a_search_runs_only_where_a_stage_could_pay_for_it():
+    """The search's least cost (SEARCH_S per shareable pool) is paid once per call, while what
+    a stage saves grows with the stream: the sample's runs of 40 pay for a search at 1e-3 s
+    per pool but not at 1e-2 s over a stream as long as the sample, and at 1e-2 s over one 20
+    times longer."""
+    names = ["A", "C", "D", "P", "T"]
+    some = gpu_hamlet.parse_workload(
+        ";\n".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
+            for i, first in enumerate("ACAC")
+        )
+    )
+    unit = [0] + [3, 4] * 20 + [1]
+
+    def searched(per_pool: float, reps: int) -> bool:
+        ev = SimpleNamespace(type_codes=np.asarray(unit * reps, np.int32), type_names=names)
+        with patch.object(stage_sharing, "SEARCH_S", per_pool):
+            return stage_plan(some, cast(EventFrame, ev), CPU_COSTS)[0] is not None
+
+    sample = SAMPLE // len(unit) + 1
+    assert searched(1e-3, sample)
+    assert not searched(1e-2, sample)
+    assert searched(1e-2, 20 * sample)
 
 
 def test_an_open_gate_builds_the_q_sets_that_do_not_pay():

@@ -57,6 +57,13 @@ STREAM_S = 1.2e-8
 #: ranking left as they are.
 MIN_GAIN = 0.0
 
+#: The least GLORIA's search costs per pool a Q-set may share, in the model's seconds: a
+#: workload whose best stage could save less over the stream is not searched. From
+#: `python benchmarks/bench_gloria.py` (its "opt ms" over "pools"): the least was 33 us per pool
+#: (bursty Kleene, 20 queries: 0.33 ms for 10 pools), over the 2.0 measured seconds per model
+#: second that `calibrate_stages.py` finds (its alpha, 1.8 to 2.3).
+SEARCH_S = 1.6e-5
+
 
 def bookkeeping(nq: int, slots: float) -> float:
     """Seconds the shared path costs nq queries that each read `slots` rows of the set's
@@ -99,7 +106,7 @@ def stage_plan(
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
     snapshots propagate along all of them), cut to the stretches whose runs pay. No search
     (None) when neither a pool shared by its whole class nor a stretch of pools that queries
-    have in common could pay for its bookkeeping on the sample: then only HAMLET's bursts run
+    have in common could pay for its bookkeeping and the search: then only HAMLET's bursts run
     shared."""
     template, pools = shareable_stages(workload)
     if not pools:
@@ -129,11 +136,13 @@ def stage_plan(
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
         return tuple(t for p in chain for t in p.types)
 
-    # Before the search, what could pay: a pool shared by its whole class, or a stretch of
-    # consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
-    # runs are known only from the plan: its runs may be long where each pool's are not.)
-    if all(gain(pool.types, g) <= MIN_GAIN for pool, groups in pools for g in groups) and all(
-        gain(types_of(chain), names) <= MIN_GAIN
+    # Before the search, what could pay for it: a pool shared by its whole class, or a stretch
+    # of consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
+    # runs are known only from the plan: its runs may be long where each pool's are not.) The
+    # search's own least cost is for the whole stream: on the sample, its share.
+    floor = MIN_GAIN + SEARCH_S * len(pools) * codes.shape[0] / max(ev.type_codes.shape[0], 1)
+    if all(gain(pool.types, g) <= floor for pool, groups in pools for g in groups) and all(
+        gain(types_of(chain), names) <= floor
         for chain, names in _stretches(template, pools).items()
     ):
         return None, []
