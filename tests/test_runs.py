@@ -8,12 +8,14 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.core.recursions import EVENT, MOVE
 from gpu_hamlet.engine import query_rows
 from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.query.parser import parse_workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
@@ -130,3 +132,39 @@ def test_a_self_loop_state_is_no_run(collapsed):
     tables = run(events_to_table(events), text, sharing="none")
     assert np.asarray(collapsed).sum() == 0
     assert tables["q1"]["count"].to_pylist() == [15]
+
+
+def _runs_by_array_steps(pos, kind, macro, self_loops, pid, seg, time):
+    """The runs as array operations, the definition `collapsible_runs` compiles into one pass."""
+    n = pos.shape[0]
+    ok = (kind == EVENT) & ~macro & (pos >= 0)
+    ok[ok] = ~self_loops[pos[ok]]
+    same_seg = (pid[1:] == pid[:-1]) & (seg[1:] == seg[:-1])
+    link = (pos[1:] == pos[:-1]) & ok[1:] & ok[:-1] & same_seg
+    starts = np.flatnonzero(link & ~np.r_[False, link[:-1]])
+    ends = np.flatnonzero(link & ~np.r_[link[1:], False]) + 1
+    shared_time = same_seg & (time[1:] == time[:-1])
+    clear_before = (starts == 0) | ~shared_time[np.maximum(starts - 1, 0)]
+    clear_after = (ends == n - 1) | ~shared_time[np.minimum(ends, n - 2)]
+    keep = clear_before & clear_after
+    return starts[keep], ends[keep]
+
+
+@settings(deadline=None)  # (the first example compiles the pass)
+@given(st.integers(2, 40), st.integers(0, 2**32 - 1))
+def test_collapsible_runs_are_the_array_definition(n, seed):
+    rng = np.random.default_rng(seed)
+    pos = rng.integers(-1, 3, n)
+    kind = np.where(rng.random(n) < 0.1, MOVE, EVENT).astype(np.int64)
+    macro = rng.random(n) < 0.1
+    self_loops = rng.random(3) < 0.3
+    pid = np.sort(rng.integers(0, 2, n))
+    seg = np.zeros(n, np.int64)
+    for p in (0, 1):  # segments ascend within a partition, times within a segment
+        at = pid == p
+        seg[at] = np.sort(rng.integers(0, 2, at.sum()))
+    time = np.cumsum(rng.integers(0, 2, n))
+    got = collapsible_runs(pos, kind, macro, self_loops, pid, seg, time, EVENT)
+    want = _runs_by_array_steps(pos, kind, macro, self_loops, pid, seg, time)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -24,6 +24,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.pruning import rows_may_complete
+from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.stage_sharing import SharedStages
 from gpu_hamlet.engine.window_copies import window_copies
@@ -192,21 +193,11 @@ class QueryRows:
         link = self.pos[1:] == self.pos[:-1]
         if link.sum() < n * COLLAPSE_FRACTION:  # (well-mixed inputs stop here, for 3 NumPy calls)
             return
-        ok = (self.kind == EVENT) & ~self.macro & (self.pos >= 0)  # (a MOVE row's pos: a label)
-        ok[ok] = ~self.tpl.self_loops[self.pos[ok]]
-        same_seg = (self.pid[1:] == self.pid[:-1]) & (self.seg[1:] == self.seg[:-1])
-        link &= ok[1:] & ok[:-1] & same_seg
-        if link.sum() < n * COLLAPSE_FRACTION:
-            return
-        # Run r spans rows first[r] .. last[r]; a row without links is no run.
-        starts = np.flatnonzero(link & ~np.r_[False, link[:-1]])
-        ends = np.flatnonzero(link & ~np.r_[link[1:], False]) + 1
-        shared_time = same_seg & (self.time[1:] == self.time[:-1])  # row i and i + 1
-        clear_before = (starts == 0) | ~shared_time[np.maximum(starts - 1, 0)]
-        clear_after = (ends == n - 1) | ~shared_time[np.minimum(ends, n - 2)]
-        keep_run = clear_before & clear_after
-        starts, ends = starts[keep_run], ends[keep_run]
-        if starts.size == 0:
+        starts, ends = collapsible_runs(
+            self.pos, self.kind, self.macro, self.tpl.self_loops, self.pid, self.seg, self.time,
+            EVENT,
+        )  # fmt: skip
+        if starts.size == 0 or (ends - starts).sum() < n * COLLAPSE_FRACTION:  # rows dropped
             return
         lens = ends - starts + 1
         member = np.repeat(starts, lens) + (

@@ -427,6 +427,8 @@ class SharedBursts:
 
         def matched(idx: np.ndarray) -> np.ndarray:
             c = code[idx]
+            if not q.filters:  # (the rows and the plain slots are only read for filters)
+                return pos_of_code[c]
             return matcher.filtered(q, pos_of_code[c], sl.rows[idx], np.flatnonzero(c < ncodes))
 
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
@@ -471,7 +473,7 @@ class SharedBursts:
         else:
             idx = np.flatnonzero(pos_of_code[code] >= 0)
         pos = matched(idx)
-        keep = pos >= 0
+        keep = np.flatnonzero(pos >= 0)
         idx = idx[keep]
         return (
             sl.idx[idx],
