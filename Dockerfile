@@ -55,4 +55,6 @@ RUN pip install --no-cache-dir --upgrade pip \
 # spark-submit --properties-file spark-conf/gpu-cluster.conf --jars ${SPARK_RAPIDS_PLUGIN_JAR} \
 #     $(python -c 'import gpu_hamlet.spark.submit as s; print(s.__file__)') \
 #     --workload ... --events ... --out ... --backend gpu
-CMD ["gpu-hamlet", "--help"]
+# The default command answers the demo workload: on the GPU when the container sees one
+# (docker run --gpus all), else on the CPU, saying which.
+CMD ["gpu-hamlet", "demo", "--backend", "auto"]

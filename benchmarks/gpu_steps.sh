@@ -6,6 +6,10 @@
 #
 #   OUT=/tmp/out bash benchmarks/gpu_steps.sh tests:330 bench:180:--events:1000000 ...
 #
+# MARK chooses the tests (default "not spark"). Wheels in .whl/ (ignored by git, carried by the
+# call) are installed first: the image's numba-cuda 0.30.4 imports np.row_stack, which its numpy
+# 2.5 no longer has, so a numpy 2.4 wheel travels with the call.
+#
 # Steps: tests (the suite without Spark, real CUDA: the simulator is off when a device is
 # visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
 # ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
@@ -13,6 +17,10 @@
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
 set -u
 out=${OUT:?OUT must name the folder for the results}
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
 export PYTHONUNBUFFERED=1
 py=python3
 {
@@ -24,7 +32,7 @@ py=python3
     $py -m pip list 2>/dev/null | grep -iE "numba|cupy|cuda-(bindings|core)|pytest|hypothesis"
 } > "$out/machine.txt" 2>&1
 $py -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 ||
-    export PYTHONPATH=$PWD
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .devdata ] && [ ! -e ../shared/data ]; then
     mkdir -p ../shared && ln -s "$PWD/.devdata" ../shared/data
 fi
@@ -39,7 +47,7 @@ for step in "$@"; do
     case $name in
     tests)
         # shellcheck disable=SC2086
-        timeout "$limit" $py -m pytest -m "not spark" -q -rfE --timeout 240 \
+        timeout "$limit" $py -m pytest -m "${MARK:-not spark}" -q -rfE --timeout 240 \
             --junitxml="$out/junit.xml" $extra > "$out/tests.log" 2>&1
         ;;
     bench)

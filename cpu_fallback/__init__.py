@@ -43,6 +43,7 @@ class CpuBackend:
     of calls (`batched`) and runs each batch's kernels on that many threads."""
 
     name = "cpu"
+    device: int | None = None
     #: A batch of queries holds at most this many rows (the GPU's is larger: its memory is the
     #: device's, while here every query of a batch keeps its arrays on the host at once).
     batch_events = 5_000_000

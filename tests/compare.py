@@ -298,3 +298,11 @@ def drawn_rows(draw, events: list[tuple[int, str]], types: str) -> list[dict]:
     ]
     t = max((tm for tm, _ in events), default=0)
     return rows + [{"time": t + 1, "type": ty, "g": "u", "x": 1, "y": 0.5} for ty in types]
+
+
+def sorted_rows(table: pa.Table) -> pa.Table:
+    """A result table in a canonical row order: Spark returns rows in no particular order."""
+    keys = [c for c in table.column_names if c != "window_end"][
+        : table.column_names.index("window_start") + 1
+    ]
+    return table.sort_by([(k, "ascending") for k in keys])

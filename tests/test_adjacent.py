@@ -18,15 +18,25 @@ from gpu_hamlet.engine.adjacent import KeyRanks, _ranks_of_rows, sorted_by
 from gpu_hamlet.errors import EventDataError, WorkloadError
 
 try:
-    from compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
+    from compare import (
+        NUMERIC_MODES,
+        ORACLE_SETTINGS,
+        assert_matches_oracle,
+        events_to_table,
+        sorted_rows,
+    )
     from oracle import oracle
     from strategies import event_streams, workload_cases, workload_types
-    from test_spark import _sorted
 except ImportError:  # pragma: no cover
-    from tests.compare import NUMERIC_MODES, ORACLE_SETTINGS, assert_matches_oracle, events_to_table
+    from tests.compare import (
+        NUMERIC_MODES,
+        ORACLE_SETTINGS,
+        assert_matches_oracle,
+        events_to_table,
+        sorted_rows,
+    )
     from tests.oracle import oracle
     from tests.strategies import event_streams, workload_cases, workload_types
-    from tests.test_spark import _sorted
 
 
 def count(text: str, rows: list[dict], **options) -> int:
@@ -168,7 +178,7 @@ def spark_matches_oracle(spark, tasks: int, data, case_strategy, **options) -> N
     df = spark.createDataFrame(events_to_table(events))  # Arrow: nulls stay nulls
     numeric = data.draw(st.sampled_from(NUMERIC_MODES))
     results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric, **options)
-    got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
+    got = {name: sorted_rows(df.toArrow()) for name, df in results.items()}  # Spark: no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
 
 

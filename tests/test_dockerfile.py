@@ -79,3 +79,52 @@ def test_discovery_script_is_where_the_gpu_profile_looks():
     (script,) = re.findall(r"discoveryScript\s+(\S+)", conf)
     assert f"COPY spark-conf/getGpusResources.sh {script}" in DOCKERFILE
     assert ARGS["SCALA_BINARY_VERSION"] == "2.13"  # Spark 4 is Scala 2.13 only
+
+
+def conf_values() -> dict[str, str]:
+    conf = (ROOT / "spark-conf" / "gpu-cluster.conf").read_text()
+    return dict(re.findall(r"^(spark\.\S+)\s+(\S+)$", conf, re.MULTILINE))
+
+
+def test_python_workers_share_the_gpu_through_the_rapids_daemon():
+    """The Accelerator's Python daemon gives each worker its GPU pool; it lives in the plugin's
+    jar, which the workers' PYTHONPATH must name (the image's jar)."""
+    conf = conf_values()
+    assert conf["spark.python.daemon.module"] == "rapids.daemon"
+    assert conf["spark.rapids.sql.python.gpu.enabled"] == "true"
+    jar = f"/opt/sparkRapidsPlugin/{ARGS['RAPIDS_JAR']}"
+    for name, value in ARGS.items():
+        jar = jar.replace(f"${{{name}}}", value)
+    assert conf["spark.executorEnv.PYTHONPATH"] == jar
+
+
+def test_the_plugins_and_the_python_workers_pools_fit_on_one_gpu():
+    conf = conf_values()
+    plugin = float(conf["spark.rapids.memory.gpu.maxAllocFraction"])
+    python = float(conf["spark.rapids.python.memory.gpu.maxAllocFraction"])
+    assert float(conf["spark.rapids.memory.gpu.allocFraction"]) <= plugin
+    assert float(conf["spark.rapids.python.memory.gpu.allocFraction"]) <= python
+    assert plugin + python <= 1.0
+
+
+#: The instructions a Dockerfile may hold (Docker's reference); anything else fails `docker build`.
+INSTRUCTIONS = {
+    "FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
+    "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL",
+}  # fmt: skip
+
+
+def test_dockerfile_parses():
+    """Without a Docker engine in CI: every logical line (continuations joined) starts with an
+    instruction, the first is an ARG or FROM, COPY sources exist, and the image's command is
+    the demo on whatever backend the container sees."""
+    lines = re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
+    logical = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    words = [ln.split()[0] for ln in logical]
+    assert set(words) <= INSTRUCTIONS, set(words) - INSTRUCTIONS
+    assert words[0] in ("ARG", "FROM") and "FROM" in words
+    for ln in logical:
+        if ln.startswith("COPY"):
+            for src in ln.split()[1:-1]:
+                assert (ROOT / src).exists(), ln
+    assert logical[-1] == 'CMD ["gpu-hamlet", "demo", "--backend", "auto"]'

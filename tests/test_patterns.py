@@ -24,12 +24,11 @@ from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.plan import Template
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
-    from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
+    from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table, sorted_rows
     from oracle import count_trends, enumerate_trends, oracle
     from strategies import TYPES, event_streams, patterns, workload_cases, workload_types
-    from test_spark import _sorted
 except ImportError:  # pragma: no cover
-    from tests.compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
+    from tests.compare import NUMERIC_MODES, assert_matches_oracle, events_to_table, sorted_rows
     from tests.oracle import count_trends, enumerate_trends, oracle
     from tests.strategies import (
         TYPES,
@@ -38,7 +37,6 @@ except ImportError:  # pragma: no cover
         workload_cases,
         workload_types,
     )
-    from tests.test_spark import _sorted
 
 SETTINGS = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -284,7 +282,7 @@ def test_general_patterns_through_spark(spark, tasks, data):
     table = events_to_table(events)
     df = spark.createDataFrame(table.to_pandas())
     results = trend_aggregate(df, text, num_tasks=tasks, numeric=numeric)
-    got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
+    got = {name: sorted_rows(df.toArrow()) for name, df in results.items()}  # Spark: no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, numeric)
 
 
@@ -318,7 +316,7 @@ def test_fixed_general_workload_through_spark(spark, tasks):
     results = trend_aggregate(
         spark.createDataFrame(table.to_pandas()), FIXED_WORKLOAD, num_tasks=tasks
     )
-    got = {name: _sorted(df.toArrow()) for name, df in results.items()}  # Spark: no row order
+    got = {name: sorted_rows(df.toArrow()) for name, df in results.items()}  # Spark: no row order
     expected = oracle(events, wl, with_magnitudes=True)
     assert all(expected[n] for n in wl.names)  # every query has rows to compare
     assert_matches_oracle(got, expected, wl, "exact", event_schema=table.schema)

@@ -3,6 +3,7 @@ tasks; skewed groups split across tasks; errors before any engine task; GPU choi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -10,7 +11,7 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pytest
-from compare import assert_matches_oracle, events_to_table
+from compare import assert_matches_oracle, events_to_table, sorted_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle
@@ -32,13 +33,6 @@ WORKLOAD = (
 )
 
 
-def _sorted(table: pa.Table) -> pa.Table:
-    keys = [c for c in table.column_names if c != "window_end"][
-        : table.column_names.index("window_start") + 1
-    ]
-    return table.sort_by([(k, "ascending") for k in keys])
-
-
 def _assert_same(spark_results: dict, local: dict[str, pa.Table]) -> None:
     """Same schema and rows; float columns to 1e-9 (equal timestamps in another input order add
     floats in another order), every other column exactly."""
@@ -47,7 +41,7 @@ def _assert_same(spark_results: dict, local: dict[str, pa.Table]) -> None:
         got = df if isinstance(df, pa.Table) else df.toArrow()
         want = local[name]
         assert got.schema.equals(want.schema), (name, got.schema, want.schema)
-        got, want = _sorted(got), _sorted(want)
+        got, want = sorted_rows(got), sorted_rows(want)
         for col in want.column_names:
             a, b = got.column(col).to_pylist(), want.column(col).to_pylist()
             if pa.types.is_floating(want.schema.field(col).type):
@@ -100,7 +94,7 @@ def test_random_cases_match_oracle(spark, data):
         )
     )
     results = trend_aggregate(df, text, num_tasks=3)
-    got = {name: _sorted(r.toArrow()) for name, r in results.items()}  # Spark has no row order
+    got = {name: sorted_rows(r.toArrow()) for name, r in results.items()}  # Spark has no row order
     assert_matches_oracle(got, oracle(events, wl, with_magnitudes=True), wl, "exact")
 
 
@@ -214,21 +208,28 @@ def test_choose_device_rules():
 
 
 @pytest.mark.spark
+@pytest.mark.gpu
 def test_gpu_resource_reaches_tasks_on_local_cluster(tmp_path):
     """Spark's local-cluster master with a fake discovery script: each task picks the GPU
-    address Spark assigned it (no CUDA_VISIBLE_DEVICES)."""
+    address Spark assigned it (no CUDA_VISIBLE_DEVICES), and the engine's GPU backend runs on
+    it (numba's simulator has one device, 0: a real one is selected the same way)."""
     script = tmp_path / "fake_gpus.sh"
-    script.write_text('#!/usr/bin/env bash\necho \'{"name": "gpu", "addresses": ["3"]}\'\n')
+    script.write_text('#!/usr/bin/env bash\necho \'{"name": "gpu", "addresses": ["0"]}\'\n')
     script.chmod(0o755)
     code = textwrap.dedent(f"""
         import os, sys
         os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         import pyarrow as pa
         from pyspark.sql import SparkSession
+        from gpu_hamlet import RunStats
+        from gpu_hamlet.datagen import kleene_stream
         from gpu_hamlet.devices import choose_device
+        from gpu_hamlet.spark import trend_aggregate
         spark = (SparkSession.builder.master("local-cluster[1,2,1024]")
                  .config("spark.ui.enabled", "false")
+                 .config("spark.executorEnv.NUMBA_ENABLE_CUDASIM", "1")
                  .config("spark.worker.resource.gpu.amount", "1")
                  .config("spark.worker.resource.gpu.discoveryScript", "{script}")
                  .config("spark.executor.resource.gpu.amount", "1")
@@ -241,13 +242,22 @@ def test_gpu_resource_reaches_tasks_on_local_cluster(tmp_path):
                 yield pa.RecordBatch.from_pydict({{"d": [-1 if device is None else device]}})
         print("DEVICES", sorted(r.d for r in spark.range(4).repartition(2)
                                 .mapInArrow(pick, "d long").collect()))
+        events = kleene_stream(300, seed=2, types=("A", "B", "C"), mean_burst=4)
+        stats = RunStats()
+        out = trend_aggregate(spark.createDataFrame(events),
+                              "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 50 s",
+                              backend="gpu", numeric="float", num_tasks=2, stats=stats)
+        [df.collect() for df in out.values()]
+        print("RAN", sorted(stats.devices.items()))
         spark.stop()
     """)
     env = {k: v for k, v in __import__("os").environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
     )
-    assert "DEVICES [3, 3]" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "DEVICES [0, 0]" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    ran = re.search(r"RAN \[\('gpu:0', (\d+)\)\]", out.stdout)
+    assert ran and int(ran.group(1)) >= 1, out.stdout[-2000:] + out.stderr[-2000:]
 
 
 def test_timestamp_ntz_from_parquet(spark, stream, tmp_path):

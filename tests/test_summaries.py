@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from compare import assert_matches_oracle, events_to_table
+from compare import assert_matches_oracle, events_to_table, sorted_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
-from test_spark import _assert_same, _sorted
+from test_spark import _assert_same
 
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
@@ -41,7 +41,7 @@ def split_and_compose(
     out = {}
     for q in wl:
         crossing = compose_query(summaries[q.name], q, ctx.ev.table.schema, ctx.ev.axis, cut, opts)
-        out[q.name] = _sorted(pa.concat_tables(inside[q.name] + [crossing]))
+        out[q.name] = sorted_rows(pa.concat_tables(inside[q.name] + [crossing]))
     return out
 
 

@@ -34,6 +34,8 @@ class Backend(Protocol):
     keeps the columns."""
 
     name: str
+    #: The GPU ordinal it runs on; None for the CPU, or the current GPU.
+    device: int | None
 
     def segment_maps(
         self,
@@ -232,9 +234,10 @@ def _say_once(choice: str) -> None:
 
 
 def _gpu() -> Backend:
+    from gpu_hamlet.devices import choose_device
     from gpu_hamlet.kernels import GpuBackend
 
-    return GpuBackend()
+    return GpuBackend(device=choose_device())
 
 
 class RecordingBackend:

@@ -96,6 +96,8 @@ def evaluate(
         ctx.plans,
         ctx.matcher,
     )
+    if stats is not None:
+        stats.ran_on(be)
     shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:

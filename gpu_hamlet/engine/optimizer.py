@@ -73,17 +73,14 @@ CPU_COSTS = EngineCostModel(
     base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06, macro=1.13
 )
 
-#: UNCALIBRATED ESTIMATES for the GPU backend, pending a run of
-#: `python benchmarks/calibrate_costs.py --backend gpu` on a device: per-event kernel work taken as
-#: 50 times cheaper than on the CPU (thousands of runs in flight at once), while the per-class
-#: bookkeeping (host NumPy in gpu_hamlet/engine/sharing.py) and the macro event's relative cost stay
-#: the CPU's. So the GPU shares a burst only when it is longer than on the CPU.
+#: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
+#: NVIDIA H200 (16-core host, numba-cuda 0.30.4; 400,000 events; raw output in
+#: benchmarks/results/gpu/2026-11-25_h200/call4/calibrate_gpu.txt). Each call's host work and
+#: transfers are in base_s: at 400 runs of 1,000 events the segment kernel leaves most of the
+#: device idle, so an unshared event costs about what it costs on the CPU while the coefficients
+#: (one thread per burst) are 9x cheaper; class_s is the host bookkeeping, as on the CPU.
 GPU_COSTS = EngineCostModel(
-    base_s=CPU_COSTS.base_s / 50,
-    event_s=CPU_COSTS.event_s / 50,
-    coef_s=CPU_COSTS.coef_s / 50,
-    class_s=CPU_COSTS.class_s,
-    macro=CPU_COSTS.macro,
+    base_s=7.3e-08, event_s=2.8e-09, coef_s=1.9e-09, class_s=1.7e-06, macro=0.89
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

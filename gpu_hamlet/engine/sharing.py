@@ -271,14 +271,17 @@ class SharedBursts:
         )  # groups with unshared analysed bursts to expand
         self.slots: Slots | None = None  # None when there is no burst
         self.nseg = 0
-        self.coef_rows = self.coef_t = self.coef_seg = np.zeros(0, np.int64)
+        self.coef_events = np.zeros(0, np.int64)
         self.coef_lo = np.zeros(1, np.int64)
+        self._set_rows = self._set_time = np.zeros(0, np.int64)
         if nb == 0:
             return
-        # Bursts where sharing could not pay even with each filter group as one class are not
-        # analysed further: they run unshared at no extra cost.
-        starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
-        length = np.diff(np.r_[starts, be_idx.size]).astype(np.float64)
+        # Burst ids ascend from 0 along the stream: burst b's events are the count[b] from
+        # be_idx[starts[b]]. Bursts where sharing could not pay even with each filter group as one
+        # class are not analysed further: they run unshared at no extra cost.
+        count = np.bincount(burst_id[be_idx], minlength=nb)
+        starts = np.cumsum(count) - count
+        length = count.astype(np.float64)
         all_pid = set_pid[be_idx[starts]]
         analysed = np.arange(nb)
         if mode == "dynamic":
@@ -292,10 +295,12 @@ class SharedBursts:
             )
             analysed = np.flatnonzero(worth)
             be_idx = be_idx[worth[burst_id[be_idx]]]
-            renumber = np.where(worth, np.cumsum(worth) - 1, -1)
-            burst_id = np.where(burst_id >= 0, renumber[np.maximum(burst_id, 0)], -1)
-            starts = np.flatnonzero(np.r_[True, np.diff(burst_id[be_idx]) != 0])
-        nsh = int(burst_id.max()) + 1 if be_idx.size else 0
+            # Kept bursts numbered anew; the last entry keeps -1 (no burst) at -1.
+            renumber = np.append(np.where(worth, np.cumsum(worth) - 1, -1), -1)
+            burst_id = renumber[burst_id]
+            count = count[worth]
+            starts = np.cumsum(count) - count
+        nsh = count.shape[0]
         self.burst_of[self.set_idx] = burst_id
         # The set stream with each analysed burst collapsed to a slot at its first event.
         first = burst_id >= 0
@@ -358,22 +363,17 @@ class SharedBursts:
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
         self.expand = np.asarray(((counts > 0) & (self.segidx < 0)).any(axis=1))
         self._stats(decide, cls_size, is_rep, analysed, all_pid)
-        # Events of each shared class, in segment order (reps in order, bursts in order).
-        seg_events, seg_ids = [], []
-        for r in range(nf):
-            if decide[r].any():
-                ev_r = be_idx[mb[r] & decide[r][burst_id[be_idx]]]
-                seg_events.append(ev_r)
-                seg_ids.append(seg_of_rep[r, burst_id[ev_r]])
         self.nseg = int(decide.sum())
         if not self.nseg:
             return
-        events = np.concatenate(seg_events)
-        self.coef_rows = rows[events]
-        self.coef_t = np.ascontiguousarray(t[events])
-        self.coef_seg = np.concatenate(seg_ids)
-        # coef_seg ascends: segment s's events are coef_lo[s]:coef_lo[s + 1].
-        self.coef_lo = np.r_[0, np.cumsum(np.bincount(self.coef_seg, minlength=self.nseg))]
+        # Events of each shared class, in segment order (reps in order, bursts in order), as
+        # indices into the set stream: segment s's are coef_events[coef_lo[s]:coef_lo[s + 1]].
+        # Their rows and times are gathered when a query first needs the segment (`coefficients`).
+        self.coef_events = np.concatenate(
+            [be_idx[mb[r] & decide[r][burst_id[be_idx]]] for r in range(nf) if decide[r].any()]
+        )
+        self.coef_lo = np.r_[0, np.cumsum(counts[decide])]
+        self._set_rows, self._set_time = rows, t
 
     def _stats(
         self,
@@ -538,13 +538,14 @@ class SharedBursts:
         MU, K, done = self._coef[key]
         new, ev, local = pending(done, segs, self.coef_lo)
         if new.size:
-            rows = self.coef_rows[ev]
+            at = self.coef_events[ev]
+            rows = self._set_rows[at]
             labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             # Burst events are all of type E: channels of other types get zero weights.
             W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
             MU[new], K[new] = self.be.burst_coefficients(
-                ring, local, np.ascontiguousarray(self.coef_t[ev]), W, new.size, param
+                ring, local, self._set_time[at], W, new.size, param
             )
             done[new] = True
         return MU[segs], K[segs]
@@ -600,6 +601,14 @@ class RunStats:
 
     sets: list[SharingStats] = field(default_factory=list)
     snapshots: dict[str, list[float]] = field(default_factory=dict)
+    #: Engine runs (one per call, Spark task or slice) by where they ran: "cpu", "gpu" (the
+    #: current GPU) or "gpu:N" (the GPU a Spark task was given).
+    devices: dict[str, int] = field(default_factory=dict)
+
+    def ran_on(self, backend: Backend) -> None:
+        """Count one engine run on `backend`."""
+        where = backend.name if backend.device is None else f"{backend.name}:{backend.device}"
+        self.devices[where] = self.devices.get(where, 0) + 1
 
     def add(self, other: RunStats) -> None:
         """Add the decisions of another run over other events (another Spark task or slice):
@@ -615,6 +624,8 @@ class RunStats:
                     setattr(mine[key], name, getattr(mine[key], name) + value)
         for name, snaps in other.snapshots.items():
             self.snapshots.setdefault(name, []).extend(snaps)
+        for where, runs in other.devices.items():
+            self.devices[where] = self.devices.get(where, 0) + runs
 
     def describe(self) -> str:
         if not self.sets:

@@ -29,7 +29,7 @@ from gpu_hamlet.core.weights import EventWeights, as_array
 from gpu_hamlet.kernels.adjacent import adjacent_kernel
 from gpu_hamlet.kernels.burst_ids import device_burst_ids
 from gpu_hamlet.kernels.bursts import fold_kernel, piece_kernel
-from gpu_hamlet.kernels.device_data import use_rmm_pool
+from gpu_hamlet.kernels.device_data import open_device
 from gpu_hamlet.kernels.launch import boundaries, chunks, grid, partition_chunks, to_device
 from gpu_hamlet.kernels.panes import device_panes
 from gpu_hamlet.kernels.reduce import reduce_kernel
@@ -215,11 +215,14 @@ class GpuBackend:
 
     name = "gpu"
 
-    def __init__(self, max_device_bytes: int | None = None) -> None:
+    def __init__(self, max_device_bytes: int | None = None, device: int | None = None) -> None:
+        """`device`: the CUDA ordinal to run on (a Spark task's GPU, gpu_hamlet.devices.
+        choose_device); None, the current device. It is selected, and the allocator set, before
+        anything is allocated (kernels/device_data.py, open_device)."""
         if max_device_bytes is None:
             max_device_bytes = int(os.environ.get("GPU_HAMLET_DEVICE_BYTES", DEFAULT_DEVICE_BYTES))
         self.budget = max_device_bytes
-        use_rmm_pool()
+        self.device = open_device(device)
 
     def segment_maps(
         self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0,

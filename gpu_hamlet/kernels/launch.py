@@ -13,6 +13,7 @@ BLOCK = 128
 
 def grid(n: int) -> tuple[int, int]:
     """(blocks, threads per block) covering n threads."""
+    n = int(n)  # numba-cuda 0.30 takes only Python ints as launch dimensions
     tpb = max(1, min(BLOCK, n))
     return (n + tpb - 1) // tpb, tpb
 
