@@ -68,9 +68,10 @@ class EngineCostModel:
 
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
-#: development machine, 400,000 events; BENCHMARKS.md has the output).
+#: development machine, 400,000 events; the mean of three runs after b21d2a8,
+#: benchmarks/results/calibrate_cpu_b21d2a8.txt; BENCHMARKS.md has what the refit changed).
 CPU_COSTS = EngineCostModel(
-    base_s=6.3e-08, event_s=2.2e-08, coef_s=1.6e-08, class_s=1.1e-06, macro=1.13
+    base_s=1.1e-07, event_s=1.75e-08, coef_s=1.25e-08, class_s=1.08e-06, macro=1.08
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
