@@ -89,12 +89,20 @@ def measured_call(fn: Callable[[], Any]) -> tuple[float, float | None]:
 
 
 def sharing_summary(stats: RunStats) -> dict[str, float] | None:
-    """The optimizer's decisions over all sharable sets; None when nothing was shareable."""
+    """The optimizer's decisions, None when nothing was shareable: HAMLET's shared Kleene bursts
+    summed over their sets (named by their event type), and apart from them the sets of
+    GLORIA's plan that `dynamic` adds (stages named as written, `tran(A, B)`, `SEQ(P, T)+`:
+    their runs, and how many ran shared)."""
     if not stats.sets:
         return None
-    out: dict[str, float] = {f: sum(getattr(s, f) for s in stats.sets) for f in SHARING_FIELDS}
-    out["sets"] = len(stats.sets)
+    bursts = [s for s in stats.sets if s.kleene_type.isidentifier()]
+    stages = [s for s in stats.sets if not s.kleene_type.isidentifier()]
+    out: dict[str, float] = {f: sum(getattr(s, f) for s in bursts) for f in SHARING_FIELDS}
+    out["sets"] = len(bursts)
     out["share_rate"] = out["shared"] / out["bursts"] if out["bursts"] else 0.0
+    out["stages"] = len(stages)
+    out["stage_runs"] = sum(s.bursts for s in stages)
+    out["stage_shared"] = sum(s.shared for s in stages)
     return out
 
 

@@ -106,6 +106,9 @@ def check_modes(point: dict, same_filters: bool = False) -> None:
     assert modes["none"]["sharing"] is None
     static, dynamic = modes["static"]["sharing"], modes["dynamic"]["sharing"]
     if static is not None:
+        # HAMLET's bursts: the same in both modes (GLORIA's stages, which only dynamic runs,
+        # are counted apart)
+        assert static["stages"] == 0 and dynamic["stage_shared"] <= dynamic["stage_runs"]
         assert dynamic["bursts"] == static["bursts"] > 0
         assert dynamic["shared"] <= static["shared"] <= static["bursts"]
         if same_filters:

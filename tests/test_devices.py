@@ -1,14 +1,20 @@
-"""Which GPU a process runs on and how much of it the engine's memory pool takes (issue 22,
-items 5 and 6): the task's GPU is selected once, before anything is allocated; the pool is a
-configured share of the free memory, or the RAPIDS Python worker's own pool."""
+"""Which GPU a process runs on, how much of it the engine's memory pool takes, and what happens
+when it is full (issue 22, items 4 to 6): the task's GPU is selected once, before anything is
+allocated; the pool is a configured share of the free memory, or the RAPIDS Python worker's own
+pool; an allocation that does not fit fails with the settings to change."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba.cuda.cudadrv.driver import CudaAPIError
 
+import gpu_hamlet
+from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.errors import GpuHamletError
 from gpu_hamlet.kernels import GpuBackend, device_data
-from gpu_hamlet.kernels.launch import grid
+from gpu_hamlet.kernels import backend as gpu_backend_module
+from gpu_hamlet.kernels.launch import OUT_OF_MEMORY, grid
 
 pytestmark = pytest.mark.gpu
 
@@ -53,3 +59,34 @@ def test_no_device_named_keeps_the_current_one(monkeypatch):
     monkeypatch.setattr(device_data, "_opened", [])
     monkeypatch.setattr(device_data.cuda, "select_device", selected.append)
     assert GpuBackend().device is None and selected == []
+
+
+def out_of_memory(*_args, **_kwargs):
+    raise CudaAPIError(OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def test_out_of_device_memory_names_what_to_change(monkeypatch):
+    """A device allocation that does not fit fails the call with the settings to change, not
+    the driver's bare error, and never falls back to the CPU."""
+    monkeypatch.setattr(gpu_backend_module, "to_device", out_of_memory)
+    events = kleene_stream(200, seed=1, types=("A", "B", "C"), mean_burst=3)
+    with pytest.raises(
+        GpuHamletError, match=r"ran out of memory in the GPU backend's \w+ step"
+    ) as e:
+        gpu_hamlet.aggregate(
+            events, "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 20 s", backend="gpu"
+        )
+    assert "GPU_HAMLET_DEVICE_BYTES" in str(e.value) and "backend='cpu'" in str(e.value)
+    assert isinstance(e.value.__cause__, CudaAPIError)
+
+
+def test_other_driver_errors_pass_through(monkeypatch):
+    def launch_failed(*_args, **_kwargs):
+        raise CudaAPIError(719, "CUDA_ERROR_LAUNCH_FAILED")
+
+    monkeypatch.setattr(gpu_backend_module, "to_device", launch_failed)
+    events = kleene_stream(200, seed=1, types=("A", "B", "C"), mean_burst=3)
+    with pytest.raises(CudaAPIError, match="LAUNCH_FAILED"):
+        gpu_hamlet.aggregate(
+            events, "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 20 s", backend="gpu"
+        )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numba import cuda
+from numba.cuda.cudadrv.driver import CudaAPIError
+
+from gpu_hamlet.errors import GpuHamletError
+from gpu_hamlet.kernels.device_data import POOL_FRACTION_ENV
 
 #: Threads per block: kernels are sequential per thread and register-heavy, so small blocks.
 BLOCK = 128
@@ -54,3 +60,36 @@ def boundaries(change: np.ndarray) -> np.ndarray:
     flags `change[i]` = (row i + 1 starts a new run)."""
     n = change.shape[0] + 1
     return np.r_[0, np.flatnonzero(change) + 1, n].astype(np.int64)
+
+
+#: CUDA_ERROR_OUT_OF_MEMORY, the driver's code when an allocation does not fit.
+OUT_OF_MEMORY = 2
+
+Step = TypeVar("Step", bound=Callable[..., Any])
+
+
+def out_of_memory_errors(step: Step) -> Step:
+    """A GPU backend step whose device allocations fail for want of memory raises a
+    GpuHamletError naming what to change, not the driver's bare error (issue 22; never a hang
+    or a silent fall back to the CPU). Chunking keeps each launch within the backend's
+    `budget`; what still does not fit is the event columns of the call and other processes'
+    memory."""
+
+    @functools.wraps(step)
+    def checked(self, *args, **kwargs):
+        try:
+            return step(self, *args, **kwargs)
+        except (CudaAPIError, MemoryError) as exc:
+            if isinstance(exc, CudaAPIError) and int(exc.args[0]) != OUT_OF_MEMORY:
+                raise
+            where = "the current GPU" if self.device is None else f"GPU {self.device}"
+            raise GpuHamletError(
+                f"{where} ran out of memory in the GPU backend's {step.__name__} step, with "
+                f"launches of up to {self.budget:,} bytes: lower GPU_HAMLET_DEVICE_BYTES so each "
+                "launch takes less, give this process more of the GPU "
+                f"({POOL_FRACTION_ENV}, or spark.rapids.python.memory.gpu.allocFraction under "
+                "the RAPIDS Accelerator; fewer concurrent tasks per GPU), feed the events in "
+                "smaller batches (gpu_hamlet.aggregate_stream), or use backend='cpu'"
+            ) from exc
+
+    return cast(Step, checked)
