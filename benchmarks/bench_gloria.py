@@ -258,7 +258,7 @@ def main() -> None:
                 for n in args.queries:
                     text = make(n, L)
                     secs, rs = timed(table, text, args.repeat, args.numeric)
-                    st = [s for s in rs.sets if s.kleene_type.endswith((")", ")+"))]  # stages
+                    st = [s for s in rs.sets if s.is_stage]
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
                     opt, decide = search_ms(text, stats), plan_ms(table, text)
                     pools = len(shareable_stages(gpu_hamlet.parse_workload(text))[1])

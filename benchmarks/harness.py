@@ -95,8 +95,8 @@ def sharing_summary(stats: RunStats) -> dict[str, float] | None:
     their runs, and how many ran shared)."""
     if not stats.sets:
         return None
-    bursts = [s for s in stats.sets if s.kleene_type.isidentifier()]
-    stages = [s for s in stats.sets if not s.kleene_type.isidentifier()]
+    bursts = [s for s in stats.sets if not s.is_stage]
+    stages = [s for s in stats.sets if s.is_stage]
     out: dict[str, float] = {f: sum(getattr(s, f) for s in bursts) for f in SHARING_FIELDS}
     out["sets"] = len(bursts)
     out["share_rate"] = out["shared"] / out["bursts"] if out["bursts"] else 0.0

@@ -189,6 +189,12 @@ class SharingStats:
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
+    @property
+    def is_stage(self) -> bool:
+        """A stage of GLORIA's plan (named as written: `tran(A, B)`, `SEQ(P, T)+`), not a
+        Kleene type E whose bursts HAMLET shares (named E)."""
+        return self.kleene_type.endswith((")", ")+"))
+
 
 @dataclass
 class Injection:
@@ -634,7 +640,7 @@ class RunStats:
         for s in self.sets:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
             # transition `tran(A, B)` or a chain of them) is named as written.
-            name = s.kleene_type if s.kleene_type.endswith(("+", ")")) else s.kleene_type + "+"
+            name = s.kleene_type if s.is_stage else s.kleene_type + "+"
             out.append(
                 f"{name} shared by {', '.join(s.queries)}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
