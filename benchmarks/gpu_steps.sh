@@ -13,7 +13,8 @@
 # Steps: tests (the suite without Spark, real CUDA: the simulator is off when a device is
 # visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
 # ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
-# (benchmarks/bench_sharing.py --backend gpu). The data of
+# (benchmarks/bench_sharing.py --backend gpu); fma (tests/compile_kernels.py --fma: the fused
+# multiply-adds NVVM put in each kernel's PTX). The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
 set -u
 out=${OUT:?OUT must name the folder for the results}
@@ -64,6 +65,9 @@ for step in "$@"; do
         # shellcheck disable=SC2086
         timeout "$limit" $py benchmarks/bench_sharing.py --backend gpu \
             --json "$out/sharing_gpu.json" $extra > "$out/sharing_gpu.txt" 2>&1
+        ;;
+    fma)
+        timeout "$limit" $py tests/compile_kernels.py --fma > "$out/fma.txt" 2>&1
         ;;
     *)
         echo "unknown step $name" >&2

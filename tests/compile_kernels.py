@@ -11,6 +11,8 @@ kernel in this process, without the simulator, and compiles it for those types w
 RAPIDS Accelerator runs on 7.0 and newer). Needs numba-cuda with
 NVVM, as the `gpu` extra installs it (`numba-cuda[cu12]`, with the numba that cuDF allows);
 no driver is needed. Prints one line per failure and a count; exits 1 if any kernel failed.
+With --fma it also prints, per kernel, how many fused multiply-adds (`fma.rn.f64`) NVVM put in
+its PTX: float mode's GPU results may differ from the CPU's by their rounding (issue 22, item 1).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def _python_function(kernel):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--cc", nargs="+", default=["9.0"], help="compute capabilities to compile for")
+    ap.add_argument("--fma", action="store_true", help="count fused multiply-adds per kernel")
     ap.add_argument("tests", nargs="*", default=DEFAULT_TESTS)
     args = ap.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
@@ -120,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         for made_by, name, arg_types in launches:
             kernel = rebuild(made_by, name)
             try:
-                cuda.compile_ptx(
+                ptx, _ = cuda.compile_ptx(
                     _python_function(kernel), tuple(numba_type(t) for t in arg_types), cc=cc
                 )
+                if args.fma:
+                    print(f"{ptx.count('fma.rn.f64')} fma.rn.f64 in {name}{tuple(arg_types)}")
             except Exception as exc:  # report every failing kernel, not only the first
                 bad += 1
                 print(

@@ -176,8 +176,30 @@ def test_partition_order_when_times_come_in_order():
     assert k.order.tolist() == [0, 1, 2, 3, 4] and k.pid.tolist() == [0, 0, 1, 1, 2]
     k = keys(table.take([0, 2, 1, 3, 4]))  # u and v interleaved
     assert k.order.tolist() == [0, 2, 1, 3, 4] and k.time.tolist() == [5, 9, 1, 2, 7]
+    assert k.pid.tolist() == k.gid.tolist() == [0, 0, 1, 1, 2]
     k = keys(table.take([1, 0, 2, 3, 4]))  # v's times out of order
     assert k.order.tolist() == [1, 0, 2, 3, 4] and k.pid.tolist() == [0, 0, 1, 1, 2]
+
+
+def test_counting_sort_places_codes_and_times_with_the_rows():
+    """The counting sort writes the sorted partition and group codes and times as it places the
+    rows: they equal the rows' own, taken in its order."""
+    rng = np.random.default_rng(3)
+    n = 2_000
+    g, e = rng.integers(0, 7, n), rng.integers(0, 5, n)
+    table = pa.table({"time": np.sort(rng.integers(0, 500, n)), "g": g, "e": e})
+    frame = EventFrame(table, table.column("time").to_numpy(), None, np.zeros(n, np.int32), [])
+    k = Partitioner(frame).keys(("g", "e"), 1)
+    assert np.array_equal(k.time, table.column("time").to_numpy()[k.order])
+    assert np.all(np.diff(k.pid) >= 0) and np.all(np.diff(k.time)[np.diff(k.pid) == 0] >= 0)
+    same_pid = k.pid[1:] == k.pid[:-1]
+    assert np.array_equal(
+        same_pid, (g[k.order][1:] == g[k.order][:-1]) & (e[k.order][1:] == e[k.order][:-1])
+    )
+    _, first = np.unique(g, return_index=True)  # group codes in order of first appearance
+    code_of_g = np.empty(7, np.int64)
+    code_of_g[g[np.sort(first)]] = np.arange(len(first))
+    assert np.array_equal(k.gid, code_of_g[g[k.order]])
 
 
 @PROPERTY_SMALL

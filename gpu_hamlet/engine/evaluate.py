@@ -26,6 +26,7 @@ from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
+from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
 from gpu_hamlet.engine.options import DEFAULTS, Options
@@ -86,6 +87,7 @@ def evaluate(
 ) -> dict[str, pa.Table]:
     """`aggregate` with its options checked already: what the Spark tasks, pane summaries and
     the command line call."""
+    keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
     wl, be, ev, parts, attrs, plans, matcher = (
         ctx.workload,

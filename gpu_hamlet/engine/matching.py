@@ -159,6 +159,13 @@ class Matcher:
             pos[at] = -1
         return pos
 
+    def kept(self, q: Query, t: str, rows: np.ndarray) -> np.ndarray:
+        """Which of `rows`, all of type t, q's filters on t keep."""
+        out = np.ones(rows.shape[0], bool)
+        for f in q.filters_of(t):
+            out &= ~self.dropped(q, f)[rows]
+        return out
+
     def matched_by_any(self, queries: tuple[Query, ...]) -> np.ndarray:
         """Rows some query matches, from one mask per distinct (type, filters on it)."""
         ev = self.ev

@@ -95,7 +95,9 @@ class Partitioner:
             # Times often come in order within each partition already (a Spark shard sorted by
             # label and time, a time-ordered file): then a stable counting sort by partition is
             # the whole sort, in linear time.
-            order = _counting_order(pid, t, size)
+            counted = _counting_sort(pid, gid, t, size)
+            if counted is not None:
+                return SortedKeys(*counted)
         if order is None and t.dtype.kind == "i" and n:
             span = int(t.max()) - int(t.min()) + 1
             if size * span < 2**62:
@@ -107,9 +109,13 @@ class Partitioner:
 
 
 @njit(cache=True)
-def _counting_order(pid: np.ndarray, t: np.ndarray, size: int) -> np.ndarray | None:
-    """Rows by partition (pid < size), keeping their order within a partition, when that order
-    has non-decreasing times; None when it does not."""
+def _counting_sort(
+    pid: np.ndarray, gid: np.ndarray, t: np.ndarray, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """`SortedKeys`' arrays: rows by partition (pid < size), keeping their order within a
+    partition, when that order has non-decreasing times; None when it does not. The sorted
+    codes and times are written as the rows are placed: gathering them afterwards would read
+    three arrays of every row at random (at 10^7 rows, 0.1 s more)."""
     n = pid.shape[0]
     count = np.zeros(size + 1, np.int64)
     last = np.empty(size, t.dtype)
@@ -122,11 +128,18 @@ def _counting_order(pid: np.ndarray, t: np.ndarray, size: int) -> np.ndarray | N
     for p in range(size):
         count[p + 1] += count[p]
     order = np.empty(n, np.int64)
+    pid_s = np.empty(n, np.int64)
+    gid_s = np.empty(n, np.int64)
+    t_s = np.empty(n, t.dtype)
     for i in range(n):
         p = pid[i]
-        order[count[p]] = i
+        j = count[p]
+        order[j] = i
+        pid_s[j] = p
+        gid_s[j] = gid[i]
+        t_s[j] = t[i]
         count[p] += 1
-    return order
+    return order, pid_s, gid_s, t_s
 
 
 def _is_sorted(a: np.ndarray) -> bool:

@@ -329,13 +329,10 @@ class SharedBursts:
                 all_pid,
             )
             return
-        # Per filter group: matched events and a hash of which ones, per burst.
-        mb = np.stack(
-            [
-                matcher.positions(sset.queries[r], plans[names[r]].template, rows[be_idx]) >= 0
-                for r in rep_query
-            ]
-        )
+        # Per filter group: matched events and a hash of which ones, per burst. A burst's events
+        # are all E's, so a group matches those its filters on E keep.
+        burst_rows = rows[be_idx]
+        mb = np.stack([matcher.kept(sset.queries[r], E, burst_rows) for r in rep_query])
         counts = np.add.reduceat(mb, starts, axis=1, dtype=np.int64)
         if nf > 1:
             salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
