@@ -105,7 +105,7 @@ def evaluate(
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
-            args = (ev, attrs, be, sset, keys.order, keys.pid, plans, matcher, options.sharing)
+            args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)
             sb: SharedBursts | SharedWindows = (
                 SharedWindows(*args, WINDOW_COSTS[be.name])
                 if sset.conditions
@@ -121,9 +121,7 @@ def evaluate(
         for key, chain, names in stage_plan(ctx.runs, ev, model)[1]:
             qs = tuple(by_name[n] for n in names)
             keys = parts.keys(qs[0].partition_attrs, len(qs[0].groupby))
-            sc = SharedStages(
-                ev, attrs, be, key, chain, qs, keys.order, keys.pid, plans, matcher, model
-            )
+            sc = SharedStages(ev, attrs, be, key, chain, qs, keys, plans, matcher, model)
             if stats is not None:
                 stats.sets.append(sc.stats)
             for name in sc.blocks:

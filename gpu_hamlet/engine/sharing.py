@@ -28,6 +28,7 @@ from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
+from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
@@ -226,8 +227,7 @@ class SharedBursts:
         attrs: Attributes,
         be: Backend,
         sset: SharableSet,
-        order: np.ndarray,
-        pid: np.ndarray,
+        keys: SortedKeys,
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         mode: str,
@@ -252,13 +252,10 @@ class SharedBursts:
         self.index = {name: j for j, name in enumerate(names)}
         nf = len(groups)
         rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
-        self.set_idx = np.flatnonzero(matcher.matched_by_any(sset.queries)[order])
-        rows = order[self.set_idx]
-        set_pid = pid[self.set_idx]
-        t = ev.time[rows]
+        self.set_idx, rows, set_pid, t, codes = keys.select(matcher.matched_by_any(sset.queries))
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes, _ = be.segments(set_pid, t, pane)
-        burst_id = be.burst_ids(set_pid, panes, t, ev.type_codes[rows] == ev.code_of(E))
+        burst_id = be.burst_ids(set_pid, panes, t, codes == ev.code_of(E))
         width = np.asarray(
             [len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax) for n in names],
             np.float64,
@@ -270,7 +267,7 @@ class SharedBursts:
         be_idx = np.flatnonzero(burst_id >= 0)
         nb = int(burst_id.max()) + 1 if be_idx.size else 0
         self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
-        self.burst_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
+        self.burst_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
         self.segidx = np.zeros((nf, 0), np.int64)
         self.expand: np.ndarray = np.zeros(
             nf, bool

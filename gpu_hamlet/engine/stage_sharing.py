@@ -29,6 +29,7 @@ from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
+from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.pruning import rows_may_complete
 from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse, pending
@@ -266,8 +267,7 @@ class SharedStages:
         key: str,
         chain: tuple[Pool, ...],
         queries: tuple[Query, ...],
-        order: np.ndarray,
-        pid: np.ndarray,
+        keys: SortedKeys,
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         model: EngineCostModel,
@@ -285,24 +285,21 @@ class SharedStages:
         self.stats = SharingStats(key, names)
         # maps, the same scaled (XFloat), done
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.run_of = np.full(order.shape[0], -1, np.int64)  # by index into the sorted order
+        self.run_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
         self.nruns = 0
         self.slots: Slots | None = None  # None when no run is shared
         self.events = 0  # of the Q-set's stream, cut into runs
         if len(names) < 2:
             return
         members = tuple(q for q in queries if q.name in self.blocks)
-        set_idx = np.flatnonzero(matcher.matched_by_any(members)[order])
-        rows = order[set_idx]
+        set_idx, rows, set_pid, t, set_codes = keys.select(matcher.matched_by_any(members))
         self.events = int(rows.size)
-        set_pid = pid[set_idx]
-        t = ev.time[rows]
         pane_ms = 0
         for q in members:
             pane_ms = gcd(gcd(pane_ms, q.within_ms), q.slide_ms)
         panes, _ = be.segments(set_pid, t, ev.axis.ticks(pane_ms, members[0], "pane"))
         codes = [ev.code_of(t_) for t_ in self.types]
-        run_id = be.burst_ids(set_pid, panes, t, np.isin(ev.type_codes[rows], codes))
+        run_id = be.burst_ids(set_pid, panes, t, np.isin(set_codes, codes))
         in_run = np.flatnonzero(run_id >= 0)
         nb = int(run_id.max()) + 1 if in_run.size else 0
         self.stats.bursts, self.stats.burst_events = nb, int(in_run.size)

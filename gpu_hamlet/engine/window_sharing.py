@@ -40,6 +40,7 @@ from gpu_hamlet.engine.backend import Backend
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import WindowCostModel
+from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse
 from gpu_hamlet.query.plan import Adjacency, Channel, QueryPlan
 from gpu_hamlet.query.workload import NextCondition
@@ -125,8 +126,7 @@ class SharedWindows:
         attrs: Attributes,
         be: Backend,
         sset: SharableSet,
-        order: np.ndarray,
-        pid: np.ndarray,
+        keys: SortedKeys,
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         mode: str,
@@ -137,12 +137,9 @@ class SharedWindows:
         self.stats = SharingStats(E, sset.names)
         self.names = set(sset.names)
         self._responses: dict[tuple, np.ndarray] = {}
-        set_idx = np.flatnonzero(matcher.matched_by_any(sset.queries)[order])
-        rows = order[set_idx]
-        spid = pid[set_idx]
-        t = ev.time[rows]
+        set_idx, rows, spid, t, codes = keys.select(matcher.matched_by_any(sset.queries))
         panes, _ = be.segments(spid, t, ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane"))
-        bid = window_bursts(spid, panes, t, ev.type_codes[rows] == ev.code_of(E))
+        bid = window_bursts(spid, panes, t, codes == ev.code_of(E))
         e_at = np.flatnonzero(bid >= 0)  # the set stream's E events, bursts ascending
         nb = int(bid[e_at[-1]]) + 1 if e_at.size else 0
         e_start = np.r_[np.flatnonzero(np.diff(bid[e_at], prepend=-1) != 0), e_at.size]
@@ -164,7 +161,7 @@ class SharedWindows:
         basis_rows = (reach_end - e_start[:-1]).astype(np.float64)
         pairs = (end - np.arange(nb)).astype(np.float64)
         alone = (
-            self._alone_rows(plans, spid, t, ev.type_codes[rows], bid >= 0)
+            self._alone_rows(plans, spid, t, codes, bid >= 0)
             if mode == "dynamic" and nb
             else np.zeros(0)
         )
@@ -190,7 +187,7 @@ class SharedWindows:
         # Shared bursts renumbered densely; a partition's bursts are all shared or none, so the
         # reach of a shared burst holds shared bursts only.
         number = np.where(share, np.cumsum(share) - 1, -1)
-        self.burst_of = np.full(order.shape[0], -1, np.int64)
+        self.burst_of = np.full(keys.order.shape[0], -1, np.int64)
         self.burst_of[set_idx[e_at]] = number[e_bid]
         s = np.flatnonzero(share)
         self.nshared, self.nevents = s.shape[0], tie.shape[0]
