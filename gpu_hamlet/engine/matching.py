@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Template
 from gpu_hamlet.query.workload import Filter, Literal, Query
@@ -129,6 +130,12 @@ class Matcher:
         """Pattern position of each row (all rows, or `rows`), -1 where q does not match it."""
         codes = self.ev.type_codes if rows is None else self.ev.type_codes[rows]
         return self.filtered(q, self.position_of_code(tpl)[codes], rows)
+
+    def sorted_positions(self, q: Query, tpl: Template, keys: SortedKeys) -> np.ndarray:
+        """`positions` of every row in `keys`' sorted order, from the type codes in that order:
+        a sequential read, where taking `positions` by the order would read every row at random
+        (only filters' masks are read so)."""
+        return self.filtered(q, self.position_of_code(tpl)[keys.codes], keys.order)
 
     def position_of_code(self, tpl: Template, extra: int = 0) -> np.ndarray:
         """The template's label per type code (-1 for other types), plus `extra` slots."""

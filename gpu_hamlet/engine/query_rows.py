@@ -90,17 +90,17 @@ class QueryRows:
         elif not shared:  # every event in partition order; pos is -1 where q matches none
             qidx = None  # the identity
             self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
-            self.pos = matcher.positions(q, tpl)[keys.order]
+            self.pos = matcher.sorted_positions(q, tpl, keys)
             macro_src = macro_seg = None
             if not tpl.one_row:  # one row per state an event enters, and per negated event
                 qidx = self._expand(tpl)
         else:
-            pos_all = matcher.positions(q, tpl)
-            qidx = np.flatnonzero(pos_all[keys.order] >= 0)
+            pos_all = matcher.sorted_positions(q, tpl, keys)
+            qidx = np.flatnonzero(pos_all >= 0)
             if not maps and not self.prune:
                 # Pruned before a shared stage's runs collapse. Rows it would drop are in no
                 # trend, so a run's map may still hold them.
-                pos = pos_all[keys.order[qidx]]
+                pos = pos_all[qidx]
                 qidx = qidx[
                     rows_may_complete(keys.pid[qidx], keys.time[qidx], *self._ends(pos), w.within)
                 ]
@@ -117,8 +117,8 @@ class QueryRows:
                 macro_src[inj.macro] = s_i
                 macro_seg[inj.macro] = inj.segment
             self.rows = keys.order[qidx]
-            self.time = ev.time[self.rows]
-            self.pos = matcher.positions(q, tpl, self.rows)
+            self.time = keys.time[qidx]
+            self.pos = pos_all[qidx]
             for s_i, sb in enumerate(shared):  # a macro row stands at its burst's Kleene position
                 self.pos[macro_src == s_i] = (
                     sb.macro_position(q.name)
