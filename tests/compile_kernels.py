@@ -12,8 +12,8 @@ RAPIDS Accelerator runs on 7.0 and newer). Needs numba-cuda with
 NVVM, as the `gpu` extra installs it (`numba-cuda[cu12]`, with the numba that cuDF allows);
 no driver is needed. Prints one line per failure and a count; exits 1 if any kernel failed.
 With --fma it also prints, per kernel, the fused multiply-adds NVVM put in its PTX and the float64
-multiplies and adds ptxas could still fuse: either would round differently from the CPU backend
-in float mode (issue 22, item 1).
+multiplies ptxas could still fuse with an add: either would round differently from the CPU
+backend in float mode (issue 22, item 1; gpu_hamlet/kernels/rounding.py).
 """
 
 from __future__ import annotations
@@ -96,13 +96,12 @@ def _python_function(kernel):
 
 
 def fma_report(ptx: str) -> str:
-    """Fused multiply-adds in `ptx`, and float64 multiplies and adds without a rounding mode,
-    which ptxas may still fuse (with `.rn` it may not)."""
+    """Fused multiply-adds in `ptx`, and float64 multiplies without a rounding mode, which ptxas
+    may still fuse with an add (one with `.rn` it may not; an add alone is never fused)."""
     ops = [line.split()[0] for line in ptx.splitlines() if ".f64" in line and line.strip()]
     fused = sum(op.startswith("fma.") for op in ops)
-    loose = sum(op in ("mul.f64", "add.f64", "sub.f64") for op in ops)
-    rounded = sum(op in ("mul.rn.f64", "add.rn.f64", "sub.rn.f64") for op in ops)
-    return f"{fused} fma, {rounded} mul/add/sub.rn.f64, {loose} without a rounding mode"
+    rounded, loose = ops.count("mul.rn.f64"), ops.count("mul.f64")
+    return f"{fused} fma, {rounded} mul.rn.f64, {loose} mul.f64 without a rounding mode"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,3 +35,19 @@ def test_launches_are_recorded_with_what_rebuilds_their_kernels(tmp_path):
         kernel = compile_kernels.rebuild(made_by, name)  # the simulator's, here
         assert compile_kernels._python_function(kernel).__name__ == name
         assert all(compile_kernels.numba_type(t) is not None for t in types)
+
+
+def test_fma_report_counts_fused_and_unrounded_multiplies():
+    ptx = "\n".join(
+        [
+            ".reg .f64 \t%fd<9>;",
+            "\tfma.rn.f64 \t%fd4, %fd1, %fd2, %fd3;",
+            "\tmul.rn.f64 \t%fd5, %fd1, %fd2;",
+            "\tmul.f64 \t%fd6, %fd1, 0d4350000000000000;",
+            "\tmul.f64 \t%fd7, %fd1, %fd2;",
+            "\tadd.f64 \t%fd8, %fd6, %fd7;",
+            "\tmul.lo.s64 \t%rd1, %rd2, %rd3;",
+        ]
+    )
+    report = compile_kernels.fma_report(ptx)
+    assert report == "1 fma, 1 mul.rn.f64, 2 mul.f64 without a rounding mode"

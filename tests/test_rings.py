@@ -191,3 +191,37 @@ def test_scaled_block_terms_decline_where_a_left_out_product_would_count():
         assert _value(*want[1, 0]) == _value(math.ldexp(1.0 + 2.0**-29, 2000 - 1900), 1900)
         done, _ = _terms(scaled, tag, X, BS, case, 1, 1)
         assert not done
+
+
+def test_float_products_and_sums_go_through_the_rounded_primitives(monkeypatch):
+    """XFloat's products and sums, the scaled block terms and the `modps` quotient estimate call
+    `f_mul` and `f_add`, which the GPU backend compiles as libdevice's never-fused `dmul_rn` and
+    `dadd_rn` (gpu_hamlet/kernels/rounding.py): a float product written with `*` in a recursion
+    could be fused into a multiply-add on the GPU and round unlike the CPU."""
+    from gpu_hamlet.core import recursions, rings
+
+    calls: list[str] = []
+
+    def counted(name, op):
+        def fn(a, b):
+            calls.append(name)
+            return op(a, b)
+
+        return fn
+
+    for mod in (rings, recursions):
+        if hasattr(mod, "f_mul"):
+            monkeypatch.setattr(mod, "f_mul", counted("mul", lambda a, b: a * b))
+            monkeypatch.setattr(mod, "f_add", counted("add", lambda a, b: a + b))
+    assert rings.xf_mul((0.75, 3.0), (0.5, -1.0)) == (0.375, 2.0)
+    assert rings.xf_add((0.5, 1.0), (0.5, 1.0)) == (1.0, 1.0)
+    assert rings.xf_add((0.5, 3.0), (0.5, 1.0)) == (0.625, 3.0)
+    assert rings.lane_mul(np.int64(6), np.int64(7), 11) == 42 % 11
+    assert calls == ["mul", "add", "add", "mul", "mul"]
+    BS = np.zeros((4, 2))
+    BS[1, 0] = 0.5
+    Dl = np.zeros((3, 1, 2))
+    calls.clear()
+    blk_idx = np.zeros(1, np.int64)
+    recursions.xf_input_terms(Dl, BS, 0, 3.0, 0, 1, blk_idx, 1, 1, 0)
+    assert calls == ["mul", "add"] and Dl[0, 0, 0] == 1.5

@@ -42,6 +42,8 @@ from gpu_hamlet.core.rings import (
     XF_FAR,
     XF_NEAR,
     XFloat,
+    f_add,
+    f_mul,
     jitable,
     r_add,
     r_is_zero,
@@ -410,11 +412,11 @@ def xf_input_terms(Dl, BS, entries, x, b0, L, blk_idx, nch, k, col):
             a = BS[entries + ch * sd + p, 0]
             if a == 0.0:
                 continue
-            term = a * x
+            term = f_mul(a, x)
             size = abs(term)
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             if size >= XF_FAR:
-                Dl[at, col, 0] += term
+                Dl[at, col, 0] = f_add(Dl[at, col, 0], term)
                 if size < XF_NEAR:
                     Dl[at, col, 1] = int(Dl[at, col, 1]) | XF_SMALL
                 if term < 0.0:

@@ -153,6 +153,21 @@ def layout(ring: str) -> tuple[type, int]:
 
 
 @jitable
+def f_mul(a, b):
+    """a * b in float64, rounded on its own. The GPU backend compiles it as libdevice's
+    `dmul_rn` (gpu_hamlet/kernels/rounding.py), which the GPU compiler never fuses with an add
+    into one fused multiply-add; the CPU never fuses. So float results are the same bits on both
+    (BENCHMARKS.md, GPU kernels)."""
+    return a * b
+
+
+@jitable
+def f_add(a, b):
+    """a + b in float64, rounded on its own (`f_mul`; libdevice's `dadd_rn` on the GPU)."""
+    return a + b
+
+
+@jitable
 def xf_fix(m, e):
     a = abs(m)
     if a == 0.0:
@@ -172,16 +187,16 @@ def xf_add(a, b):
     if bm == 0.0:
         return a
     if ae == be:
-        return xf_fix(am + bm, ae)
+        return xf_fix(f_add(am, bm), ae)
     if ae > be:
         d = be - ae
         if d < -1200.0:
             return a
-        return xf_fix(am + math.ldexp(bm, int(d)), ae)
+        return xf_fix(f_add(am, math.ldexp(bm, int(d))), ae)
     d = ae - be
     if d < -1200.0:
         return b
-    return xf_fix(bm + math.ldexp(am, int(d)), be)
+    return xf_fix(f_add(bm, math.ldexp(am, int(d))), be)
 
 
 @jitable
@@ -190,7 +205,7 @@ def xf_mul(a, b):
     bm, be = b
     if am == 0.0 or bm == 0.0:
         return 0.0, 0.0
-    return xf_fix(am * bm, ae + be)
+    return xf_fix(f_mul(am, bm), ae + be)
 
 
 #: Below this a float64 is near the subnormal range, where a product would lose bits
@@ -249,7 +264,7 @@ def lane_mul(a, b, p):
     off by at most one (three roundings, relative error below 2^-51 on a quotient below 2^31),
     then corrected. Multiplying by the prime's reciprocal rather than dividing made bigint on the
     authors' workload 0.26 -> 0.20 s at 20,000 events (benchmarks/bench_bigint.py)."""
-    q = np.int64(float(a) * float(b) * (1.0 / float(p)))
+    q = np.int64(f_mul(f_mul(float(a), float(b)), 1.0 / float(p)))
     r = a * b - q * p
     r = r + p if r < 0 else r
     return r - p if r >= p else r
