@@ -166,23 +166,21 @@ class Matcher:
             pos[at] = -1
         return pos
 
-    def kept(self, q: Query, t: str, rows: np.ndarray) -> np.ndarray:
-        """Which of `rows`, all of type t, q's filters on t keep."""
-        out = np.ones(rows.shape[0], bool)
-        for f in q.filters_of(t):
-            out &= ~self.dropped(q, f)[rows]
-        return out
+    def type_mask(self, q: Query, t: str) -> np.ndarray:
+        """Rows of type t that q's filters on t keep: one mask per distinct (type, filters on it),
+        kept for the call."""
+        key = (t, frozenset(q.filters_of(t)))
+        if key not in self._type_masks:
+            m = self.ev.type_codes == self.ev.code_of(t)
+            for f in key[1]:
+                m &= ~self.dropped(q, f)
+            self._type_masks[key] = m
+        return self._type_masks[key]
 
     def matched_by_any(self, queries: tuple[Query, ...]) -> np.ndarray:
         """Rows some query matches, from one mask per distinct (type, filters on it)."""
-        ev = self.ev
-        out = np.zeros(ev.n, bool)
-        keys = {(t, frozenset(q.filters_of(t))): q for q in queries for t in q.types}
-        for key, q in keys.items():  # only these queries' masks (the cache holds others too)
-            if key not in self._type_masks:
-                m = ev.type_codes == ev.code_of(key[0])
-                for f in key[1]:
-                    m &= ~self.dropped(q, f)
-                self._type_masks[key] = m
-            out |= self._type_masks[key]
+        out = np.zeros(self.ev.n, bool)
+        distinct = {(t, frozenset(q.filters_of(t))): (q, t) for q in queries for t in q.types}
+        for q, t in distinct.values():
+            out |= self.type_mask(q, t)
         return out

@@ -327,9 +327,10 @@ class SharedBursts:
             )
             return
         # Per filter group: matched events and a hash of which ones, per burst. A burst's events
-        # are all E's, so a group matches those its filters on E keep.
+        # are all E's, so a group matches those its filters on E keep (masks that
+        # `matched_by_any` made above).
         burst_rows = rows[be_idx]
-        mb = np.stack([matcher.kept(sset.queries[r], E, burst_rows) for r in rep_query])
+        mb = np.stack([matcher.type_mask(sset.queries[r], E)[burst_rows] for r in rep_query])
         counts = np.add.reduceat(mb, starts, axis=1, dtype=np.int64)
         if nf > 1:
             salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)

@@ -5,8 +5,9 @@ multiplies and adds without a rounding mode, which ptxas may fuse too: such a re
 once where the CPU rounds twice, so float mode could differ from the CPU backend in its last bits.
 The rings' float primitives `f_mul` and `f_add` (gpu_hamlet/core/rings.py) therefore compile
 for the CUDA target as libdevice's `dmul_rn` and `dadd_rn`, which are never fused.
-`tests/compile_kernels.py --fma` shows every kernel's float64 arithmetic rounded
-(BENCHMARKS.md, GPU kernels). The simulator runs the plain Python functions.
+`tests/compile_kernels.py --fma` shows what is left unrounded: only libdevice's own scalings by
+powers of two in `ldexp` and `frexp` (BENCHMARKS.md, GPU kernels). The simulator runs the plain
+Python functions.
 """
 
 from __future__ import annotations
