@@ -141,11 +141,15 @@ def prepare_events(
     keep = np.asarray([n in used_types for n in names], bool)[idx]
     if table.num_rows and not part:
         warn_absent_types(workload, present, type_col, stacklevel=4)
-    columns = [time_col, type_col] + list(attrs)
-    sub = table.select(columns)
+    # The type column is not filtered as strings: it comes back as the kept rows' codes over
+    # the same names (a dictionary array), which is what every later step reads.
+    codes = idx[keep].astype(np.int32, copy=False)
+    sub = table.select([time_col] + list(attrs))
     if not keep.all():
         sub = sub.filter(pa.array(keep))
-    sub = sub.combine_chunks()
+    types = pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
+    field = table.schema.field(type_col).with_type(types.type)
+    sub = sub.combine_chunks().add_column(1, field, types)
     if not part:
         sub = pa.Table.from_arrays(
             sub.columns,
@@ -165,7 +169,6 @@ def prepare_events(
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
         tnp = time.cast(pa.int64()).to_numpy()
-    codes = idx[keep].astype(np.int32)
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
 
 

@@ -328,10 +328,24 @@ class SharedBursts:
             return
         # Per filter group: matched events and a hash of which ones, per burst. A burst's events
         # are all E's, so a group matches those its filters on E keep (masks that
-        # `matched_by_any` made above).
-        burst_rows = rows[be_idx]
-        mb = np.stack([matcher.type_mask(sset.queries[r], E)[burst_rows] for r in rep_query])
-        counts = np.add.reduceat(mb, starts, axis=1, dtype=np.int64)
+        # `matched_by_any` made above), and a group without filters on E all of them: its
+        # counts are the bursts' lengths, with no event read.
+        filtered = [bool(sset.queries[r].filters_of(E)) for r in rep_query]
+        burst_rows = rows[be_idx] if any(filtered) else None
+        mb = np.stack(
+            [
+                matcher.type_mask(sset.queries[r], E)[burst_rows]
+                if f
+                else np.ones(be_idx.size, bool)
+                for r, f in zip(rep_query, filtered)
+            ]
+        )
+        counts = np.stack(
+            [
+                np.add.reduceat(mb[r], starts, dtype=np.int64) if f else count
+                for r, f in enumerate(filtered)
+            ]
+        )
         if nf > 1:
             salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
             hashes = np.add.reduceat(np.where(mb, salt, np.uint64(0)), starts, axis=1)
@@ -370,9 +384,12 @@ class SharedBursts:
         # Events of each shared class, in segment order (reps in order, bursts in order), as
         # indices into the set stream: segment s's are coef_events[coef_lo[s]:coef_lo[s + 1]].
         # Their rows and times are gathered when a query first needs the segment (`coefficients`).
-        self.coef_events = np.concatenate(
-            [be_idx[mb[r] & decide[r][burst_id[be_idx]]] for r in range(nf) if decide[r].any()]
-        )
+        parts = []
+        for r in np.flatnonzero(decide.any(axis=1)):
+            b = np.flatnonzero(decide[r])
+            at = ranges(starts[b], starts[b] + count[b])  # the decided bursts' events
+            parts.append(be_idx[at[mb[r, at]] if filtered[r] else at])
+        self.coef_events = np.concatenate(parts)
         self.coef_lo = np.r_[0, np.cumsum(counts[decide])]
         self._set_rows, self._set_time = rows, t
 
