@@ -7,10 +7,6 @@ the GIL, and the Python around them stays on the calling thread (docs/architectu
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-from functools import cache
-
 import numpy as np
 
 from cpu_fallback import kernels
@@ -21,20 +17,7 @@ from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import Blocks
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
-
-
-def cpu_threads() -> int:
-    """The threads the CPU backend runs kernels on: OMP_NUM_THREADS when set (a Spark Python
-    worker gets its task's cores there), else the cores this process may use."""
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@cache
-def _pool(threads: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(threads, thread_name_prefix="gpu-hamlet-cpu")
+from gpu_hamlet.host_threads import cpu_threads, host_map
 
 
 class CpuBackend:
@@ -54,9 +37,7 @@ class CpuBackend:
 
     def _many(self, step: str, calls: list[tuple]) -> list:
         run = getattr(self, step)
-        if len(calls) < 2 or self.threads < 2:
-            return [run(*c) for c in calls]
-        return list(_pool(self.threads).map(lambda c: run(*c), calls))
+        return host_map(lambda c: run(*c), calls, self.threads)
 
     def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
         return self._many("segment_maps", calls)

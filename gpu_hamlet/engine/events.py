@@ -16,10 +16,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
+from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
+
+#: Type columns shorter than twice this are encoded in one thread.
+ENCODE_SLICE = 500_000
 
 
 @dataclass
@@ -136,30 +141,28 @@ def prepare_events(
     enc = _encoded(type_arr)
     names = enc.dictionary.to_pylist()
     idx = enc.indices.to_numpy(zero_copy_only=False)
-    present = {n for n, c in zip(names, np.bincount(idx, minlength=len(names))) if c}
     used_types = {t for q in workload for t in q.event_types}
-    keep = np.asarray([n in used_types for n in names], bool)[idx]
+    count, keep, codes = _kept(idx, np.asarray([n in used_types for n in names], np.bool_))
+    present = {n for n, c in zip(names, count) if c}
     if table.num_rows and not part:
         warn_absent_types(workload, present, type_col, stacklevel=4)
     # The type column is not filtered as strings: it comes back as the kept rows' codes over
     # the same names (a dictionary array), which is what every later step reads.
-    codes = idx[keep].astype(np.int32, copy=False)
-    sub = table.select([time_col] + list(attrs))
-    if not keep.all():
-        sub = sub.filter(pa.array(keep))
+    mask = None if keep.all() else pa.array(keep)
+
+    def kept(col: pa.ChunkedArray) -> pa.Array:
+        return (col if mask is None else col.filter(mask)).combine_chunks()
+
+    names_used = [time_col, *attrs]
+    cols = dict(zip(names_used, host_map(kept, [table.column(c) for c in names_used])))
     types = pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
-    field = table.schema.field(type_col).with_type(types.type)
-    sub = sub.combine_chunks().add_column(1, field, types)
-    if not part:
-        sub = pa.Table.from_arrays(
-            sub.columns,
-            schema=pa.schema(
-                [
-                    f.with_nullable(sub.column(f.name).null_count > 0) if f.name in attrs else f
-                    for f in sub.schema
-                ]
-            ),
-        )
+    fields = [table.schema.field(time_col), table.schema.field(type_col).with_type(types.type)]
+    for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)
+        f = table.schema.field(a)
+        fields.append(f if part else f.with_nullable(cols[a].null_count > 0))
+    sub = pa.Table.from_arrays(
+        [cols[time_col], types, *(cols[a] for a in attrs)], schema=pa.schema(fields)
+    )
     time = sub.column(time_col)
     if time.null_count:
         raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
@@ -170,6 +173,24 @@ def prepare_events(
     else:
         tnp = time.cast(pa.int64()).to_numpy()
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
+
+
+@njit(cache=True)
+def _kept(idx: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From each row's type code: the rows per code, the rows of `used` codes (a mask) and
+    their codes, in one pass."""
+    count = np.zeros(used.shape[0], np.int64)
+    keep = np.empty(idx.shape[0], np.bool_)
+    codes = np.empty(idx.shape[0], np.int32)
+    m = 0
+    for i in range(idx.shape[0]):
+        c = idx[i]
+        count[c] += 1
+        keep[i] = used[c]
+        if used[c]:
+            codes[m] = c
+            m += 1
+    return count, keep, codes[:m]
 
 
 def warn_absent_types(
@@ -208,4 +229,13 @@ def _encoded(col: pa.ChunkedArray) -> pa.DictionaryArray:
         if len(pc.unique(enc.dictionary)) == len(enc.dictionary):
             return enc
         col = col.cast(col.type.value_type)
-    return pc.dictionary_encode(col).combine_chunks()
+    # Hashing strings is the longest step of preparing large inputs: slices of the column are
+    # encoded on the host's threads, and their dictionaries unified in order, which keeps
+    # Arrow's first-appearance codes.
+    n, threads = len(col), cpu_threads()
+    if n < 2 * ENCODE_SLICE or threads < 2:
+        return pc.dictionary_encode(col).combine_chunks()
+    step = -(-n // threads)
+    slices = [col.slice(i, step) for i in range(0, n, step)]
+    chunks = [c for part in host_map(pc.dictionary_encode, slices) for c in part.chunks]
+    return pa.table({"t": pa.chunked_array(chunks)}).unify_dictionaries().column(0).combine_chunks()

@@ -1,0 +1,37 @@
+"""The threads host work runs on: the CPU backend's kernels and the engine's Arrow and numba steps
+over all rows (encoding, sorting), which release the GIL (docs/architecture.md section 4)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def cpu_threads() -> int:
+    """OMP_NUM_THREADS when set (a Spark Python worker gets its task's cores there), else the
+    cores this process may use."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(threads, thread_name_prefix="gpu-hamlet-cpu")
+
+
+def host_map(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None) -> list[R]:
+    """fn over items, on `threads` threads (default `cpu_threads()`); in this thread when one
+    would do."""
+    items = list(items)
+    threads = cpu_threads() if threads is None else threads
+    if len(items) < 2 or threads < 2:
+        return [fn(x) for x in items]
+    return list(_pool(threads).map(fn, items))
