@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.core import rings
+from gpu_hamlet.engine import partitions
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.partitions import Partitioner
@@ -200,6 +201,32 @@ def test_counting_sort_places_codes_and_times_with_the_rows():
     code_of_g = np.empty(7, np.int64)
     code_of_g[g[np.sort(first)]] = np.arange(len(first))
     assert np.array_equal(k.gid, code_of_g[g[k.order]])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+@pytest.mark.parametrize("across", [False, True])
+def test_counting_sort_in_slices_equals_one_stable_sort(monkeypatch, threads, across):
+    """The counting sort counts and places slices of the rows on several threads: the order is
+    the stable sort by (partition, time) whatever the slices, and a partition whose times go
+    down from one slice to a later one (`across`) is no counting-sort input at all."""
+    monkeypatch.setattr(partitions, "SORT_SLICE", 1)
+    monkeypatch.setattr(partitions, "cpu_threads", lambda: threads)
+    rng = np.random.default_rng(threads)
+    n = 1_000
+    g = rng.integers(0, 9, n)
+    t = np.sort(rng.integers(0, 300, n))
+    if across:  # partition 0's rows from row 500 on before its earlier ones: with two
+        # slices, each slice's times go up and only the step from one to the next goes down
+        at = np.flatnonzero(g == 0)
+        t[at[at >= n // 2]] -= 1_000
+    table = pa.table({"time": t, "g": g})
+    frame = EventFrame(table, t, None, rng.integers(0, 4, n).astype(np.int32), [])
+    k = Partitioner(frame).keys(("g",), 1)
+    want = np.lexsort((t, k.pid[np.argsort(k.order)]))
+    assert np.array_equal(k.order, want)
+    assert np.array_equal(k.codes, frame.type_codes[want]) and np.array_equal(k.time, t[want])
+    counted = partitions._counting_sort(k.pid[np.argsort(k.order)], k.gid, t, frame.type_codes, 9)
+    assert (counted is None) == across
 
 
 @PROPERTY_SMALL

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from gpu_hamlet.engine.events import EventFrame
-from gpu_hamlet.host_threads import host_map
+from gpu_hamlet.host_threads import cpu_threads, host_map
 
 
 @dataclass(frozen=True)
@@ -128,40 +128,109 @@ class Partitioner:
         return SortedKeys(order, pid[order], gid[order], t[order], codes_of_type[order])
 
 
-@njit(cache=True)
+#: Inputs shorter than twice this are sorted in one thread.
+SORT_SLICE = 1_000_000
+
+
 def _counting_sort(
     pid: np.ndarray, gid: np.ndarray, t: np.ndarray, codes: np.ndarray, size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """`SortedKeys`' arrays: rows by partition (pid < size), keeping their order within a
-    partition, when that order has non-decreasing times; None when it does not. The sorted
-    codes and times are written as the rows are placed: gathering them afterwards would read
-    four arrays of every row at random (at 10^7 rows, 0.1 s more)."""
+    partition, when that order has non-decreasing times; None when it does not. Each of the
+    host's threads counts, then places, one slice of the rows; the sorted codes and times are
+    written as the rows are placed (gathering them afterwards would read four arrays of every
+    row at random: at 10^7 rows, 0.1 s more)."""
     n = pid.shape[0]
-    count = np.zeros(size + 1, np.int64)
+    slices = max(1, min(cpu_threads(), n // SORT_SLICE))
+    bounds = [n * i // slices for i in range(slices + 1)]
+    counted = host_map(
+        lambda i: _count(pid, t, bounds[i], bounds[i + 1], size), range(slices), slices
+    )
+    if not all(ok for ok, *_ in counted):
+        return None
+    start = _starts(*(np.stack([c[k] for c in counted]) for k in (1, 2, 3)))
+    if start is None:
+        return None
+    out = (
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, t.dtype),
+        np.empty(n, codes.dtype),
+    )
+    host_map(
+        lambda i: _place(pid, gid, t, codes, bounds[i], bounds[i + 1], start[i], *out),
+        range(slices),
+        slices,
+    )
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _count(
+    pid: np.ndarray, t: np.ndarray, lo: int, hi: int, size: int
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+    """Of rows [lo, hi): whether each partition's times are non-decreasing, and per partition
+    its rows, first time and last time."""
+    count = np.zeros(size, np.int64)
+    first = np.empty(size, t.dtype)
     last = np.empty(size, t.dtype)
-    for i in range(n):
+    for i in range(lo, hi):
         p = pid[i]
-        if count[p + 1] and not t[i] >= last[p]:
-            return None
+        if count[p] == 0:
+            first[p] = t[i]
+        elif not t[i] >= last[p]:
+            return False, count, first, last
         last[p] = t[i]
-        count[p + 1] += 1
+        count[p] += 1
+    return True, count, first, last
+
+
+@njit(cache=True)
+def _starts(count: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray | None:
+    """Where each slice's rows of each partition start in the sorted order (slices stacked in
+    order), or None when a partition's times decrease from one slice to the next."""
+    slices, size = count.shape
+    start = np.empty((slices, size), np.int64)
+    at = 0
     for p in range(size):
-        count[p + 1] += count[p]
-    order = np.empty(n, np.int64)
-    pid_s = np.empty(n, np.int64)
-    gid_s = np.empty(n, np.int64)
-    t_s = np.empty(n, t.dtype)
-    codes_s = np.empty(n, codes.dtype)
-    for i in range(n):
+        seen, prev = False, last[0, p]  # the last time of the latest slice with rows of p
+        for s in range(slices):
+            start[s, p] = at
+            at += count[s, p]
+            if count[s, p]:
+                if seen and not first[s, p] >= prev:
+                    return None
+                seen, prev = True, last[s, p]
+    return start
+
+
+@njit(cache=True, nogil=True)
+def _place(
+    pid: np.ndarray,
+    gid: np.ndarray,
+    t: np.ndarray,
+    codes: np.ndarray,
+    lo: int,
+    hi: int,
+    start: np.ndarray,
+    order: np.ndarray,
+    pid_s: np.ndarray,
+    gid_s: np.ndarray,
+    t_s: np.ndarray,
+    codes_s: np.ndarray,
+) -> None:
+    """Rows [lo, hi) written to their places, from their partitions' `start`."""
+    at = start.copy()
+    for i in range(lo, hi):
         p = pid[i]
-        j = count[p]
+        j = at[p]
         order[j] = i
         pid_s[j] = p
         gid_s[j] = gid[i]
         t_s[j] = t[i]
         codes_s[j] = codes[i]
-        count[p] += 1
-    return order, pid_s, gid_s, t_s, codes_s
+        at[p] += 1
 
 
 def _is_sorted(a: np.ndarray) -> bool:
