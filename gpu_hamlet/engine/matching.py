@@ -177,10 +177,18 @@ class Matcher:
             self._type_masks[key] = m
         return self._type_masks[key]
 
-    def matched_by_any(self, queries: tuple[Query, ...]) -> np.ndarray:
-        """Rows some query matches, from one mask per distinct (type, filters on it)."""
-        out = np.zeros(self.ev.n, bool)
+    def matched_by_any(self, queries: tuple[Query, ...], keys: SortedKeys) -> np.ndarray:
+        """Rows some query matches, in `keys`' sorted order. A type some query has no filters
+        on is matched whole, from the sorted type codes (a sequential read); the masks of
+        the other (type, filters on it) are read through the order."""
+        ev = self.ev
+        whole = np.zeros(max(len(ev.type_names), 1), bool)
         distinct = {(t, frozenset(q.filters_of(t))): (q, t) for q in queries for t in q.types}
-        for q, t in distinct.values():
-            out |= self.type_mask(q, t)
+        for t, filters in distinct:
+            if not filters and ev.code_of(t) >= 0:
+                whole[ev.code_of(t)] = True
+        out = whole[keys.codes]
+        masks = [self.type_mask(q, t) for q, t in distinct.values() if not whole[ev.code_of(t)]]
+        if masks:
+            out |= np.logical_or.reduce(masks)[keys.order]
         return out

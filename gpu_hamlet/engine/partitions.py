@@ -29,10 +29,10 @@ class SortedKeys:
     time: np.ndarray
     codes: np.ndarray
 
-    def select(self, rows: np.ndarray) -> SortedRows:
-        """The sorted rows where the mask `rows` (over event rows) holds, with their keys read in
-        sorted order: sequential reads, where reading by event row would be random ones."""
-        idx = np.flatnonzero(rows[self.order])
+    def select(self, mask: np.ndarray) -> SortedRows:
+        """The sorted rows where `mask` (in sorted order) holds, with their keys read in sorted
+        order: sequential reads, where reading by event row would be random ones."""
+        idx = np.flatnonzero(mask)
         return SortedRows(idx, self.order[idx], self.pid[idx], self.time[idx], self.codes[idx])
 
 

@@ -209,13 +209,15 @@ class Injection:
 @dataclass
 class Slots:
     """The set stream with each analysed burst collapsed to a slot at its first event: per slot,
-    its index into the sorted order, partition id, event row, time, and burst (-1 for none)."""
+    its index into the sorted order, partition id, event row, time, burst (-1 for none) and
+    type code."""
 
     idx: np.ndarray
     pid: np.ndarray
     rows: np.ndarray
     time: np.ndarray
     burst: np.ndarray
+    codes: np.ndarray
 
 
 class SharedBursts:
@@ -252,7 +254,9 @@ class SharedBursts:
         self.index = {name: j for j, name in enumerate(names)}
         nf = len(groups)
         rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
-        self.set_idx, rows, set_pid, t, codes = keys.select(matcher.matched_by_any(sset.queries))
+        self.set_idx, rows, set_pid, t, codes = keys.select(
+            matcher.matched_by_any(sset.queries, keys)
+        )
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes, _ = be.segments(set_pid, t, pane)
         burst_id = be.burst_ids(set_pid, panes, t, codes == ev.code_of(E))
@@ -315,6 +319,7 @@ class SharedBursts:
             rows=rows[slots],
             time=t[slots],
             burst=burst_id[slots],
+            codes=codes[slots],
         )
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
@@ -517,7 +522,7 @@ class SharedBursts:
             )
             code = np.where(seg >= 0, ncodes, ncodes + 1).astype(np.int32)
             plain = np.flatnonzero(b < 0)
-            code[plain] = self.ev.type_codes[sl.rows[plain]]
+            code[plain] = sl.codes[plain]
             # Codes are few: a 16-bit stable argsort is NumPy's linear-time radix sort.
             by_code = np.argsort(
                 code.astype(np.uint16) if ncodes + 2 < 2**16 else code, kind="stable"

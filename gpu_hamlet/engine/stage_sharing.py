@@ -292,7 +292,7 @@ class SharedStages:
         if len(names) < 2:
             return
         members = tuple(q for q in queries if q.name in self.blocks)
-        set_idx, rows, set_pid, t, set_codes = keys.select(matcher.matched_by_any(members))
+        set_idx, rows, set_pid, t, set_codes = keys.select(matcher.matched_by_any(members, keys))
         self.events = int(rows.size)
         pane_ms = 0
         for q in members:
@@ -329,7 +329,9 @@ class SharedStages:
         first = keep.copy()
         first[1:] &= run_id[1:] != run_id[:-1]
         slots = np.flatnonzero(~keep | first)  # the set's stream, each shared run one slot
-        self.slots = Slots(set_idx[slots], set_pid[slots], rows[slots], t[slots], run_id[slots])
+        self.slots = Slots(
+            set_idx[slots], set_pid[slots], rows[slots], t[slots], run_id[slots], set_codes[slots]
+        )
         self.ev_rows = rows[keep]
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]  # ascending: run r's events are ev_lo[r]:ev_lo[r + 1]

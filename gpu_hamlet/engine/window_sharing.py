@@ -137,7 +137,7 @@ class SharedWindows:
         self.stats = SharingStats(E, sset.names)
         self.names = set(sset.names)
         self._responses: dict[tuple, np.ndarray] = {}
-        set_idx, rows, spid, t, codes = keys.select(matcher.matched_by_any(sset.queries))
+        set_idx, rows, spid, t, codes = keys.select(matcher.matched_by_any(sset.queries, keys))
         panes, _ = be.segments(spid, t, ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane"))
         bid = window_bursts(spid, panes, t, codes == ev.code_of(E))
         e_at = np.flatnonzero(bid >= 0)  # the set stream's E events, bursts ascending
