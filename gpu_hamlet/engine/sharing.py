@@ -394,7 +394,7 @@ class SharedBursts:
             b = np.flatnonzero(decide[r])
             at = ranges(starts[b], starts[b] + count[b])  # the decided bursts' events
             parts.append(be_idx[at[mb[r, at]] if filtered[r] else at])
-        self.coef_events = np.concatenate(parts)
+        self.coef_events = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.coef_lo = np.r_[0, np.cumsum(counts[decide])]
         self._set_rows, self._set_time = rows, t
 
