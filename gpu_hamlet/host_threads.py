@@ -4,11 +4,13 @@ over all rows (encoding, sorting), which release the GIL (docs/architecture.md s
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import TypeVar
 
+PREFIX = "gpu-hamlet-cpu"
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -24,14 +26,16 @@ def cpu_threads() -> int:
 
 @cache
 def _pool(threads: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(threads, thread_name_prefix="gpu-hamlet-cpu")
+    return ThreadPoolExecutor(threads, thread_name_prefix=PREFIX)
 
 
 def host_map(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None) -> list[R]:
     """fn over items, on `threads` threads (default `cpu_threads()`); in this thread when one
-    would do."""
+    would do, and when this is one of the pool's threads already (waiting there for the pool
+    could wait for ever)."""
     items = list(items)
     threads = cpu_threads() if threads is None else threads
-    if len(items) < 2 or threads < 2:
+    nested = threading.current_thread().name.startswith(PREFIX)
+    if len(items) < 2 or threads < 2 or nested:
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))

@@ -81,3 +81,71 @@ def test_prepared_type_column_is_the_kept_codes_over_the_names(
     assert [ev.type_names[c] for c in ev.type_codes] == kept.column("type").to_pylist()
     # The prepared table is itself valid input (pane summaries prepare a slice of it again).
     assert gpu_hamlet.aggregate(ev.table, wl)["q"].equals(gpu_hamlet.aggregate(table, wl)["q"])
+
+
+def test_host_map_in_a_pool_thread_runs_there() -> None:
+    """A host_map inside a function host_map runs on the pool (the CPU backend's kernels
+    inside a query built on a thread) runs in that thread: waiting on the pool could wait for
+    ever once every pool thread waits."""
+    inner = host_threads.host_map(
+        lambda x: host_threads.host_map(lambda y: threading.current_thread().name, [x, x], 2),
+        range(4),
+        2,
+    )
+    assert all(len(set(names)) == 1 for names in inner)
+
+
+def test_a_cache_shared_by_threads_is_made_once() -> None:
+    """SharedBursts' caches are made once when queries' rows are built on several threads."""
+    from types import SimpleNamespace
+
+    from gpu_hamlet.engine.sharing import SharedBursts
+
+    owner, cache, made = SimpleNamespace(_lock=threading.Lock()), {}, []
+    start = threading.Barrier(4)
+
+    def make() -> int:
+        made.append(1)
+        return 7
+
+    def one(_: int) -> int:
+        start.wait()
+        return SharedBursts._cached(owner, cache, "k", make)  # type: ignore[arg-type]
+
+    assert host_threads.host_map(one, range(4), 4) == [7] * 4
+    assert made == [1]
+
+
+@pytest.mark.parametrize("sharing", ["none", "hamlet", "dynamic"])
+def test_results_do_not_depend_on_the_host_threads(
+    monkeypatch: pytest.MonkeyPatch, sharing: str
+) -> None:
+    """Queries' rows built on 1, 2 or 3 threads, with the sort and type encoding in slices: the
+    same tables in every numeric mode."""
+    from gpu_hamlet import datagen
+    from gpu_hamlet.engine import partitions
+
+    events_ = datagen.ridesharing(30_000, seed=5)
+    text = datagen.kleene_sharing_workload(
+        12,
+        "Travel",
+        ("Request", "Pickup", "Dropoff", "Cancel"),
+        returns="district, COUNT(*), AVG(Travel.speed)",
+        where=["[driver]"],
+        groupby="district",
+        within="10 min",
+    )
+    monkeypatch.setattr(events, "ENCODE_SLICE", 1_000)
+    monkeypatch.setattr(partitions, "SORT_SLICE", 1_000)
+    for numeric in ("float", "exact"):
+        tables = []
+        for threads in ("1", "2", "3"):
+            monkeypatch.setenv("OMP_NUM_THREADS", threads)
+            tables.append(
+                gpu_hamlet.aggregate(
+                    events_, text, sharing=sharing, numeric=numeric, on_overflow="null"
+                )
+            )
+        assert sum(t.num_rows > 0 for t in tables[0].values()) >= 3  # tables with trends
+        for name, table in tables[0].items():
+            assert all(t[name].equals(table) for t in tables[1:]), (name, numeric)

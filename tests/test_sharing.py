@@ -222,7 +222,8 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
 def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
     """Runs the workload checking that each query's slots found from its start and end slots
     through the set's per-type index are exactly those the one-pass test
-    (pruning.may_complete) keeps from all the slots it matches; the queries checked."""
+    (pruning.may_complete) keeps from all the slots it matches; the queries checked, sorted
+    (queries' rows are built on several threads)."""
     real = SharedBursts.compressed
     checked = []
 
@@ -238,7 +239,7 @@ def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
 
     with patch.object(SharedBursts, "compressed", both):
         gpu_hamlet.aggregate(events, text, sharing=mode, backend="cpu")
-    return checked
+    return sorted(checked)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -37,6 +37,7 @@ from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
@@ -153,10 +154,16 @@ def evaluate(
             snapshots.update({n: rows.snapshots for n, rows in group.items()})
             group.clear()
 
-        for q in ctx.runs:  # a batch takes no more queries once they hold BATCH_EVENTS events
-            group[q.name] = query_rows(q)
-            if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
-                run_group()
+        # Queries' rows are built on the host's threads, a few queries at a time (each sort
+        # is made first, once); a batch takes no more queries once they hold BATCH_EVENTS events.
+        runs, width = list(ctx.runs), getattr(be, "threads", cpu_threads())
+        for q in runs:
+            parts.keys(q.partition_attrs, len(q.groupby))
+        for i in range(0, len(runs), width):
+            for q, built in zip(runs[i : i + width], host_map(query_rows, runs[i : i + width])):
+                group[q.name] = built
+                if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
+                    run_group()
         run_group()
     else:  # one query at a time: only its arrays are alive
         for q in ctx.runs:

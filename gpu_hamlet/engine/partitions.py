@@ -74,7 +74,11 @@ def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
 
 
 def _combine(codes: list[tuple[np.ndarray, int]], n: int) -> tuple[np.ndarray, int]:
-    """One int64 code per row for several attribute codes (mixed radix, else densified)."""
+    """One int64 code per row for several attribute codes (mixed radix, else densified). Codes
+    of one value are all 0 and change nothing; one code left is its own combination."""
+    codes = [(c, s) for c, s in codes if s > 1]
+    if len(codes) == 1:
+        return codes[0]
     out = np.zeros(n, np.int64)
     size = 1
     for c, s in codes:

@@ -69,7 +69,7 @@ def rows_may_complete(
     return idx[matched[idx]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def reach(run, time, starts, within, bounded, highest):
     """Ascending, disjoint [lo, hi) ranges of the slots with a start (of `starts`, ascending) at
     or before them in their run, closer than `within` when `bounded`. Times above `highest`
@@ -100,7 +100,7 @@ def reach(run, time, starts, within, bounded, highest):
     return flo[:nf].copy(), fhi[:nf].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def spans(run, time, flo, fhi, ends, within, bounded, lowest):
     """Ascending [lo, hi) ranges of the slots inside the ranges of `reach` (flo, fhi) with an end
     (of `ends`, ascending; those outside the ranges end no trend) at or after them in their run,
@@ -158,7 +158,7 @@ def spans(run, time, flo, fhi, ends, within, bounded, lowest):
     return lo[:m][::-1].copy(), hi[:m][::-1].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ranges(lo, hi):
     """The concatenated aranges of [lo, hi) ranges."""
     total = 0

@@ -8,20 +8,20 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _ok(j, pos, kind, macro, self_loops, event):
     """Whether row j may be in a run: an event row (not a MOVE or macro row) entering a state
     without a self-loop."""
     return kind[j] == event and not macro[j] and pos[j] >= 0 and not self_loops[pos[j]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _same_run(i, pid, seg):
     """Whether rows i and i + 1 lie in one (partition, segment)."""
     return pid[i + 1] == pid[i] and seg[i + 1] == seg[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def collapsible_runs(pos, kind, macro, self_loops, pid, seg, time, event):
     """(first, last) rows of each run: two or more consecutive rows entering one state, each
     `_ok`, in one (partition, segment), whose first row shares no timestamp with the row before

@@ -17,8 +17,11 @@ optimizer (gpu_hamlet/engine/optimizer.py) decides per burst and class whether s
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from math import gcd
+from typing import Any
 
 import numpy as np
 
@@ -239,9 +242,9 @@ class SharedBursts:
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
-        self._time_max: float | None = None
+        self._lock = threading.Lock()
         self._typed: dict[tuple, np.ndarray] = {}
-        self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._reach: dict[Any, Any] = {}  # (start key, window): reach; "time_max"
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -459,7 +462,8 @@ class SharedBursts:
             type and q's filters on it, so queries with the same ones share them."""
             t = next(t for t, tp in tpl.labels.items() if tp == p)
             key = (g, t, frozenset(q.filters_of(t)))
-            if key not in self._typed:
+
+            def typed() -> np.ndarray:
                 lists = [
                     by_code[code_start[c] : code_start[c + 1]]
                     for c in np.flatnonzero(pos_of_code == p)
@@ -469,18 +473,24 @@ class SharedBursts:
                     if len(lists) == 1
                     else np.sort(np.concatenate([np.zeros(0, np.int64), *lists]), kind="stable")
                 )
-                self._typed[key] = idx[matched(idx) == p]
-            return key, self._typed[key]
+                return idx[matched(idx) == p]
+
+            return key, self._cached(self._typed, key, typed)
 
         if prune:
             time = sl.time
-            if self._time_max is None:
-                self._time_max = float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0
-            within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
+            time_max = self._cached(
+                self._reach,
+                "time_max",
+                lambda: float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0,
+            )
+            within, bounded, lowest, highest = bound(time_max, within, time.dtype)
             key, starts = at_position(0)
-            if (key, within) not in self._reach:
-                self._reach[(key, within)] = reach(sl.pid, time, starts, within, bounded, highest)
-            flo, fhi = self._reach[(key, within)]
+            flo, fhi = self._cached(
+                self._reach,
+                (key, within),
+                lambda: reach(sl.pid, time, starts, within, bounded, highest),
+            )
             idx = ranges(
                 *spans(
                     sl.pid,
@@ -511,7 +521,8 @@ class SharedBursts:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
         ncodes, other burst slots, which the group matches nothing of, ncodes + 1), the macro
         segment per slot or -1, and the slots ordered by code with each code's start."""
-        if g not in self._slots:
+
+        def make() -> tuple[np.ndarray, ...]:
             ncodes = max(len(self.ev.type_names), 1)
             seg_g = self.segidx[g]
             b = sl.burst
@@ -528,8 +539,18 @@ class SharedBursts:
                 code.astype(np.uint16) if ncodes + 2 < 2**16 else code, kind="stable"
             )
             code_start = np.r_[0, np.cumsum(np.bincount(code, minlength=ncodes + 2))]
-            self._slots[g] = (code, seg, by_code, code_start)
-        return self._slots[g]
+            return code, seg, by_code, code_start
+
+        return self._cached(self._slots, g, make)
+
+    def _cached(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
+        """cache[key], made once: queries' rows are built on several threads (evaluate.py),
+        and a second query waits for the first one's, rather than making it again."""
+        if key not in cache:
+            with self._lock:
+                if key not in cache:
+                    cache[key] = make()
+        return cache[key]
 
     def shares(self, name: str) -> bool:
         """Whether some burst runs shared for query `name` (a macro row in its rows)."""
