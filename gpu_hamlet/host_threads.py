@@ -11,6 +11,9 @@ from functools import cache
 from typing import TypeVar
 
 PREFIX = "gpu-hamlet-cpu"
+#: Work over fewer rows than this runs in the calling thread: handing it over costs more than
+#: it saves, and threads running Python take turns on the GIL (a small call got slower).
+PARALLEL_ROWS = 200_000
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -29,13 +32,19 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix=PREFIX)
 
 
-def host_map(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None) -> list[R]:
-    """fn over items, on `threads` threads (default `cpu_threads()`); in this thread when one
-    would do, and when this is one of the pool's threads already (waiting there for the pool
-    could wait for ever)."""
+def host_map(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    threads: int | None = None,
+    rows: int | None = None,
+) -> list[R]:
+    """fn over items, on `threads` threads (default `cpu_threads()`). In this thread when one
+    would do, when the work is over fewer than PARALLEL_ROWS `rows`, and when this is one of
+    the pool's threads already (waiting there for the pool could wait for ever)."""
     items = list(items)
     threads = cpu_threads() if threads is None else threads
     nested = threading.current_thread().name.startswith(PREFIX)
-    if len(items) < 2 or threads < 2 or nested:
+    small = rows is not None and rows < PARALLEL_ROWS
+    if len(items) < 2 or threads < 2 or nested or small:
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))

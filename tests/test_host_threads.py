@@ -33,6 +33,10 @@ def test_host_map_keeps_the_order_and_runs_in_this_thread_when_one_would_do() ->
     assert where == [threading.current_thread().name] * 2
     host_threads.host_map(lambda x: where.append(threading.current_thread().name), [1, 2, 3], 2)
     assert all(name.startswith("gpu-hamlet-cpu") for name in where[2:])
+    del where[:]
+    small = host_threads.PARALLEL_ROWS - 1  # work over few rows: not worth a handover
+    host_threads.host_map(lambda x: where.append(threading.current_thread().name), [1, 2], 2, small)
+    assert where == [threading.current_thread().name] * 2
 
 
 @pytest.mark.parametrize("threads", [2, 3, 7])
@@ -137,6 +141,7 @@ def test_results_do_not_depend_on_the_host_threads(
     )
     monkeypatch.setattr(events, "ENCODE_SLICE", 1_000)
     monkeypatch.setattr(partitions, "SORT_SLICE", 1_000)
+    monkeypatch.setattr(host_threads, "PARALLEL_ROWS", 1_000)
     for numeric in ("float", "exact"):
         tables = []
         for threads in ("1", "2", "3"):

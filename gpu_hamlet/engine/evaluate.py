@@ -160,7 +160,9 @@ def evaluate(
         for q in runs:
             parts.keys(q.partition_attrs, len(q.groupby))
         for i in range(0, len(runs), width):
-            for q, built in zip(runs[i : i + width], host_map(query_rows, runs[i : i + width])):
+            for q, built in zip(
+                runs[i : i + width], host_map(query_rows, runs[i : i + width], width, ev.n)
+            ):
                 group[q.name] = built
                 if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
                     run_group()

@@ -154,7 +154,9 @@ def prepare_events(
         return (col if mask is None else col.filter(mask)).combine_chunks()
 
     names_used = [time_col, *attrs]
-    cols = dict(zip(names_used, host_map(kept, [table.column(c) for c in names_used])))
+    cols = dict(
+        zip(names_used, host_map(kept, [table.column(c) for c in names_used], rows=len(table)))
+    )
     types = pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
     fields = [table.schema.field(time_col), table.schema.field(type_col).with_type(types.type)]
     for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)

@@ -107,7 +107,7 @@ class Partitioner:
     def _sort(self, attrs: tuple[str, ...], n_group: int) -> SortedKeys:
         ev = self.ev
         n, t, codes_of_type = ev.n, ev.time, ev.type_codes
-        codes = host_map(_codes, [ev.table.column(a) for a in attrs])
+        codes = host_map(_codes, [ev.table.column(a) for a in attrs], rows=n)
         gid, _ = _combine(codes[:n_group], n)
         eid, esize = _combine(codes[n_group:], n)
         pid, _ = _combine([(gid, int(gid.max()) + 1 if n else 1), (eid, esize)], n)
