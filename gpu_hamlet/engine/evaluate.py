@@ -154,15 +154,21 @@ def evaluate(
             snapshots.update({n: rows.snapshots for n, rows in group.items()})
             group.clear()
 
+        def reads(q: Query) -> int:
+            """About the rows building q's rows reads: its one shared set's collapsed stream
+            (a few rows per burst), else every event."""
+            src = shared.get(q.name, [])
+            slots = src[0].slots if len(src) == 1 and isinstance(src[0], SharedBursts) else None
+            return ev.n if slots is None else slots.idx.shape[0]
+
         # Queries' rows are built on the host's threads, a few queries at a time (each sort
         # is made first, once); a batch takes no more queries once they hold BATCH_EVENTS events.
         runs, width = list(ctx.runs), getattr(be, "threads", cpu_threads())
         for q in runs:
             parts.keys(q.partition_attrs, len(q.groupby))
         for i in range(0, len(runs), width):
-            for q, built in zip(
-                runs[i : i + width], host_map(query_rows, runs[i : i + width], width, ev.n)
-            ):
+            some = runs[i : i + width]
+            for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
                 group[q.name] = built
                 if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
                     run_group()
