@@ -24,6 +24,12 @@ def cpu_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
+    return _usable_cores()
+
+
+@cache
+def _usable_cores() -> int:
+    """Asked once: a system call each time is a tenth of a small call's cost."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
