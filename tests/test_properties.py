@@ -22,7 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet import host_threads
 from gpu_hamlet.core import rings
+from gpu_hamlet.engine import events as events_module
 from gpu_hamlet.engine import partitions
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import SHARING_MODES
@@ -122,6 +124,24 @@ def test_shared_execution_matches_oracle(sharing, case, numeric):
     text, wl, events = case
     expected = oracle(events, wl, with_magnitudes=True)
     tables = run(events_to_table(events), text, sharing=sharing, numeric=numeric)
+    assert_matches_oracle(tables, expected, wl, numeric)
+
+
+@PROPERTY_SMALL
+@given(case=cases(), sharing=st.sampled_from(SHARING_MODES), numeric=st.sampled_from(NUMERIC_MODES))
+def test_host_threads_match_oracle(case, sharing, numeric):
+    """With every host step on three threads whatever the size (gpu_hamlet/host_threads.py):
+    the type column encoded in slices, the counting sort in slices and the queries' rows built
+    together."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    with (
+        mock.patch.dict("os.environ", {"OMP_NUM_THREADS": "3"}),
+        mock.patch.object(host_threads, "PARALLEL_ROWS", 0),
+        mock.patch.object(partitions, "SORT_SLICE", 1),
+        mock.patch.object(events_module, "ENCODE_SLICE", 1),
+    ):
+        tables = run(events_to_table(events), text, sharing=sharing, numeric=numeric)
     assert_matches_oracle(tables, expected, wl, numeric)
 
 
