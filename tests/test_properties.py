@@ -662,6 +662,23 @@ def test_empty_input_gives_empty_tables(numeric):
     assert_matches_oracle(tables, {"q1": [], "q2": []}, wl, numeric)
 
 
+def test_an_input_of_no_batches_gives_empty_tables():
+    """A table of zero batches has columns of zero chunks, which Arrow cannot combine for some
+    types (a dictionary of dates here)."""
+    schema = pa.schema(
+        [
+            ("time", pa.timestamp("s")),
+            ("type", pa.string()),
+            ("d", pa.dictionary(pa.int32(), pa.date32())),
+            ("x", pa.decimal128(10, 2)),
+        ]
+    )
+    text = "q: RETURN d, COUNT(*), SUM(B.x) PATTERN SEQ(A, B) GROUPBY d WITHIN 5 s"
+    for numeric in NUMERIC_MODES:
+        table = run(pa.Table.from_batches([], schema), text, numeric=numeric)["q"]
+        assert table.num_rows == 0 and table.column_names[0] == "d"
+
+
 # --------------------------------------------------------------------------------------------
 # input errors name the column
 # --------------------------------------------------------------------------------------------

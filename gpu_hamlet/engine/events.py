@@ -150,8 +150,10 @@ def prepare_events(
     # the same names (a dictionary array), which is what every later step reads.
     mask = None if keep.all() else pa.array(keep)
 
-    def kept(col: pa.ChunkedArray) -> pa.Array:
-        return (col if mask is None else col.filter(mask)).combine_chunks()
+    def kept(col: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+        col = col if mask is None else col.filter(mask)
+        # (Arrow cannot combine zero chunks of a dictionary of dates or decimals.)
+        return col.combine_chunks() if col.num_chunks else col
 
     names_used = [time_col, *attrs]
     cols = dict(

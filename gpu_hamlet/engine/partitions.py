@@ -145,14 +145,17 @@ def _counting_sort(
     written as the rows are placed (gathering them afterwards would read four arrays of every
     row at random: at 10^7 rows, 0.1 s more)."""
     n = pid.shape[0]
-    slices = max(1, min(cpu_threads(), n // SORT_SLICE))
+    # Each slice keeps a count and a first and last time per partition: slices only where the
+    # partitions are few next to the rows.
+    slices = max(1, min(cpu_threads(), n // SORT_SLICE)) if 4 * size <= n else 1
     bounds = [n * i // slices for i in range(slices + 1)]
     counted = host_map(
-        lambda i: _count(pid, t, bounds[i], bounds[i + 1], size), range(slices), slices
+        lambda i: _count(pid, t, bounds[i], bounds[i + 1], size, slices > 1), range(slices), slices
     )
-    if not all(ok for ok, *_ in counted):
+    ok, *per_slice = zip(*counted)  # per slice: counts, first times, last times
+    if not all(ok):
         return None
-    start = _starts(*(np.stack([c[k] for c in counted]) for k in (1, 2, 3)))
+    start = _starts(*(np.stack(a) if slices > 1 else a[0][None] for a in per_slice))
     if start is None:
         return None
     out = (
@@ -172,17 +175,18 @@ def _counting_sort(
 
 @njit(cache=True, nogil=True)
 def _count(
-    pid: np.ndarray, t: np.ndarray, lo: int, hi: int, size: int
+    pid: np.ndarray, t: np.ndarray, lo: int, hi: int, size: int, firsts: bool
 ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """Of rows [lo, hi): whether each partition's times are non-decreasing, and per partition
-    its rows, first time and last time."""
+    its rows, first time (when `firsts`: for a check against the slice before) and last time."""
     count = np.zeros(size, np.int64)
-    first = np.empty(size, t.dtype)
+    first = np.empty(size if firsts else 0, t.dtype)
     last = np.empty(size, t.dtype)
     for i in range(lo, hi):
         p = pid[i]
         if count[p] == 0:
-            first[p] = t[i]
+            if firsts:
+                first[p] = t[i]
         elif not t[i] >= last[p]:
             return False, count, first, last
         last[p] = t[i]
