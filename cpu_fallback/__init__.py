@@ -1,11 +1,14 @@
 """The CPU backend: the recursions of gpu_hamlet/core/recursions.py as numba kernels on the host.
 
-With several cores it takes the kernel steps of many queries at once, as the GPU backend does
-(gpu_hamlet/engine/backend.py `batches`), and runs them on a pool of threads: the kernels release
-the GIL, and the Python around them stays on the calling thread (docs/architecture.md section 4).
+With several cores the engine advances many queries at once, as for the GPU backend
+(gpu_hamlet/engine/backend.py `batches`), and each kernel call starts on a pool of threads as
+soon as a query asks for it (`submit`): the kernels release the GIL, and the Python around them
+goes on in the calling thread meanwhile (docs/architecture.md section 4).
 """
 
 from __future__ import annotations
+
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -17,13 +20,14 @@ from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import Blocks
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
-from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.host_threads import cpu_threads, host_submit
 
 
 class CpuBackend:
     """Runs every engine step with numba on the host (weights described by columns and rows,
-    gpu_hamlet/core/weights.py, are built here on the host). With `threads` > 1 it takes batches
-    of calls (`batched`) and runs each batch's kernels on that many threads."""
+    gpu_hamlet/core/weights.py, are built here on the host). With `threads` > 1 the engine
+    advances queries together (`batched`) and each kernel call starts on one of the threads as
+    it comes (`submit`)."""
 
     name = "cpu"
     device: int | None = None
@@ -35,21 +39,18 @@ class CpuBackend:
         self.threads = cpu_threads() if threads is None else threads
         self.batched = self.threads > 1
 
-    def _many(self, step: str, calls: list[tuple]) -> list:
-        run = getattr(self, step)
-        return host_map(lambda c: run(*c), calls, self.threads)
+    #: The steps whose calls start on the threads: the kernels that walk a query's rows or
+    #: windows. The others (segmenting, one burst set's coefficients) take less than a handover.
+    threaded = frozenset({"segment_maps", "compose_windows", "reduce_sorted", "adjacent_results"})
 
-    def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
-        return self._many("segment_maps", calls)
-
-    def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
-        return self._many("compose_windows", calls)
-
-    def reduce_sorted_many(self, calls: list[tuple]) -> list[np.ndarray]:
-        return self._many("reduce_sorted", calls)
-
-    def adjacent_results_many(self, calls: list[tuple]) -> list[tuple]:
-        return self._many("adjacent_results", calls)
+    def submit(self, step: str, args: tuple) -> Future | None:
+        """The call of `step` started on this backend's threads (`drive` goes on with other
+        queries meanwhile), or None to make it in the caller's thread: one thread, another
+        step, or a call over few rows (its largest array's)."""
+        if step not in self.threaded:
+            return None
+        rows = max((a.shape[0] for a in args if isinstance(a, np.ndarray) and a.ndim), default=0)
+        return host_submit(getattr(self, step), args, self.threads, rows)
 
     def segment_maps(
         self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0,

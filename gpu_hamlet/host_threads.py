@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from typing import TypeVar
 
@@ -14,6 +14,9 @@ PREFIX = "gpu-hamlet-cpu"
 #: Work over fewer rows than this runs in the calling thread: handing it over costs more than
 #: it saves, and threads running Python take turns on the GIL (a small call got slower).
 PARALLEL_ROWS = 200_000
+#: A kernel call over fewer rows than this runs in the calling thread (`host_submit`): its
+#: handover would cost about what it saves.
+SUBMIT_ROWS = 500
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -54,3 +57,14 @@ def host_map(
     if len(items) < 2 or threads < 2 or nested or small:
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))
+
+
+def host_submit(fn: Callable[..., R], args: tuple, threads: int, rows: int) -> Future[R] | None:
+    """fn(*args) started on `threads` threads, to be waited for later; None where it should run
+    in this thread: one thread, a call over fewer than SUBMIT_ROWS rows, or this is one of the
+    pool's threads already. For calls that release the GIL (numba kernels): the caller's Python
+    goes on meanwhile."""
+    nested = threading.current_thread().name.startswith(PREFIX)
+    if threads < 2 or rows < SUBMIT_ROWS or nested:
+        return None
+    return _pool(threads).submit(fn, *args)

@@ -142,6 +142,7 @@ def test_results_do_not_depend_on_the_host_threads(
     monkeypatch.setattr(events, "ENCODE_SLICE", 1_000)
     monkeypatch.setattr(partitions, "SORT_SLICE", 1_000)
     monkeypatch.setattr(host_threads, "PARALLEL_ROWS", 1_000)
+    monkeypatch.setattr(host_threads, "SUBMIT_ROWS", 10)
     for numeric in ("float", "exact"):
         tables = []
         for threads in ("1", "2", "3"):
@@ -154,3 +155,53 @@ def test_results_do_not_depend_on_the_host_threads(
         assert sum(t.num_rows > 0 for t in tables[0].values()) >= 3  # tables with trends
         for name, table in tables[0].items():
             assert all(t[name].equals(table) for t in tables[1:]), (name, numeric)
+
+
+def test_host_submit_starts_calls_only_where_they_pay() -> None:
+    assert host_threads.host_submit(len, ([1],), 1, 10**6) is None  # one thread
+    assert host_threads.host_submit(len, ([1],), 2, host_threads.SUBMIT_ROWS - 1) is None
+    future = host_threads.host_submit(len, ([1, 2],), 2, host_threads.SUBMIT_ROWS)
+    assert future is not None and future.result() == 2
+    inner = host_threads.host_submit(
+        lambda: host_threads.host_submit(len, ([1],), 2, 10**6), (), 2, 10**6
+    )
+    assert inner is not None and inner.result() is None  # in a pool thread: not again
+
+
+class _Started:
+    """A backend whose `double` calls start on the pool (all but those of 0) and whose `inc`
+    calls never do."""
+
+    def double(self, x: int) -> int:
+        return 2 * x
+
+    def inc(self, x: int) -> int:
+        if x < 0:
+            raise ValueError("negative")
+        return x + 1
+
+    def submit(self, step: str, args: tuple):
+        if step != "double" or args[0] == 0:
+            return None
+        return host_threads.host_submit(getattr(self, step), args, 2, 10**6)
+
+
+def _steps(x: int):
+    for _ in range(3):
+        x = yield ("double", (x,))
+        x = yield ("inc", (x,))
+    return x
+
+
+def test_drive_with_started_calls_equals_drive_in_rounds() -> None:
+    """`drive` over a backend that starts calls as they come gives what its rounds give."""
+    from gpu_hamlet.engine.backend import drive
+
+    class Rounds(_Started):
+        submit = None  # type: ignore[assignment]
+
+    for be in (_Started(), Rounds()):
+        got = drive({str(x): _steps(x) for x in range(20)}, be)
+        assert got == {str(x): ((x * 2 + 1) * 2 + 1) * 2 + 1 for x in range(20)}
+    with pytest.raises(ValueError, match="negative"):
+        drive({"a": _steps(-5), "b": _steps(3)}, _Started())

@@ -131,13 +131,14 @@ def test_shared_execution_matches_oracle(sharing, case, numeric):
 @given(case=cases(), sharing=st.sampled_from(SHARING_MODES), numeric=st.sampled_from(NUMERIC_MODES))
 def test_host_threads_match_oracle(case, sharing, numeric):
     """With every host step on three threads whatever the size (gpu_hamlet/host_threads.py):
-    the type column encoded in slices, the counting sort in slices and the queries' rows built
-    together."""
+    the type column encoded in slices, the counting sort in slices, the queries' rows built
+    together and every kernel call started as it comes (backend.py `_drive_started`)."""
     text, wl, events = case
     expected = oracle(events, wl, with_magnitudes=True)
     with (
         mock.patch.dict("os.environ", {"OMP_NUM_THREADS": "3"}),
         mock.patch.object(host_threads, "PARALLEL_ROWS", 0),
+        mock.patch.object(host_threads, "SUBMIT_ROWS", 0),
         mock.patch.object(partitions, "SORT_SLICE", 1),
         mock.patch.object(events_module, "ENCODE_SLICE", 1),
     ):

@@ -7,14 +7,18 @@ Each step takes and returns host NumPy arrays, and `ring` names the number syste
 A backend may also take many calls of a step at once (`segment_maps_many(calls)` and so on: a
 list of argument tuples in, a list of results out). The engine writes each query's computation as
 a generator of steps, and `drive` hands the pending calls of all queries to such a backend
-together: the GPU backend then launches once per step and shape, not once per query. The CPU
-backend runs queries one after another, so only one query's arrays are alive at a time.
+together: the GPU backend then launches once per step and shape, not once per query. A backend
+with threads may instead start each call as it comes (`submit(step, args)`, a Future): `drive`
+then goes on with the other queries while it runs (the CPU backend with several cores). With one
+core the CPU backend runs queries one after another, so only one query's arrays are alive at a
+time.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Protocol
 
 import numpy as np
@@ -149,7 +153,11 @@ def batches(be: Backend) -> bool:
 def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
     """Run step generators to completion. Each round, the pending calls of each step go to the
     backend together (`<step>_many` when it has one), so the number of kernel launches depends on
-    the rounds and shapes, not on the number of generators (queries)."""
+    the rounds and shapes, not on the number of generators (queries). A backend that starts
+    calls as they come (`submit`) is driven by `_drive_started` instead."""
+    submit = getattr(be, "submit", None)
+    if submit is not None:
+        return _drive_started(steps, be, submit)
     results: dict[str, Any] = {}
     pending: dict[str, tuple[str, tuple]] = {}
 
@@ -176,6 +184,38 @@ def drive(steps: dict[str, Steps], be: Backend) -> dict[str, Any]:
             )
             for name, out in zip(names, outs):
                 advance(name, out)
+    return results
+
+
+def _drive_started(
+    steps: dict[str, Steps], be: Backend, submit: Callable[[str, tuple], Future | None]
+) -> dict[str, Any]:
+    """`drive` for a backend that starts each call as it comes: a generator advances until it
+    waits for a started call (calls `submit` declines run at once, here), and each finished call
+    advances its generator, so queries' Python runs while other queries' kernels do. Each call is
+    the one `drive`'s rounds would make, so the results are the same."""
+    results: dict[str, Any] = {}
+    started: dict[Future, str] = {}
+
+    def advance(name: str, value: Any) -> None:
+        while True:
+            try:
+                step, args = steps[name].send(value)
+            except StopIteration as stop:
+                results[name] = stop.value
+                return
+            future = submit(step, args)
+            if future is not None:
+                started[future] = name
+                return
+            value = getattr(be, step)(*args)
+
+    for name in steps:
+        advance(name, None)
+    while started:
+        done, _ = wait(started, return_when=FIRST_COMPLETED)
+        for future in done:
+            advance(started.pop(future), future.result())
     return results
 
 
@@ -253,7 +293,7 @@ class RecordingBackend:
         self.calls: list[tuple[str, tuple]] = []
 
     def __getattr__(self, step: str):
-        if step.endswith("_many"):  # recorded call by call, so that each can be replayed
+        if step.endswith("_many") or step == "submit":  # recorded call by call, to replay
             raise AttributeError(step)
         run = getattr(self.inner, step)
 
