@@ -52,9 +52,8 @@ def host_map(
     the pool's threads already (waiting there for the pool could wait for ever)."""
     items = list(items)
     threads = cpu_threads() if threads is None else threads
-    nested = threading.current_thread().name.startswith(PREFIX)
     small = rows is not None and rows < PARALLEL_ROWS
-    if len(items) < 2 or threads < 2 or nested or small:
+    if len(items) < 2 or threads < 2 or small or _in_pool():
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))
 
@@ -64,7 +63,11 @@ def host_submit(fn: Callable[..., R], args: tuple, threads: int, rows: int) -> F
     in this thread: one thread, a call over fewer than SUBMIT_ROWS rows, or this is one of the
     pool's threads already. For calls that release the GIL (numba kernels): the caller's Python
     goes on meanwhile."""
-    nested = threading.current_thread().name.startswith(PREFIX)
-    if threads < 2 or rows < SUBMIT_ROWS or nested:
+    if threads < 2 or rows < SUBMIT_ROWS or _in_pool():
         return None
     return _pool(threads).submit(fn, *args)
+
+
+def _in_pool() -> bool:
+    """Whether this is one of the pool's threads (which must not wait for the pool)."""
+    return threading.current_thread().name.startswith(PREFIX)

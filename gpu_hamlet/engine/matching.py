@@ -183,12 +183,16 @@ class Matcher:
         the other (type, filters on it) are read through the order."""
         ev = self.ev
         whole = np.zeros(max(len(ev.type_names), 1), bool)
-        distinct = {(t, frozenset(q.filters_of(t))): (q, t) for q in queries for t in q.types}
-        for t, filters in distinct:
-            if not filters and ev.code_of(t) >= 0:
-                whole[ev.code_of(t)] = True
+        distinct = {  # (a type the data lacks matches no row)
+            (t, frozenset(q.filters_of(t))): (q, t, ev.code_of(t))
+            for q in queries
+            for t in q.types
+            if ev.code_of(t) >= 0
+        }
+        for (_, filters), (_, _, code) in distinct.items():
+            whole[code] |= not filters
         out = whole[keys.codes]
-        masks = [self.type_mask(q, t) for q, t in distinct.values() if not whole[ev.code_of(t)]]
+        masks = [self.type_mask(q, t) for q, t, code in distinct.values() if not whole[code]]
         if masks:
             out |= np.logical_or.reduce(masks)[keys.order]
         return out

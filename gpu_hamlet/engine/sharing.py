@@ -243,8 +243,9 @@ class SharedBursts:
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
         self._lock = threading.Lock()
+        self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
-        self._reach: dict[Any, Any] = {}  # (start key, window): reach; "time_max"
+        self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -324,6 +325,9 @@ class SharedBursts:
             burst=burst_id[slots],
             codes=codes[slots],
         )
+        # The largest time's size, for the window bounds of pruning (`compressed`).
+        st = self.slots.time
+        self._time_max = float(np.max(np.abs(st))) if st.dtype.kind == "f" else 0.0
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
             self._stats(
@@ -479,12 +483,7 @@ class SharedBursts:
 
         if prune:
             time = sl.time
-            time_max = self._cached(
-                self._reach,
-                "time_max",
-                lambda: float(np.max(np.abs(time))) if time.dtype.kind == "f" else 0.0,
-            )
-            within, bounded, lowest, highest = bound(time_max, within, time.dtype)
+            within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
             key, starts = at_position(0)
             flo, fhi = self._cached(
                 self._reach,
