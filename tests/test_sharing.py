@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from oracle import oracle
 
 import gpu_hamlet
+from cpu_fallback.bursts import burst_ids
 from gpu_hamlet.datagen import load_hamlet_stream
+from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream
 from gpu_hamlet.engine.optimizer import (
     COST_MODELS,
     CPU_COSTS,
@@ -276,3 +278,36 @@ def test_sharable_set_stream_ignores_other_sets_queries():
     alone = c_stats(c_set)
     assert alone["bursts"] == 1 and alone["burst_events"] == 3
     assert c_stats(b_set + c_set) == {**alone, "queries": ("q3", "q4")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_burst_slots_equal_their_numpy_definition(data):
+    """The compiled burst extents and collapsed stream (gpu_hamlet/engine/burst_slots.py) equal
+    what they replace: bincounts over the burst events, and the stream masked at each kept
+    burst's first event, gathered field by field."""
+    n = data.draw(st.integers(0, 60))
+    pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), int))
+    time = np.asarray(data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)), np.int64)
+    time = time[np.lexsort((time, pid))]
+    is_e = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    burst_id = burst_ids(pid, np.zeros(n, np.int64), time, is_e)
+    nb = int(burst_id.max()) + 1 if n and burst_id.max() >= 0 else 0
+    first, count = burst_extents(burst_id)
+    np.testing.assert_array_equal(count, np.bincount(burst_id[burst_id >= 0], minlength=nb))
+    np.testing.assert_array_equal(first, [np.flatnonzero(burst_id == b)[0] for b in range(nb)])
+    kept = np.asarray(data.draw(st.lists(st.booleans(), min_size=nb, max_size=nb)), bool)
+    kept_id = np.where(kept, np.cumsum(kept) - 1, -1)
+    renumbered = np.append(kept_id, -1)[burst_id]  # id -1 (no burst) reads the -1 appended
+    at_first = renumbered >= 0
+    at_first[1:] &= renumbered[1:] != renumbered[:-1]
+    slots = np.flatnonzero((renumbered < 0) | at_first)
+    set_idx = np.arange(n, dtype=np.int64) * 2 + 1
+    rows, codes = set_idx * 3, (set_idx % 5).astype(np.int32)
+    burst_of = np.full(2 * n + 1, -7, np.int64)
+    got = collapsed_stream(burst_id, kept_id, set_idx, pid, rows, time, codes, burst_of)
+    want = (set_idx, pid, rows, time, renumbered, codes)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w[slots])
+    np.testing.assert_array_equal(burst_of[set_idx], renumbered)
+    assert (burst_of[::2] == -7).all()  # only the set's events are written

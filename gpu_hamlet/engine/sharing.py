@@ -28,6 +28,7 @@ import numpy as np
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
+from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
@@ -272,9 +273,9 @@ class SharedBursts:
         width_f = np.bincount(self.group, weights=width, minlength=nf)
         weighted_f = np.zeros(nf)
         np.maximum.at(weighted_f, self.group, weighted)
-        be_idx = np.flatnonzero(burst_id >= 0)
-        nb = int(burst_id.max()) + 1 if be_idx.size else 0
-        self.stats.bursts, self.stats.burst_events = nb, int(be_idx.size)
+        first, count = burst_extents(burst_id)
+        nb = first.shape[0]
+        self.stats.bursts, self.stats.burst_events = nb, int(count.sum())
         self.burst_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
         self.segidx = np.zeros((nf, 0), np.int64)
         self.expand: np.ndarray = np.zeros(
@@ -287,43 +288,33 @@ class SharedBursts:
         self._set_rows = self._set_time = np.zeros(0, np.int64)
         if nb == 0:
             return
-        # Burst ids ascend from 0 along the stream: burst b's events are the count[b] from
-        # be_idx[starts[b]]. Bursts where sharing could not pay even with each filter group as one
-        # class are not analysed further: they run unshared at no extra cost.
-        count = np.bincount(burst_id[be_idx], minlength=nb)
-        starts = np.cumsum(count) - count
-        length = count.astype(np.float64)
-        all_pid = set_pid[be_idx[starts]]
+        # Burst b's events are the count[b] of the set stream from first[b]. Bursts where
+        # sharing could not pay even with each filter group as one class are not analysed
+        # further: they run unshared at no extra cost.
+        all_pid = set_pid[first]
         analysed = np.arange(nb)
         if mode == "dynamic":
             worth = choose_shared(
                 mode,
-                length,
+                count.astype(np.float64),
                 np.full(nb, len(names) / nf),
                 np.full(nb, width.sum() / nf),
                 np.full(nb, weighted.max()),
                 model,
             )
             analysed = np.flatnonzero(worth)
-            be_idx = be_idx[worth[burst_id[be_idx]]]
-            # Kept bursts numbered anew; the last entry keeps -1 (no burst) at -1.
-            renumber = np.append(np.where(worth, np.cumsum(worth) - 1, -1), -1)
-            burst_id = renumber[burst_id]
-            count = count[worth]
-            starts = np.cumsum(count) - count
+            first, count = first[analysed], count[analysed]
+        kept_id = np.full(nb, -1, np.int64)  # the analysed bursts numbered anew
+        kept_id[analysed] = np.arange(analysed.size)
+        # The analysed bursts' events, burst by burst: burst b's are be_idx[starts[b]:][:count[b]].
+        be_idx = ranges(first, first + count)
+        starts = np.cumsum(count) - count
         nsh = count.shape[0]
-        self.burst_of[self.set_idx] = burst_id
         # The set stream with each analysed burst collapsed to a slot at its first event.
-        first = burst_id >= 0
-        first[1:] &= burst_id[1:] != burst_id[:-1]
-        slots = np.flatnonzero((burst_id < 0) | first)
         self.slots = Slots(
-            idx=self.set_idx[slots],
-            pid=set_pid[slots],
-            rows=rows[slots],
-            time=t[slots],
-            burst=burst_id[slots],
-            codes=codes[slots],
+            *collapsed_stream(
+                burst_id, kept_id, self.set_idx, set_pid, rows, t, codes, self.burst_of
+            )
         )
         # The largest time's size, for the window bounds of pruning (`compressed`).
         st = self.slots.time
