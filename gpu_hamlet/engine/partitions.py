@@ -132,8 +132,10 @@ class Partitioner:
         return SortedKeys(order, pid[order], gid[order], t[order], codes_of_type[order])
 
 
-#: Inputs shorter than twice this are sorted in one thread.
-SORT_SLICE = 1_000_000
+#: Inputs shorter than twice this are sorted in one thread. At 10^6 rows of the ridesharing
+#: stream two slices took the sort from 17 to 12.5 ms (`python benchmarks/bench_stream.py`);
+#: it was 1,000,000.
+SORT_SLICE = 250_000
 
 
 def _counting_sort(
