@@ -297,8 +297,8 @@ def test_burst_slots_equal_their_numpy_definition(data):
     np.testing.assert_array_equal(count, np.bincount(burst_id[burst_id >= 0], minlength=nb))
     np.testing.assert_array_equal(first, [np.flatnonzero(burst_id == b)[0] for b in range(nb)])
     kept = np.asarray(data.draw(st.lists(st.booleans(), min_size=nb, max_size=nb)), bool)
-    kept_id = np.where(kept, np.cumsum(kept) - 1, -1)
-    renumbered = np.append(kept_id, -1)[burst_id]  # id -1 (no burst) reads the -1 appended
+    kept_id = np.append(np.where(kept, np.cumsum(kept) - 1, -1), -1)  # id -1 reads the last
+    renumbered = kept_id[burst_id]
     at_first = renumbered >= 0
     at_first[1:] &= renumbered[1:] != renumbered[:-1]
     slots = np.flatnonzero((renumbered < 0) | at_first)
@@ -311,3 +311,33 @@ def test_burst_slots_equal_their_numpy_definition(data):
         np.testing.assert_array_equal(g, w[slots])
     np.testing.assert_array_equal(burst_of[set_idx], renumbered)
     assert (burst_of[::2] == -7).all()  # only the set's events are written
+
+
+def _burst_ids_by_definition(pid, pane, time, is_e) -> list[int]:
+    """Maximal runs of timestamp groups made only of Kleene events, within a partition and
+    pane, numbered from 0 along the stream; -1 elsewhere."""
+    keys = list(zip(pid.tolist(), pane.tolist(), time.tolist()))
+    pure = {k: all(e for k2, e in zip(keys, is_e.tolist()) if k2 == k) for k in keys}
+    out, last, prev = [], -1, None  # prev: the previous group's (pid, pane) and purity
+    for i, k in enumerate(keys):
+        if i == 0 or keys[i - 1] != k:
+            if pure[k] and (prev is None or prev[0] != k[:2] or not prev[1]):
+                last += 1
+            prev = (k[:2], pure[k])
+        out.append(last if pure[k] else -1)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_burst_ids_follow_their_definition(data):
+    n = data.draw(st.integers(0, 40))
+    cols = [
+        np.asarray(data.draw(st.lists(st.integers(0, hi), min_size=n, max_size=n)), np.int64)
+        for hi in (2, 1, 5)
+    ]
+    order = np.lexsort(cols[::-1])
+    pid, pane, time = (c[order] for c in cols)
+    is_e = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    got = burst_ids(pid, pane, time, is_e)
+    assert got.tolist() == _burst_ids_by_definition(pid, pane, time, is_e)

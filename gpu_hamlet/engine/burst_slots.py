@@ -4,6 +4,9 @@ one slot: compiled passes, since the set stream is as long as the events some qu
 `SharedBursts` (gpu_hamlet/engine/sharing.py) calls them once per call and set. Before, these
 were a dozen NumPy passes (masks, bincounts, gathers and a scatter), about 10 ms per 10^6
 events of the ridesharing set (benchmarks/bench_stream.py, docs/architecture.md section 4).
+Bursts and plain events alternate at random, so the loops have no branch on them: every row
+writes, to a spare entry where it adds nothing (a mispredicted branch per row cost 2-3 ms per
+10^6 rows).
 """
 
 from __future__ import annotations
@@ -23,36 +26,51 @@ def burst_extents(burst_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if burst_id[i] >= 0:
             nb = burst_id[i] + 1
             break
-    first = np.empty(nb, np.int64)
-    count = np.zeros(nb, np.int64)
+    first = np.empty(nb + 1, np.int64)  # entry nb: the spare
+    end = np.empty(nb + 1, np.int64)
+    prev = -1
     for i in range(n):
         b = burst_id[i]
-        if b >= 0:
-            if count[b] == 0:
-                first[b] = i
-            count[b] += 1
-    return first, count
+        at = b if b >= 0 else nb
+        first[b if b >= 0 and b != prev else nb] = i
+        end[at] = i + 1  # the last write is the burst's last event
+        prev = b
+    return first[:nb], end[:nb] - first[:nb]
 
 
 @njit(cache=True, nogil=True)
 def collapsed_stream(burst_id, kept_id, set_idx, pid, rows, time, codes, burst_of):
     """The set stream with each kept burst collapsed to a slot at its first event: per slot its
-    set_idx, pid, row, time, burst (numbered by `kept_id`, -1 for none or a burst not kept) and
-    type code (the fields of `Slots`). Writes each event's kept burst into burst_of at its
-    set_idx."""
+    set_idx, pid, row, time, burst (numbered by `kept_id`, -1 for none or a burst not kept;
+    its last entry is -1, which burst id -1 reads) and type code (the fields of `Slots`).
+    Writes each event's kept burst into burst_of at its set_idx."""
     n = burst_id.shape[0]
-    sel = np.empty(n, np.int64)
-    burst = np.empty(n, np.int64)
+    m = 0
+    prev = -1
+    for i in range(n):  # count the slots
+        kept = kept_id[burst_id[i]]
+        burst_of[set_idx[i]] = kept
+        m += (kept < 0) | (kept != prev)
+        prev = kept
+    out = (  # one spare entry each: every row writes at m, and only a slot moves m on
+        np.empty(m + 1, set_idx.dtype),
+        np.empty(m + 1, pid.dtype),
+        np.empty(m + 1, rows.dtype),
+        np.empty(m + 1, time.dtype),
+        np.empty(m + 1, np.int64),
+        np.empty(m + 1, codes.dtype),
+    )
     m = 0
     prev = -1
     for i in range(n):
-        b = burst_id[i]
-        kept = kept_id[b] if b >= 0 else -1
-        burst_of[set_idx[i]] = kept
-        if kept < 0 or kept != prev:
-            sel[m] = i
-            burst[m] = kept
-            m += 1
+        kept = burst_of[set_idx[i]]
+        out[0][m] = set_idx[i]
+        out[1][m] = pid[i]
+        out[2][m] = rows[i]
+        out[3][m] = time[i]
+        out[4][m] = kept
+        out[5][m] = codes[i]
+        slot = (kept < 0) | (kept != prev)
+        m += slot
         prev = kept
-    sel = sel[:m]
-    return set_idx[sel], pid[sel], rows[sel], time[sel], burst[:m].copy(), codes[sel]
+    return out[0][:m], out[1][:m], out[2][:m], out[3][:m], out[4][:m], out[5][:m]

@@ -304,7 +304,7 @@ class SharedBursts:
             )
             analysed = np.flatnonzero(worth)
             first, count = first[analysed], count[analysed]
-        kept_id = np.full(nb, -1, np.int64)  # the analysed bursts numbered anew
+        kept_id = np.full(nb + 1, -1, np.int64)  # the analysed bursts numbered anew; no burst: -1
         kept_id[analysed] = np.arange(analysed.size)
         # The analysed bursts' events, burst by burst: burst b's are be_idx[starts[b]:][:count[b]].
         be_idx = ranges(first, first + count)
