@@ -55,11 +55,11 @@ def test_type_column_encoded_in_slices_equals_one_encoding(
     assert got.indices.equals(want.indices)
 
 
-def test_kept_counts_masks_and_codes_in_one_pass() -> None:
-    idx = np.asarray([0, 2, 1, 2, 2, 0], np.int32)
-    count, keep, codes = events._kept(idx, np.asarray([True, False, True]))
-    assert count.tolist() == [2, 1, 3]
-    assert keep.tolist() == [True, True, False, True, True, True]
+def test_kept_counts_rows_and_codes_in_one_pass() -> None:
+    idx = np.asarray([0, 2, 1, 2, 2, 0, 1], np.int32)
+    count, rows, codes = events._kept(idx, np.asarray([True, False, True]))
+    assert count.tolist() == [2, 2, 3]
+    assert rows.tolist() == [0, 1, 3, 4, 5]  # the last row (code 1, not used) is not kept
     assert codes.tolist() == [0, 2, 2, 2, 0]
 
 

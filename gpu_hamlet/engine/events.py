@@ -142,16 +142,17 @@ def prepare_events(
     names = enc.dictionary.to_pylist()
     idx = enc.indices.to_numpy(zero_copy_only=False)
     used_types = {t for q in workload for t in q.event_types}
-    count, keep, codes = _kept(idx, np.asarray([n in used_types for n in names], np.bool_))
+    count, rows, codes = _kept(idx, np.asarray([n in used_types for n in names], np.bool_))
     present = {n for n, c in zip(names, count) if c}
     if table.num_rows and not part:
         warn_absent_types(workload, present, type_col, stacklevel=4)
     # The type column is not filtered as strings: it comes back as the kept rows' codes over
     # the same names (a dictionary array), which is what every later step reads.
-    mask = None if keep.all() else pa.array(keep)
+    # Taking the rows is about 3x faster than filtering by a mask that alternates at random.
+    taken = None if rows.shape[0] == len(table) else pa.array(rows)
 
     def kept(col: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-        col = col if mask is None else col.filter(mask)
+        col = col if taken is None else col.take(taken)
         # (Arrow cannot combine zero chunks of a dictionary of dates or decimals.)
         return col.combine_chunks() if col.num_chunks else col
 
@@ -181,20 +182,20 @@ def prepare_events(
 
 @njit(cache=True)
 def _kept(idx: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From each row's type code: the rows per code, the rows of `used` codes (a mask) and
-    their codes, in one pass. Every row writes its code, and only a used one moves on: types
-    alternate at random, and a branch per row cost more than the pass."""
+    """From each row's type code: the rows per code, and the rows of `used` codes with their
+    codes, in one pass. Every row writes, and only a used one moves on: types alternate at
+    random, and a branch per row cost more than the pass."""
     count = np.zeros(used.shape[0], np.int64)
-    keep = np.empty(idx.shape[0], np.bool_)
+    rows = np.empty(idx.shape[0] + 1, np.int64)
     codes = np.empty(idx.shape[0] + 1, np.int32)
     m = 0
     for i in range(idx.shape[0]):
         c = idx[i]
         count[c] += 1
-        keep[i] = used[c]
+        rows[m] = i
         codes[m] = c
         m += used[c]
-    return count, keep, codes[:m]
+    return count, rows[:m], codes[:m]
 
 
 def warn_absent_types(
