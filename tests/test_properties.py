@@ -218,10 +218,34 @@ def test_counting_sort_places_codes_and_times_with_the_rows():
     assert np.array_equal(
         same_pid, (g[k.order][1:] == g[k.order][:-1]) & (e[k.order][1:] == e[k.order][:-1])
     )
-    _, first = np.unique(g, return_index=True)  # group codes in order of first appearance
-    code_of_g = np.empty(7, np.int64)
-    code_of_g[g[np.sort(first)]] = np.arange(len(first))
-    assert np.array_equal(k.gid, code_of_g[g[k.order]])
+    # group codes: one per value, 0 up (integers over a narrow range are coded by rank)
+    assert np.array_equal(k.gid, np.unique(g, return_inverse=True)[1][k.order])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([pa.int8(), pa.int16(), pa.int64(), pa.uint8(), pa.uint64()]),
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_partition_codes_are_one_per_value(typ, raw, chunks, nulls):
+    """A partition attribute's codes: equal values (a null being one value) share a code, and
+    the codes are 0 up to the number of values; the same for integers coded by rank within
+    their range and for those hashed (a wide range, or nulls)."""
+    bits = typ.bit_width
+    lo = -(2 ** (bits - 1)) if pa.types.is_signed_integer(typ) else 0
+    values = [lo + r % 2**bits for r in raw]
+    if nulls and values:
+        values[0] = None
+    arr = pa.array(values, typ)
+    step = -(-len(values) // chunks) or 1
+    col = pa.chunked_array([arr.slice(i, step) for i in range(0, len(values), step)], typ)
+    codes, n = partitions._codes(col)
+    keys = [("null",) if v is None else v for v in values]
+    assert n == len(set(keys))
+    assert len(set(zip(keys, codes.tolist()))) == n
+    assert sorted(set(codes.tolist())) == list(range(n))
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
