@@ -21,7 +21,7 @@ from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.errors import EventDataError, WorkloadError
 from gpu_hamlet.query.parser import parse_workload
-from gpu_hamlet.query.schema import result_schema
+from gpu_hamlet.query.schema import in_result_order, result_schema
 from gpu_hamlet.query.time_axis import time_axis
 
 TIME_TYPES = (
@@ -287,3 +287,33 @@ def test_checks_without_rows_raise_what_the_engine_raises(table, text, options):
     assert got is None and got_err is not None
     for rows in (table, table.slice(0, 0)):
         assert outcome(lambda rows=rows: engine_tables(rows, text, options)) == (None, got_err)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.integers(-3, 3)), st.integers(0, 4)), max_size=12),
+    st.sampled_from(["int", "string", "none"]),
+    st.booleans(),
+)
+def test_result_order_is_arrows_sort(rows, group_kind, presort):
+    """`in_result_order` gives Arrow's sort by GROUPBY values then window_start, whether the
+    rows come in that order (then it checks, for integer keys without nulls) or not."""
+    if presort:
+        rows = sorted(rows, key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+    starts = pa.array([r[1] for r in rows], pa.timestamp("ms"))
+    cols = {"window_start": starts, "v": pa.array(range(len(rows)))}
+    groupby: tuple[str, ...] = ()
+    if group_kind != "none":
+        g = [r[0] for r in rows]
+        cols["g"] = pa.array(
+            [None if x is None else str(x) for x in g] if group_kind == "string" else g,
+            pa.string() if group_kind == "string" else pa.int64(),
+        )
+        groupby = ("g",)
+    table = pa.table(cols)
+    want = (
+        table.sort_by([(k, "ascending") for k in (*groupby, "window_start")])
+        if len(rows) > 1
+        else table
+    )
+    assert in_result_order(table, groupby).equals(want)

@@ -23,6 +23,7 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.pattern import And, Both
+from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.workload import Aggregate, Query
 
 SIDES = ("left", "right", "both")
@@ -105,8 +106,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         out[name].append(_typed(total, typ))
     table = pa.table({n: pa.array(out[n], schema.field(n).type) for n in schema.names})
     assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
-    keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
-    return table.sort_by(keys) if table.num_rows > 1 else table
+    return in_result_order(table, q.groupby)
 
 
 def _number(v: Any) -> int | float:

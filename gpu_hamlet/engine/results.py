@@ -34,7 +34,7 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, divisor
-from gpu_hamlet.query.schema import attr_kind
+from gpu_hamlet.query.schema import attr_kind, in_result_order
 
 
 class MapSource(Protocol):
@@ -294,5 +294,4 @@ class QueryResults:
             )
         table = pa.table(out)
         assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
-        keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
-        return table.sort_by(keys) if table.num_rows > 1 else table
+        return in_result_order(table, q.groupby)

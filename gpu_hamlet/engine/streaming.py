@@ -25,6 +25,7 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.time_axis import TimeAxis, column_ticks, time_axis
 from gpu_hamlet.query.workload import Workload
 
@@ -123,8 +124,7 @@ class Stream:
         out = {}
         for q in self.wl:
             table = pa.concat_tables(self.results[q.name])
-            keys = [(g, "ascending") for g in q.groupby] + [("window_start", "ascending")]
-            out[q.name] = table.sort_by(keys) if table.num_rows > 1 else table
+            out[q.name] = in_result_order(table, q.groupby)
         return out
 
     def _start(self, schema: pa.Schema) -> None:
