@@ -178,25 +178,30 @@ def xf_fix(m, e):
     return m, e
 
 
+#: 2^-k for k = 0..1074 (down to the smallest subnormal), then 0: `xf_add` scales a mantissa
+#: by one, which rounds exactly as `math.ldexp` (both round the same exact value once).
+_POW2 = np.concatenate([np.ldexp(1.0, -np.arange(1075)), np.zeros(25)])
+
+
 @jitable
 def xf_add(a, b):
+    """Both mantissas scaled to the larger exponent and added: the same bits as adding the
+    smaller one's `ldexp` to the larger (it is 1 times the larger), without a branch on which
+    exponent is larger and without a call. Counts grow by bursts, so the exponents of the
+    terms differ at random: the branches and `ldexp` made a segment kernel over shared bursts
+    1.9x slower (benchmarks/bench_sharing.py, docs/architecture.md section 2). A scale below
+    2^-1074 is 0: such a term is below half a unit of the other's last bit, whose mantissa is at
+    least 2^-200 (`xf_fix`), so it changed nothing before either."""
     am, ae = a
     bm, be = b
     if am == 0.0:
         return b
     if bm == 0.0:
         return a
-    if ae == be:
-        return xf_fix(f_add(am, bm), ae)
-    if ae > be:
-        d = be - ae
-        if d < -1200.0:
-            return a
-        return xf_fix(f_add(am, math.ldexp(bm, int(d))), ae)
-    d = ae - be
-    if d < -1200.0:
-        return b
-    return xf_fix(f_add(bm, math.ldexp(am, int(d))), be)
+    e = ae if ae > be else be
+    da = e - ae if e - ae < 1099.0 else 1099.0
+    db = e - be if e - be < 1099.0 else 1099.0
+    return xf_fix(f_add(f_mul(am, _POW2[int(da)]), f_mul(bm, _POW2[int(db)])), e)
 
 
 @jitable
