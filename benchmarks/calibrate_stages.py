@@ -9,7 +9,8 @@ sharing="dynamic" with the gate open against sharing="hamlet" (the same, without
 stages), float mode, best of `--repeat`. The gate open (`MIN_GAIN` at -inf) keeps the plan and
 the cut's ranking but builds every stretch the cut ranks, paying or not, and lets each share
 the runs that the per-run model says pay. The difference, less the plan's own time (measured
-in the same calls, and paid by `dynamic` whatever it builds), is fitted by least squares as
+in the same calls, and paid by `dynamic` whatever it builds), is fitted by least squares, with
+no coefficient below zero, as
     -alpha * saved + per_row * sum of nq * slots + per_event * sum of stream,
 over the Q-sets built: saved what the per-run model (`SharedStages.saved_per_run`) says their
 shared runs save, nq a Q-set's queries, slots the rows each reads (events outside shared runs,
@@ -107,6 +108,20 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
     return t, min(plan_s, default=0.0), out
 
 
+def nonnegative_fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares with no negative coefficient (a cost below zero means nothing): a column
+    whose coefficient comes out negative is fixed at 0 and the others fitted again."""
+    free = list(range(X.shape[1]))
+    coef = np.zeros(X.shape[1])
+    while free:
+        sol, *_ = np.linalg.lstsq(X[:, free], y, rcond=None)
+        if (sol >= 0).all():
+            coef[free] = sol
+            break
+        free.pop(int(np.argmin(sol)))
+    return coef
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--backend", default="cpu")
@@ -132,7 +147,7 @@ def main() -> None:
             f"{row[1]:9.0f} {row[2]:8.0f}"
         )
     X, y = np.asarray(rows, np.float64), np.asarray(ys)
-    (alpha, per_row, per_event), *_ = np.linalg.lstsq(X, y, rcond=None)
+    alpha, per_row, per_event = nonnegative_fit(X, y)
     fit = X @ np.array([alpha, per_row, per_event])
     print(f"\n{'case (open - plan - hamlet)':36s} {'measured s':>10s} {'fitted s':>9s}")
     for name, got, want in zip(names, y, fit, strict=True):

@@ -68,10 +68,11 @@ class EngineCostModel:
 
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
-#: development machine, 400,000 events; the mean of three runs after b21d2a8,
-#: benchmarks/results/calibrate_cpu_b21d2a8.txt; BENCHMARKS.md has what the refit changed).
+#: development machine, 400,000 events; the mean of four runs at 5ed9401, after XFloat sums lost
+#: their branches and made unshared events 2-4x cheaper, benchmarks/results/
+#: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed).
 CPU_COSTS = EngineCostModel(
-    base_s=1.1e-07, event_s=1.75e-08, coef_s=1.25e-08, class_s=1.08e-06, macro=1.08
+    base_s=2.5e-08, event_s=9.7e-09, coef_s=7.7e-09, class_s=1.05e-06, macro=1.04
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
