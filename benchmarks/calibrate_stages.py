@@ -1,23 +1,26 @@
 """Calibrate the bookkeeping of GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py:
-ROW_S and STREAM_S, the costs a Q-set's runs must save) on a backend.
+ROW_S, STREAM_S and BLOCK_S, the costs a Q-set's runs must save) on a backend.
 
     python benchmarks/calibrate_stages.py [--backend cpu] [--events 50000] [--repeat 3]
 
 Per case (bursty streams with runs of 3, 10 and 40 events, SEQ chains and Kleene cycles of 2 and
-4 types, 10 and 40 queries; ridesharing Kleene workloads, whose runs are short) it times
+4 types, 10 and 40 queries, and SEQ chains of 2 types over runs cycling through 10; ridesharing
+Kleene workloads, whose runs are short) it times
 sharing="dynamic" with the gate open against sharing="hamlet" (the same, without GLORIA's
 stages), float mode, best of `--repeat`. The gate open (`MIN_GAIN` at -inf) keeps the plan and
 the cut's ranking but builds every stretch the cut ranks, paying or not, and lets each share
 the runs that the per-run model says pay. The difference, less the plan's own time (measured
 in the same calls, and paid by `dynamic` whatever it builds), is fitted by least squares, with
 no coefficient below zero, as
-    -alpha * saved + per_row * sum of nq * slots + per_event * sum of stream,
+    -alpha * saved + per_row * sum of nq * slots + per_event * sum of stream
+    + per_block * sum of nq * shared runs,
 over the Q-sets built: saved what the per-run model (`SharedStages.saved_per_run`) says their
 shared runs save, nq a Q-set's queries, slots the rows each reads (events outside shared runs,
 one per shared run), stream the events of its stream (cut into runs whether or not any is
 shared). A Q-set pays when alpha * saved exceeds its costs, so ROW_S = per_row / alpha and
-STREAM_S = per_event / alpha. Prints each case, the fit, and the lines to paste into
-stage_sharing.py.
+STREAM_S = per_event / alpha. BLOCK_S = per_block / alpha is a block row's cost per query
+beyond its multiply-adds; the timed runs use BLOCK_S = 0, and so does `saved`. Prints each
+case, the fit, and the lines to paste into stage_sharing.py.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def cases(n: int) -> list[tuple[str, pa.Table, str]]:
                     out.append(
                         (f"bursty run {run} {kind} L={L} Q={q}", ev, bursty_workload(q, L, kleene))
                     )
+    # Runs that cycle through more types than the queries read: few events per shared run.
+    ev = bursty(n, 10)
+    for q in (10, 40):
+        out.append((f"bursty body 10 SEQ L=2 Q={q}", ev, bursty_workload(q, 2, False)))
     rides = ridesharing(n, seed=1)
     for L in (2, 4):
         for q in (20, 100):
@@ -69,8 +76,9 @@ def timed(events: pa.Table, text: str, mode: str, backend: str, repeat: int) -> 
 
 
 def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[float, float, list]:
-    """dynamic's time with the gate open, the plan's time in it (the least of its calls), and
-    (model savings, nq * slots, stream events) per Q-set built."""
+    """dynamic's time with the gate open and BLOCK_S at 0 (which is fitted here), the plan's
+    time in it (the least of its calls), and (model savings, nq * slots, stream events,
+    nq * shared runs) per Q-set built."""
     sets: list[SharedStages] = []
     plan_s: list[float] = []
     init = SharedStages.__init__
@@ -88,6 +96,7 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
 
     with (
         patch.object(stage_sharing, "MIN_GAIN", -np.inf),
+        patch.object(stage_sharing, "BLOCK_S", 0.0),
         patch.object(SharedStages, "__init__", spy),
         patch.object(evaluate, "stage_plan", timed_plan),
     ):
@@ -96,15 +105,16 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
         gpu_hamlet.aggregate(
             events, text, sharing="dynamic", numeric="float", on_overflow="null", backend=backend
         )
-    model = COST_MODELS[backend]
-    out = []
-    for s in sets:
-        if s.nruns == 0 or s.slots is None:  # the stream was cut into runs, none shared
-            out.append((0.0, 0, s.events))
-            continue
-        nq = len(s.stats.queries)
-        length = np.bincount(s.ev_run, minlength=s.nruns).astype(np.float64)
-        out.append((s._saved(length, nq, model), nq * s.slots.idx.size, s.events))
+        model = COST_MODELS[backend]
+        out = []
+        for s in sets:
+            if s.nruns == 0 or s.slots is None:  # the stream was cut into runs, none shared
+                out.append((0.0, 0, s.events, 0))
+                continue
+            nq = len(s.stats.queries)
+            length = np.bincount(s.ev_run, minlength=s.nruns).astype(np.float64)
+            saved = s._saved(length, nq, model)
+            out.append((saved, nq * s.slots.idx.size, s.events, nq * s.nruns))
     return t, min(plan_s, default=0.0), out
 
 
@@ -133,28 +143,30 @@ def main() -> None:
         f"{args.events} events, best of {args.repeat}"
     )
     head = ("case", "hamlet s", "open s", "plan s", "Q-sets", "saved s", "nq slots", "stream")
-    print("{:36s} {:>9s} {:>9s} {:>7s} {:>6s} {:>8s} {:>9s} {:>8s}".format(*head))
+    head += ("nq runs",)
+    print("{:36s} {:>9s} {:>9s} {:>7s} {:>6s} {:>8s} {:>9s} {:>8s} {:>8s}".format(*head))
     rows, ys, names = [], [], []
     for name, ev, text in cases(args.events):
         base = timed(ev, text, "hamlet", args.backend, args.repeat)
         t, plan_s, sets = gate_open(ev, text, args.backend, args.repeat)
-        row = [-sum(c[0] for c in sets), sum(c[1] for c in sets), sum(c[2] for c in sets)]
+        row = [-sum(c[0] for c in sets), *(sum(c[i] for c in sets) for i in (1, 2, 3))]
         rows.append(row)
         ys.append(t - plan_s - base)
         names.append(name)
         print(
             f"{name:36s} {base:9.4f} {t:9.4f} {plan_s:7.4f} {len(sets):6d} {-row[0]:8.4f} "
-            f"{row[1]:9.0f} {row[2]:8.0f}"
+            f"{row[1]:9.0f} {row[2]:8.0f} {row[3]:8.0f}"
         )
     X, y = np.asarray(rows, np.float64), np.asarray(ys)
-    alpha, per_row, per_event = nonnegative_fit(X, y)
-    fit = X @ np.array([alpha, per_row, per_event])
+    alpha, per_row, per_event, per_block = coef = nonnegative_fit(X, y)
+    fit = X @ coef
     print(f"\n{'case (open - plan - hamlet)':36s} {'measured s':>10s} {'fitted s':>9s}")
     for name, got, want in zip(names, y, fit, strict=True):
         print(f"{name:36s} {got:10.4f} {want:9.4f}")
     # A Q-set pays when alpha * saved exceeds its costs: the thresholds in the model's terms.
     print(f"\nalpha = {alpha:.3g} (measured seconds saved per modelled second)")
     print(f"ROW_S = {per_row / alpha:.2g}\nSTREAM_S = {per_event / alpha:.2g}")
+    print(f"BLOCK_S = {per_block / alpha:.2g}")
 
 
 if __name__ == "__main__":

@@ -47,12 +47,19 @@ SAMPLE = 100_000
 #: runs could save both, and shares no run unless they save the first. In seconds of the per-run
 #: model (`SharedStages.saved_per_run`): fitted, with no cost below zero, by
 #: `python benchmarks/calibrate_stages.py` (the gate open, `MIN_GAIN`, against sharing="hamlet"
-#: on bursty and ridesharing workloads, CPU, 2-core development machine; three runs after
-#: 5ed9401 in benchmarks/results/gloria/calibrate_stages_cpu_5ed9401.txt). The rows' cost fits
-#: at 0: since XFloat sums lost their branches, what a row costs is in the model's per-event
-#: terms (optimizer.py CPU_COSTS). Uncalibrated on the GPU (the same values).
+#: on bursty and ridesharing workloads, CPU, 2-core development machine; the mean of three runs,
+#: benchmarks/results/gloria/calibrate_stages_cpu_block.txt). The rows' cost fits at 0: since
+#: XFloat sums lost their branches, what a row costs is in the model's per-event terms
+#: (optimizer.py CPU_COSTS) and BLOCK_S. Uncalibrated on the GPU (the same values).
 ROW_S = 0.0
-STREAM_S = 1.1e-8
+STREAM_S = 1.0e-8
+#: Seconds of the per-run model per query and shared run beyond the block row's multiply-adds:
+#: scaling its inputs to one exponent and fixing its outputs (`xf_block_terms`), fitted with
+#: ROW_S and STREAM_S. Once XFloat sums lost their branches, an unshared event cost about a
+#: third of before and a block row did not, so without this term Q-sets shared runs that cost
+#: more shared (bench_gloria.py, bursty SEQ over a body of 10 types: 1.26-1.44x the best fixed
+#: mode).
+BLOCK_S = 5.7e-8
 
 #: What a Q-set's runs must save beyond those two costs, in the model's seconds, for the Q-set
 #: to be searched for, kept by the cut, and share any run. `benchmarks/calibrate_stages.py`
@@ -351,11 +358,11 @@ class SharedStages:
         queries, in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
         shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
         each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
-        column (`apply_block`), plus the class's bookkeeping."""
+        column (`apply_block`) and BLOCK_S, plus the class's bookkeeping."""
         unshared = nq * length * (model.base_s + model.event_s)
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
-            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s)
+            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s + BLOCK_S)
             + model.class_s
         )
         return unshared - shared
