@@ -388,7 +388,8 @@ def test_stage_calibration_fits_its_constants():
     done = run_script("calibrate_stages.py", "--events", "3000", "--repeat", "1")
     lines = done.stdout.splitlines()
     cases = [line for line in lines if line.startswith(("bursty", "ridesharing"))]
-    assert len(cases) == 2 * 28  # 24 bursty and 4 ridesharing cases, then their fit
-    consts = dict(line.split(" = ") for line in lines if line.startswith(("ROW_S", "STREAM_S")))
-    assert set(consts) == {"ROW_S", "STREAM_S"}
+    assert len(cases) == 2 * 30  # 26 bursty and 4 ridesharing cases, then their fit
+    names = ("ROW_S", "STREAM_S", "BLOCK_S")
+    consts = dict(line.split(" = ") for line in lines if line.startswith(names))
+    assert set(consts) == set(names)
     assert all(float(v) == float(v) for v in consts.values())  # numbers, not NaN
