@@ -142,8 +142,10 @@ def main() -> None:
         f"# {platform.machine()} {platform.processor() or ''}, backend {args.backend}, "
         f"{args.events} events, best of {args.repeat}"
     )
-    head = ("case", "hamlet s", "open s", "plan s", "Q-sets", "saved s", "nq slots", "stream")
-    head += ("nq runs",)
+    head = (
+        *("case", "hamlet s", "open s", "plan s", "Q-sets"),
+        *("saved s", "nq slots", "stream", "nq runs"),
+    )
     print("{:36s} {:>9s} {:>9s} {:>7s} {:>6s} {:>8s} {:>9s} {:>8s} {:>8s}".format(*head))
     rows, ys, names = [], [], []
     for name, ev, text in cases(args.events):
