@@ -1,7 +1,8 @@
 """A sharable set's bursts as extents of its stream, and the stream with each burst collapsed to
 one slot: compiled passes, since the set stream is as long as the events some query matches.
 
-`SharedBursts` (gpu_hamlet/engine/sharing.py) calls them once per call and set. Before, these
+`SharedBursts` (gpu_hamlet/engine/sharing.py) calls them once per call and set, and
+`SharedStages` (stage_sharing.py) collapses its shared runs the same way. Before, these
 were a dozen NumPy passes (masks, bincounts, gathers and a scatter), about 10 ms per 10^6
 events of the ridesharing set (benchmarks/bench_stream.py, docs/architecture.md section 4).
 Bursts and plain events alternate at random, so the loops have no branch on them: every row

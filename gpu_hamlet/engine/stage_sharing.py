@@ -26,6 +26,7 @@ from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.core.rings import layout, xf_scaled_rows
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
+from gpu_hamlet.engine.burst_slots import collapsed_stream
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
@@ -330,17 +331,15 @@ class SharedStages:
         same = same[1:] == same[:-1]
         self.stats.splits = int((same & worth[:-1] & ~worth[1:]).sum())
         self.stats.merges = int((same & ~worth[:-1] & worth[1:]).sum())
-        renumber = np.where(worth, np.cumsum(worth) - 1, -1)
-        run_id = np.where(run_id >= 0, renumber[np.maximum(run_id, 0)], -1)
+        # The shared runs numbered anew (the last entry: run id -1, no run), and the set's stream
+        # with each shared run one slot, as `SharedBursts` collapses its bursts.
+        kept_id = np.append(np.where(worth, np.cumsum(worth) - 1, -1), -1)
         self.nruns = int(worth.sum())
-        self.run_of[set_idx] = run_id
-        keep = run_id >= 0
-        first = keep.copy()
-        first[1:] &= run_id[1:] != run_id[:-1]
-        slots = np.flatnonzero(~keep | first)  # the set's stream, each shared run one slot
         self.slots = Slots(
-            set_idx[slots], set_pid[slots], rows[slots], t[slots], run_id[slots], set_codes[slots]
+            *collapsed_stream(run_id, kept_id, set_idx, set_pid, rows, t, set_codes, self.run_of)
         )
+        run_id = kept_id[run_id]
+        keep = run_id >= 0
         self.ev_rows = rows[keep]
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]  # ascending: run r's events are ev_lo[r]:ev_lo[r + 1]

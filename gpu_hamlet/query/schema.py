@@ -62,9 +62,6 @@ def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str)
     return pa.schema(fields)
 
 
-__all__ = ["attr_kind", "result_schema", "value_type"]
-
-
 def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
     """The rows of a result table by GROUPBY values, then window_start, ascending (Arrow's
     order: nulls last). Rows often come in that order already (integer groups are coded by
@@ -93,3 +90,6 @@ def _plain_ordered(col: pa.ChunkedArray) -> bool:
     return not col.null_count and (
         pa.types.is_integer(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
     )
+
+
+__all__ = ["attr_kind", "in_result_order", "result_schema", "value_type"]
