@@ -15,13 +15,11 @@ from gpu_hamlet.core.adjacency import run_adjacent
 from gpu_hamlet.core.compile_cache import cover_core
 from gpu_hamlet.core.recursions import (
     copy_map,
-    finish_run,
     fold_pieces,
     matmul,
     piece_map,
     reduce_run,
-    reset,
-    run_events,
+    run_segments,
     walk_windows,
     window_finals,
 )
@@ -42,33 +40,31 @@ def segment_maps(
     `snap` receives each macro event's snapshot. Returns (maps [runs, D, D or 1, lanes],
     run_pid, run_seg)."""
     n = pos.shape[0]
-    nch = W.shape[0]
-    D = nch * (k + 1) + 1
+    D = W.shape[0] * (k + 1) + 1
     ncols = 1 + carry.shape[0] if full else 1
     lanes = W.shape[2]
     nruns = 0
     for i in range(n):
         if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
             nruns += 1
-    maps = np.empty((nruns, D, D if full else 1, lanes), snap.dtype)
+    bounds = np.empty(nruns + 1, np.int64)
     run_pid = np.empty(nruns, np.int64)
     run_seg = np.empty(nruns, np.int64)
+    r = 0
+    for i in range(n):
+        if i == 0 or pid[i] != pid[i - 1] or seg[i] != seg[i - 1]:
+            bounds[r] = i
+            run_pid[r] = pid[i]
+            run_seg[r] = seg[i]
+            r += 1
+    bounds[nruns] = n
+    maps = np.empty((nruns, D, D if full else 1, lanes), snap.dtype)
     X = np.empty((D, ncols, lanes), snap.dtype)
     Dl = np.empty((D, ncols, lanes), snap.dtype)
-    i = 0
-    for r in range(nruns):
-        end = i + 1
-        while end < n and pid[end] == pid[i] and seg[end] == seg[i]:
-            end += 1
-        run_pid[r] = pid[i]
-        run_seg[r] = seg[i]
-        reset(tag, X, carry)
-        run_events(
-            tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
-            move_ptr, move_from, move_to, k, snap, BM, blk_ptr, blk_idx, BS,
-        )  # fmt: skip
-        finish_run(tag, X, carry, nch, k, full, maps[r])
-        i = end
+    run_segments(
+        tag, X, Dl, bounds, 0, nruns, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start,
+        is_end, move_ptr, move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx, BS, maps,
+    )  # fmt: skip
     return maps, run_pid, run_seg
 
 
@@ -197,12 +193,9 @@ def adjacent_results(
     A = np.empty((nch, 1, lanes), snap.dtype)
     ES = np.empty((max(eslots, 1), nch, lanes), snap.dtype)
     no_carry = np.zeros(0, np.int64)
-    for r in range(runs):
-        X = maps[r]
-        reset(tag, X, no_carry)
-        run_adjacent(
-            tag, X, T, V, A, starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
-            pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
-            tsize[r], slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
-        )  # fmt: skip
+    run_adjacent(
+        tag, maps, T, V, A, starts, 0, runs, no_carry, t, pos, mseg, W, MU, K, pred_ptr,
+        pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff, tsize,
+        slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
+    )  # fmt: skip
     return maps, V

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import enumerate_trends
 
-from gpu_hamlet.engine.pruning import may_complete
+from gpu_hamlet.engine.pruning import may_complete, rows_in_runs, rows_may_complete
 
 PATTERNS = ["SEQ(A, B+, C)", "SEQ(A, B)", "B+", "SEQ(A+, C+)", "SEQ(A, B, C)"]
 
@@ -105,3 +105,26 @@ def test_times_near_the_int64_limits():
         assert may_complete(run, np.asarray(time, np.int64), pos, 3, 4).tolist() == []
     assert may_complete(run, np.asarray([lo, 0, hi], np.int64), pos, 3, 10).tolist() == []
     assert may_complete(run, np.asarray([lo, 0, hi], np.int64), pos, 3, None).tolist() == [0, 1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 3), st.booleans(), st.booleans(), st.booleans()
+        ),
+        max_size=40,
+    ),
+)
+def test_rows_in_runs_is_the_unbounded_test_over_pid_and_segment_runs(raw):
+    """`rows_in_runs` (whole windows, after segmenting) keeps what `rows_may_complete` keeps
+    without a distance bound over the runs of equal (pid, seg)."""
+    ev = sorted(raw, key=lambda e: e[:2])
+    pid = np.asarray([e[0] for e in ev], np.int64)
+    seg = np.asarray([e[1] for e in ev], np.int64)
+    matched, starts, ends = (np.asarray([e[j] for e in ev], bool) for j in (2, 3, 4))
+    change = np.ones(len(ev), bool)
+    change[1:] = (pid[1:] != pid[:-1]) | (seg[1:] != seg[:-1])
+    time = np.arange(len(ev), dtype=np.int64)
+    want = rows_may_complete(np.cumsum(change), time, matched, starts, ends, None)
+    assert rows_in_runs(pid, seg, matched, starts, ends).tolist() == want.tolist()

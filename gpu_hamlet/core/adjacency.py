@@ -12,7 +12,7 @@ and edge, in any ring, with adds only (MIN has no inverse, so no prefix differen
 A run is a whole window from the zero state (windows are not composed from pane maps: the state
 depends on the last events' values). Rows of one timestamp all read before any of them writes,
 then negated events move states (and their trees), then the rows' values are added: the order of
-`run_events` in gpu_hamlet/core/recursions.py.
+`run_segments` in gpu_hamlet/core/recursions.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_hamlet.core.recursions import MOVE, move_states
+from gpu_hamlet.core.recursions import MOVE, move_states, reset
 from gpu_hamlet.core.rings import (
     jitable,
     r_add,
@@ -195,14 +195,16 @@ def move_trees(tag, T, label, move_ptr, move_from, move_to, tree, toff, tsize, n
 
 @jitable
 def run_adjacent(
-    tag, X, T, V, A, i, end, t, pos, mseg, W, MU, K, pred_ptr, pred_idx, pred_cls, is_start,
-    is_end, move_ptr, move_from, move_to, k, tree, toff, tsize, slot, rng, snap, wburst, wprev,
-    doff, wesnap, eptr, goff, ES,
+    tag, maps, T, V, A, starts, r0, r1, no_carry, t, pos, mseg, W, MU, K, pred_ptr, pred_idx,
+    pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toffs, tsizes, slot, rng,
+    snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
 ):  # fmt: skip
-    """Rows i..end-1 of one run (sorted by time) from the zero state X [D, 1, lanes] (its
-    constant set); the finals end in X. T holds the run's trees (cleared here), V [rows,
-    channels, lanes] the rows' values, A [channels, 1, lanes] is scratch; `toff`, `tsize` are the
-    run's.
+    """Runs r0..r1-1 (rows starts[r] to starts[r + 1] - 1 of run r, sorted by time), each from
+    the zero state in maps[r] [D, 1, lanes], where its finals end. T holds the runs' trees
+    (cleared per run), V [rows, channels, lanes] the rows' values, A [channels, 1, lanes] is
+    scratch; run r's trees are at toffs[r] with sizes tsizes[r]. The CPU walks all its runs in
+    one call, the GPU one per thread (as `run_segments`: a call passing this many arrays costs
+    more than a small window).
 
     `mseg` is EVENT, MOVE, or a macro row's burst (a shared burst of a Kleene type no condition
     touches, so its events form one macro event as in `apply_event`: MU*c and MU*z + K*c, its
@@ -214,90 +216,100 @@ def run_adjacent(
     nch = W.shape[0]
     stride = k + 1
     ncls = tree.shape[1]
-    for c in range(ncls):  # the run's trees start empty (the ring's zero: not 0 in MINREACH)
-        n_trees = 0
-        for q in range(tree.shape[0]):
-            if tree[q, c] >= 0:
-                n_trees += 1
-        for node in range(toff[c], toff[c] + n_trees * 2 * tsize[c]):
-            for ch in range(nch):
-                r_store(tag, T, node, ch, r_zero(tag))
-    while i < end:
-        j = i + 1
-        while j < end and t[j] == t[i]:
-            j += 1
-        for e in range(i, j):
-            if mseg[e] == MOVE:
-                continue
-            p = pos[e]
-            for ch in range(nch):
-                r_store(tag, A, ch, 0, r_zero(tag))
-            for qi in range(pred_ptr[p], pred_ptr[p + 1]):
-                q = pred_idx[qi]
-                c = pred_cls[qi]
-                if c < 0:
-                    for ch in range(nch):
-                        v = r_load(tag, X, ch * stride + q, 0)
-                        r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), v))
-                elif tsize[c] > 0:
-                    base = toff[c] + tree[q, c] * 2 * tsize[c]
-                    tree_sum(tag, T, base, tsize[c], rng[e, c, 0], rng[e, c, 1], A, nch)
-                    tree_sum(tag, T, base, tsize[c], rng[e, c, 2], rng[e, c, 3], A, nch)
-            cnt = r_load(tag, A, 0, 0)
-            if is_start[p]:
-                cnt = r_add(tag, cnt, r_one(tag))
-            # A weight only counts on partial trends that exist: in MINREACH a key times an
-            # unreached count is not zero (as in `apply_event`).
-            cz = r_is_zero(tag, cnt)
-            b = wburst[e]
-            if b >= 0:
-                r_store(tag, snap, e, 0, cnt)
+    for r in range(r0, r1):
+        X = maps[r]
+        reset(tag, X, no_carry)
+        i = starts[r]
+        end = starts[r + 1]
+        toff, tsize = toffs[r], tsizes[r]
+        for c in range(ncls):  # the run's trees start empty (the ring's zero: not 0 in MINREACH)
+            n_trees = 0
+            for q in range(tree.shape[0]):
+                if tree[q, c] >= 0:
+                    n_trees += 1
+            for node in range(toff[c], toff[c] + n_trees * 2 * tsize[c]):
+                for ch in range(nch):
+                    r_store(tag, T, node, ch, r_zero(tag))
+        while i < end:
+            j = i + 1
+            while j < end and t[j] == t[i]:
+                j += 1
+            for e in range(i, j):
+                if mseg[e] == MOVE:
+                    continue
+                p = pos[e]
+                for ch in range(nch):
+                    r_store(tag, A, ch, 0, r_zero(tag))
+                for qi in range(pred_ptr[p], pred_ptr[p + 1]):
+                    q = pred_idx[qi]
+                    c = pred_cls[qi]
+                    if c < 0:
+                        for ch in range(nch):
+                            v = r_load(tag, X, ch * stride + q, 0)
+                            r_store(tag, A, ch, 0, r_add(tag, r_load(tag, A, ch, 0), v))
+                    elif tsize[c] > 0:
+                        base = toff[c] + tree[q, c] * 2 * tsize[c]
+                        tree_sum(tag, T, base, tsize[c], rng[e, c, 0], rng[e, c, 1], A, nch)
+                        tree_sum(tag, T, base, tsize[c], rng[e, c, 2], rng[e, c, 3], A, nch)
+                cnt = r_load(tag, A, 0, 0)
+                if is_start[p]:
+                    cnt = r_add(tag, cnt, r_one(tag))
+                # A weight only counts on partial trends that exist: in MINREACH a key times an
+                # unreached count is not zero (as in `apply_event`).
+                cz = r_is_zero(tag, cnt)
+                b = wburst[e]
+                if b >= 0:
+                    r_store(tag, snap, e, 0, cnt)
+                    for ch in range(1, nch):
+                        r_store(tag, snap, e, ch, r_load(tag, A, ch, 0))
+                    resolve_window(
+                        tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES
+                    )
+                    continue
+                m = mseg[e]
+                if m >= 0:
+                    r_store(tag, snap, e, 0, cnt)
+                    mu = r_load(tag, MU, m, 0)
+                    r_store(tag, V, e, 0, r_mul(tag, mu, cnt))
+                    for ch in range(1, nch):
+                        v = r_mul(tag, mu, r_load(tag, A, ch, 0))
+                        if not cz:
+                            v = r_add(tag, v, r_mul(tag, r_load(tag, K, m, ch), cnt))
+                        r_store(tag, V, e, ch, v)
+                    continue
+                r_store(tag, V, e, 0, cnt)
                 for ch in range(1, nch):
-                    r_store(tag, snap, e, ch, r_load(tag, A, ch, 0))
-                resolve_window(
-                    tag, V, e, b, snap, wburst, wprev, doff, K, nch, wesnap, eptr, goff, ES
-                )
-                continue
-            m = mseg[e]
-            if m >= 0:
-                r_store(tag, snap, e, 0, cnt)
-                mu = r_load(tag, MU, m, 0)
-                r_store(tag, V, e, 0, r_mul(tag, mu, cnt))
-                for ch in range(1, nch):
-                    v = r_mul(tag, mu, r_load(tag, A, ch, 0))
+                    v = r_load(tag, A, ch, 0)
                     if not cz:
-                        v = r_add(tag, v, r_mul(tag, r_load(tag, K, m, ch), cnt))
+                        v = r_add(tag, v, r_mul(tag, r_load(tag, W, ch, e), cnt))
                     r_store(tag, V, e, ch, v)
-                continue
-            r_store(tag, V, e, 0, cnt)
-            for ch in range(1, nch):
-                v = r_load(tag, A, ch, 0)
-                if not cz:
-                    v = r_add(tag, v, r_mul(tag, r_load(tag, W, ch, e), cnt))
-                r_store(tag, V, e, ch, v)
-        for e in range(i, j):
-            if mseg[e] == MOVE:
-                move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
-                move_trees(tag, T, pos[e], move_ptr, move_from, move_to, tree, toff, tsize, nch)
-        for e in range(i, j):
-            if mseg[e] == MOVE:
-                continue
-            p = pos[e]
-            for ch in range(nch):
-                v = r_load(tag, V, e, ch)
-                r_store(
-                    tag, X, ch * stride + p, 0, r_add(tag, r_load(tag, X, ch * stride + p, 0), v)
-                )
-                if is_end[p]:
+            for e in range(i, j):
+                if mseg[e] == MOVE:
+                    move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
+                    move_trees(tag, T, pos[e], move_ptr, move_from, move_to, tree, toff, tsize, nch)
+            for e in range(i, j):
+                if mseg[e] == MOVE:
+                    continue
+                p = pos[e]
+                for ch in range(nch):
+                    v = r_load(tag, V, e, ch)
                     r_store(
                         tag,
                         X,
-                        ch * stride + k,
+                        ch * stride + p,
                         0,
-                        r_add(tag, r_load(tag, X, ch * stride + k, 0), v),
+                        r_add(tag, r_load(tag, X, ch * stride + p, 0), v),
                     )
-            for c in range(ncls):
-                if slot[e, c] >= 0:
-                    base = toff[c] + tree[p, c] * 2 * tsize[c]
-                    tree_add(tag, T, base, tsize[c], slot[e, c], V, e, nch)
-        i = j
+                    if is_end[p]:
+                        r_store(
+                            tag,
+                            X,
+                            ch * stride + k,
+                            0,
+                            r_add(tag, r_load(tag, X, ch * stride + k, 0), v),
+                        )
+                for c in range(ncls):
+                    if slot[e, c] >= 0:
+                        base = toff[c] + tree[p, c] * 2 * tsize[c]
+                        tree_add(tag, T, base, tsize[c], slot[e, c], V, e, nch)
+            i = j

@@ -19,7 +19,7 @@ timestamp:
     c   = [p is a start] * const + sum of channel-0 sums of the predecessors of p
     t   = sum of channel-ch sums of the predecessors + w[ch] * c           (ch > 0)
     then state p of each channel grows by c (or t), and so does the final value if p is an end.
-Rows with equal timestamps all read the state from before that timestamp (`run_events` adds
+Rows with equal timestamps all read the state from before that timestamp (`run_segments` adds
 their deltas together). An event that may enter several states (a type repeated in a pattern, an
 OR, nested Kleene) is one row per state at the same timestamp: the same rule then keeps it from
 being its own predecessor. A negated event is a clearing row (`CLEAR`) of the state whose
@@ -183,49 +183,59 @@ def reset(tag, X, carry):
 
 
 @jitable
-def run_events(
-    tag, X, Dl, i, end, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, move_ptr,
-    move_from, move_to, k, snap, BM, blk_ptr, blk_idx, BS,
+def run_segments(
+    tag, X, Dl, bounds, r0, r1, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
+    move_ptr, move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx, BS, maps,
 ):  # fmt: skip
-    """Rows i..end-1 of one run (sorted by time) applied to X; `Dl` is scratch of X's shape for
-    the deltas of an equal-timestamp group. A block macro row (`BLOCK`) is alone at its
-    timestamp: the engine cuts a shared run where another row of the query shares one."""
+    """Runs r0..r1-1 (rows bounds[r] to bounds[r + 1] - 1 of run r, sorted by time), each from
+    the zero state (`reset`) to its output maps[r] (`finish_run`); `Dl` is scratch of X's shape
+    for the deltas of an equal-timestamp group. A block macro row (`BLOCK`) is alone at its
+    timestamp: the engine cuts a shared run where another row of the query shares one.
+
+    The CPU walks all its runs in one call and the GPU one run per thread: a call that passes
+    this many arrays costs about 200 ns on the CPU (numba counts a reference to each on entry
+    and exit), more than a window of a few rows (docs/architecture.md section 2)."""
     nch = W.shape[0]
     D = X.shape[0]
     ncols = X.shape[1]
-    while i < end:
-        j = i + 1
-        while j < end and t[j] == t[i]:
-            j += 1
-        if j == i + 1 and mseg[i] == MOVE:
-            move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
-        elif j == i + 1 and mseg[i] <= BLOCK:
-            apply_block(
-                tag, X, Dl, BLOCK - mseg[i], pos[i], BM, BS, blk_ptr, blk_idx, pred_ptr,
-                pred_idx, is_start, is_end, nch, k,
-            )  # fmt: skip
-        elif j == i + 1:
-            apply_event(
-                tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end, nch,
-                k, ncols, snap,
-            )  # fmt: skip
-        else:
-            clear(tag, Dl, D, ncols)
-            for e in range(i, j):
-                if mseg[e] != MOVE:
-                    apply_event(
-                        tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
-                        is_end, nch, k, ncols, snap,
-                    )  # fmt: skip
-            for e in range(i, j):
-                if mseg[e] == MOVE:
-                    move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
-            for a in range(D - 1):
-                for b in range(ncols):
-                    d = r_load(tag, Dl, a, b)
-                    if not r_is_zero(tag, d):
-                        r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
-        i = j
+    for r in range(r0, r1):
+        reset(tag, X, carry)
+        i = bounds[r]
+        end = bounds[r + 1]
+        while i < end:
+            j = i + 1
+            while j < end and t[j] == t[i]:
+                j += 1
+            if j == i + 1 and mseg[i] == MOVE:
+                move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
+            elif j == i + 1 and mseg[i] <= BLOCK:
+                apply_block(
+                    tag, X, Dl, BLOCK - mseg[i], pos[i], BM, BS, blk_ptr, blk_idx, pred_ptr,
+                    pred_idx, is_start, is_end, nch, k,
+                )  # fmt: skip
+            elif j == i + 1:
+                apply_event(
+                    tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
+                    nch, k, ncols, snap,
+                )  # fmt: skip
+            else:
+                clear(tag, Dl, D, ncols)
+                for e in range(i, j):
+                    if mseg[e] != MOVE:
+                        apply_event(
+                            tag, X, Dl, e, pos[e], W, MU, K, mseg, pred_ptr, pred_idx, is_start,
+                            is_end, nch, k, ncols, snap,
+                        )  # fmt: skip
+                for e in range(i, j):
+                    if mseg[e] == MOVE:
+                        move_states(tag, X, pos[e], move_ptr, move_from, move_to, k, nch)
+                for a in range(D - 1):
+                    for b in range(ncols):
+                        d = r_load(tag, Dl, a, b)
+                        if not r_is_zero(tag, d):
+                            r_store(tag, X, a, b, r_add(tag, r_load(tag, X, a, b), d))
+            i = j
+        finish_run(tag, X, carry, nch, k, full, maps[r])
 
 
 @jitable

@@ -70,6 +70,35 @@ def rows_may_complete(
 
 
 @njit(cache=True, nogil=True)
+def rows_in_runs(pid, seg, matched, starts, ends):
+    """`rows_may_complete` with no distance bound over the runs of equal (pid, seg): the
+    `matched` rows with a start at or before them and an end at or after them in their run
+    (whole windows, after segmenting). One pass each way, without a branch on the rows: it
+    runs once per query on rows pruned already, where the general walk and the NumPy around it
+    cost more than the rows (docs/architecture.md section 4)."""
+    n = pid.shape[0]
+    keep = np.empty(n, np.bool_)
+    seen = False
+    for i in range(n):
+        first = i == 0 or (pid[i] != pid[i - 1]) | (seg[i] != seg[i - 1])
+        seen = (seen & (not first)) | starts[i]
+        keep[i] = seen & matched[i]
+    seen = False
+    m = 0
+    for i in range(n - 1, -1, -1):
+        last = i == n - 1 or (pid[i] != pid[i + 1]) | (seg[i] != seg[i + 1])
+        seen = (seen & (not last)) | ends[i]
+        keep[i] = keep[i] & seen
+        m += keep[i]
+    out = np.empty(m + 1, np.int64)  # every row writes; only a kept one moves on
+    m = 0
+    for i in range(n):
+        out[m] = i
+        m += keep[i]
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
 def reach(run, time, starts, within, bounded, highest):
     """Ascending, disjoint [lo, hi) ranges of the slots with a start (of `starts`, ascending) at
     or before them in their run, closer than `within` when `bounded`. Times above `highest`

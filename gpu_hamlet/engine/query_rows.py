@@ -23,7 +23,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
-from gpu_hamlet.engine.pruning import rows_may_complete
+from gpu_hamlet.engine.pruning import rows_in_runs, rows_may_complete
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.stage_sharing import SharedStages
@@ -172,9 +172,7 @@ class QueryRows:
         if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
         if not self.full and self.prune:  # segments are whole windows: prune again, per window
-            change = np.ones(self.seg.shape[0], bool)
-            change[1:] = (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])
-            self._keep(rows_may_complete(np.cumsum(change), self.time, *self._ends(), None))
+            self._keep(rows_in_runs(self.pid, self.seg, *self._ends()))
         if self.plan.adjacency is None:  # NEXT rows each read a tree by their own value
             self._collapse_runs()
 

@@ -10,7 +10,6 @@ import functools
 from numba import cuda
 
 from gpu_hamlet.core.adjacency import run_adjacent
-from gpu_hamlet.core.recursions import reset
 from gpu_hamlet.core.rings import BY_NAME
 
 
@@ -32,12 +31,10 @@ def adjacent_kernel(ring: str):
         if r >= starts.shape[0] - 1:
             return
         tag = Tag(prm)
-        X = maps[r]
-        reset(tag, X, no_carry)
         run_adjacent(
-            tag, X, T, V, A[r], starts[r], starts[r + 1], t, pos, mseg, W, MU, K, pred_ptr,
-            pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff[r],
-            tsize[r], slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
+            tag, maps, T, V, A[r], starts, r, r + 1, no_carry, t, pos, mseg, W, MU, K, pred_ptr,
+            pred_idx, pred_cls, is_start, is_end, move_ptr, move_from, move_to, k, tree, toff,
+            tsize, slot, rng, snap, wburst, wprev, doff, wesnap, eptr, goff, ES,
         )  # fmt: skip
 
     return kernel

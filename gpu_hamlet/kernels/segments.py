@@ -14,7 +14,7 @@ import functools
 
 from numba import cuda
 
-from gpu_hamlet.core.recursions import finish_run, reset, run_events
+from gpu_hamlet.core.recursions import run_segments
 from gpu_hamlet.core.rings import BY_NAME
 
 
@@ -36,13 +36,10 @@ def segment_kernel(ring: str):
             return
         tag = Tag(prm)
         q = qid[r]
-        X = work[r, 0]
-        reset(tag, X, carries[q])
-        run_events(
-            tag, X, work[r, 1], starts[r], starts[r + 1], t, pos, W, MU, K, mseg, pred_ptrs[q],
+        run_segments(
+            tag, work[r, 0], work[r, 1], starts, r, r + 1, t, pos, W, MU, K, mseg, pred_ptrs[q],
             pred_idxs[q], is_starts[q], is_ends[q], move_ptrs[q], move_froms[q], move_tos[q], k,
-            snap, BM, blk_ptrs[q], blk_idxs[q], BS,
+            full, carries[q], snap, BM, blk_ptrs[q], blk_idxs[q], BS, maps,
         )  # fmt: skip
-        finish_run(tag, X, carries[q], W.shape[0], k, full, maps[r])
 
     return kernel
