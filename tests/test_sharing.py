@@ -14,6 +14,7 @@ from oracle import oracle
 
 import gpu_hamlet
 from cpu_fallback.bursts import burst_ids
+from cpu_fallback.panes import panes
 from gpu_hamlet.datagen import load_hamlet_stream
 from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream
 from gpu_hamlet.engine.optimizer import (
@@ -224,16 +225,22 @@ def test_shared_bursts_match_oracle(case, numeric, class_cost):
 def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
     """Runs the workload checking that each query's slots found from its start and end slots
     through the set's per-type index are exactly those the one-pass test
-    (pruning.may_complete) keeps from all the slots it matches; the queries checked, sorted
-    (queries' rows are built on several threads)."""
+    (pruning.may_complete) keeps from all the slots it matches, per partition within the
+    window length, or per (partition, window) with tumbling windows; the queries checked,
+    sorted (queries' rows are built on several threads)."""
     real = SharedBursts.compressed
     checked = []
 
-    def both(self, q, tpl, matcher, within, prune=True):
-        got = real(self, q, tpl, matcher, within, prune)
+    def both(self, q, tpl, matcher, within, prune=True, window=None):
+        got = real(self, q, tpl, matcher, within, prune, window)
         if got is not None and prune:
             full = real(self, q, tpl, matcher, within, prune=False)
-            sel = may_complete(full[3], full[2], full[5], tpl.k, within)
+            run, bound = full[3], within
+            if window is not None:
+                change = np.zeros(run.shape[0], np.int64)
+                change[panes(full[3], full[2], window)[1]] = 1
+                run, bound = np.cumsum(change), None
+            sel = may_complete(run, full[2], full[5], tpl.k, bound)
             for a, b in zip(got, full):
                 np.testing.assert_array_equal(a, b[sel])
             checked.append(q.name)

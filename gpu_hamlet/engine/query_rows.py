@@ -77,11 +77,16 @@ class QueryRows:
         w = plan.windowing
         # The query's events; without `maps` only those that may be in a trend (a slice's maps
         # must keep events whose partners lie in other slices).
+        src = shared[0] if len(shared) == 1 else None
+        # Tumbling windows, each one segment: a burst set's slots are pruned per window at once.
+        window = w.seg if isinstance(src, SharedBursts) and not (w.full or maps) else None
+        per_window = {} if window is None else {"window": window}
         fast = (
-            shared[0].compressed(q, tpl, matcher, w.within, prune=not maps)
-            if len(shared) == 1
+            src.compressed(q, tpl, matcher, w.within, prune=not maps, **per_window)
+            if src is not None
             else None
         )
+        self._window_pruned = fast is not None and window is not None
         macro_src: np.ndarray | None  # per row: the shared burst source, or -1
         macro_seg: np.ndarray | None  # per row: the source's coefficient segment, or -1
         if fast is not None:  # the set stream's slots q matches, already pruned
@@ -171,7 +176,7 @@ class QueryRows:
             return
         if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
-        if not self.full and self.prune:  # segments are whole windows: prune again, per window
+        if not self.full and self.prune and not self._window_pruned:  # prune again, per window
             self._keep(rows_in_runs(self.pid, self.seg, *self._ends()))
         if self.plan.adjacency is None:  # NEXT rows each read a tree by their own value
             self._collapse_runs()

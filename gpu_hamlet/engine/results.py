@@ -86,7 +86,7 @@ class QueryResults:
         finals = np.asarray([c * (tpl.k + 1) + tpl.k for c in range(len(channels))], np.int64)
         if self.src.full:
             return (yield ("compose_windows", (ring, maps, run_pid, run_seg, w.a, w.n, finals, p)))
-        return np.ascontiguousarray(maps[:, finals, 0, :]), run_pid, run_seg
+        return maps[:, :, 0, :].take(finals, axis=1), run_pid, run_seg
 
     def _grouped(self, ring: str, vals: np.ndarray, win: Windows, param: int) -> Steps:
         if not win.grouped:
@@ -94,7 +94,7 @@ class QueryResults:
         return (
             yield (
                 "reduce_sorted",
-                (ring, np.ascontiguousarray(vals[win.order]), win.starts, param),
+                (ring, vals.take(win.order, axis=0), win.starts, param),
             )
         )
 
@@ -127,7 +127,7 @@ class QueryResults:
         win = self._windows(win_pid, win_k)
         fl = yield from self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
-        fl = fl[keep]
+        fl = fl.compress(keep, axis=0)
         lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
         exact = (yield from self._exact(win, keep, lin)) if plan.exact else {}
         mm = (yield from self._minmax(win, keep)) if plan.minmax else {}
@@ -164,7 +164,7 @@ class QueryResults:
             primes_for_bits(bits + 2.0), self.options.numeric == "bigint"
         ):
             vals, _, _ = yield from self._run(ring, plan.exact, param)
-            lanes.append((yield from self._grouped(ring, vals, win, param))[keep])
+            lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, axis=0))
         res = np.concatenate(lanes, axis=2)
         out = {}
         for i, ch in enumerate(plan.exact):
@@ -178,7 +178,7 @@ class QueryResults:
         """MIN/MAX columns (Arrow, null where no trend reaches the type)."""
         plan = self.plan
         vals, _, _ = yield from self._run("minreach", plan.minmax)
-        vals = (yield from self._grouped("minreach", vals, win, 0))[keep]
+        vals = (yield from self._grouped("minreach", vals, win, 0)).compress(keep, axis=0)
         out = {}
         for i, ch in enumerate(plan.minmax):
             if ch.kind == "count":

@@ -247,6 +247,7 @@ class SharedBursts:
         self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
         self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._windows: dict[int | float, np.ndarray] = {}  # `_window_runs` per window length
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -428,6 +429,7 @@ class SharedBursts:
         matcher: Matcher,
         within: int | float | None,
         prune: bool = True,
+        window: int | float | None = None,
     ) -> tuple[np.ndarray, ...] | None:
         """The query's events straight from the collapsed set stream, when every analysed burst
         it matches runs shared: per slot it matches (indices into the sorted order, event rows,
@@ -435,8 +437,10 @@ class SharedBursts:
         slots that may be in a trend no longer than `within` (gpu_hamlet/engine/pruning.py), found
         from the query's start and end slots through the per-type index, so the query reads
         the covered ranges rather than the whole stream; queries with the same start slots
-        and window length share the starts' reach. None when some burst must be expanded
-        (then `inject` applies)."""
+        and window length share the starts' reach. With `window` (tumbling windows of that many
+        ticks, each one segment), trends lie in one window: the test runs per (partition,
+        window), which also holds them within `within`, and the rows need no second pruning
+        after segmenting. None when some burst must be expanded (then `inject` applies)."""
         g = int(self.group[self.index[q.name]])
         sl = self.slots
         if sl is None or self.expand[g]:
@@ -474,24 +478,19 @@ class SharedBursts:
 
         if prune:
             time = sl.time
+            run = sl.pid
+            if window is not None:  # (a burst lies in one window: its slot is in it too)
+                run = self._cached(self._windows, window, lambda: self._window_runs(sl, window))
+                within = None
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
             key, starts = at_position(0)
             flo, fhi = self._cached(
                 self._reach,
-                (key, within),
-                lambda: reach(sl.pid, time, starts, within, bounded, highest),
+                (key, within, window),
+                lambda: reach(run, time, starts, within, bounded, highest),
             )
             idx = ranges(
-                *spans(
-                    sl.pid,
-                    time,
-                    flo,
-                    fhi,
-                    at_position(tpl.k - 1)[1],
-                    within,
-                    bounded,
-                    lowest,
-                )
+                *spans(run, time, flo, fhi, at_position(tpl.k - 1)[1], within, bounded, lowest)
             )
         else:
             idx = np.flatnonzero(pos_of_code[code] >= 0)
@@ -506,6 +505,12 @@ class SharedBursts:
             seg[idx],
             pos[keep],
         )
+
+    def _window_runs(self, sl: Slots, window: int | float) -> np.ndarray:
+        """An id per slot, equal for the slots of one (partition, window), in order."""
+        change = np.zeros(sl.pid.shape[0], np.int64)
+        change[self.be.segments(sl.pid, sl.time, window)[1]] = 1
+        return np.cumsum(change)
 
     def _group_slots(self, g: int, sl: Slots) -> tuple[np.ndarray, ...]:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
@@ -582,7 +587,7 @@ class SharedBursts:
                 ring, local, self._set_time[at], W, new.size, param
             )
             done[new] = True
-        return MU[segs], K[segs]
+        return MU.take(segs, axis=0), K.take(segs, axis=0)  # (10x a 3-d fancy index)
 
 
 def pending(
