@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpu_fallback import CpuBackend
-from gpu_hamlet.core.recursions import EVENT, MOVE
+from gpu_hamlet.core.recursions import EVENT, MOVE, pieces
 from gpu_hamlet.query.pattern import PatternElement
 from gpu_hamlet.query.plan import Template
 
@@ -132,3 +132,37 @@ def test_the_brute_forces_count_by_hand():
     # (A@3, C@5) and (A@1, A@3, C@5): A@3 reads the state from before the B of its timestamp
     assert negation_trends([(1, "A"), (3, "A"), (3, "B"), (5, "C")]) == 2
     assert repeated_trends([(1, "A"), (1, "A"), (2, "A")]) == 2
+
+
+def _pieces_definition(seg_id, t, groups, nseg):
+    """`pieces` as array operations: every `groups`-th timestamp group of a burst starts one."""
+    n = seg_id.shape[0]
+    new = np.ones(n, bool)
+    new[1:] = (seg_id[1:] != seg_id[:-1]) | (t[1:] != t[:-1])
+    group_start = np.flatnonzero(new)
+    group_seg = seg_id[group_start]
+    first = np.ones(group_start.shape[0], bool)
+    first[1:] = group_seg[1:] != group_seg[:-1]
+    index = np.arange(group_start.shape[0])
+    within = index - np.maximum.accumulate(np.where(first, index, 0))
+    at = np.flatnonzero(within % groups == 0)
+    return np.r_[group_start[at], n], np.searchsorted(group_seg[at], np.arange(nseg + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=60),
+    st.integers(1, 4),
+    st.sampled_from([np.int64, np.float64]),
+)
+def test_burst_pieces_equal_their_array_definition(raw, groups, dtype):
+    """The compiled cut of bursts into pieces of `groups` timestamp groups (one pass) equals the
+    array operations it replaces, bursts numbered 0 .. nseg - 1 in order."""
+    ev = sorted(raw)
+    _, seg_id = np.unique(np.asarray([s for s, _ in ev], np.int64), return_inverse=True)
+    seg_id = seg_id.astype(np.int64)
+    nseg = int(seg_id.max()) + 1 if len(ev) else 0
+    t = np.asarray([x for _, x in ev], dtype)
+    got = pieces(seg_id, t, groups, nseg)
+    want = _pieces_definition(seg_id, t, groups, nseg)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]

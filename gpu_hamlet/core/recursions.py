@@ -36,6 +36,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from numba.extending import overload
 
 from gpu_hamlet.core.rings import (
@@ -576,25 +577,29 @@ def window_finals(tag, G, B, back, finals, out, w):
 # --- bursts: graphlet coefficients --------------------------------------------------------------
 
 
-def pieces(
-    seg_id: np.ndarray, t: np.ndarray, groups: int, nseg: int
-) -> tuple[np.ndarray, np.ndarray]:
+@njit(cache=True, nogil=True)
+def pieces(seg_id, t, groups, nseg):
     """(first event of every piece, then the number of events; first piece of every burst, then
-    the number of pieces) for events sorted by burst `seg_id` and time: a piece is `groups`
-    consecutive timestamp groups of one burst, the last one of a burst possibly fewer."""
+    the number of pieces) for events sorted by burst `seg_id` (0 .. nseg - 1) and time: a piece
+    is `groups` consecutive timestamp groups of one burst, the last one of a burst possibly
+    fewer. Host code for both backends, one compiled pass: a query asks for a few bursts at a
+    time (gpu_hamlet/engine/sharing.py `coefficients`), where a dozen NumPy calls cost more
+    than the bursts."""
     n = seg_id.shape[0]
-    new = np.ones(n, bool)
-    new[1:] = (seg_id[1:] != seg_id[:-1]) | (t[1:] != t[:-1])
-    group_start = np.flatnonzero(new)
-    group_seg = seg_id[group_start]
-    first = np.ones(group_start.shape[0], bool)
-    first[1:] = group_seg[1:] != group_seg[:-1]
-    index = np.arange(group_start.shape[0])
-    within = index - np.maximum.accumulate(np.where(first, index, 0))
-    at = np.flatnonzero(within % groups == 0)
-    event_bounds = np.r_[group_start[at], n].astype(np.int64)
-    burst_bounds = np.searchsorted(group_seg[at], np.arange(nseg + 1)).astype(np.int64)
-    return event_bounds, burst_bounds
+    event_bounds = np.empty(n + 1, np.int64)
+    per_burst = np.zeros(nseg + 1, np.int64)
+    m = 0
+    g = 0  # the event's timestamp group within its burst
+    for i in range(n):
+        new_burst = i == 0 or seg_id[i] != seg_id[max(i - 1, 0)]
+        new_group = new_burst or t[i] != t[max(i - 1, 0)]
+        g = 0 if new_burst else g + new_group
+        start = new_group and g % groups == 0
+        event_bounds[m] = i  # every event writes; only a piece's first moves on
+        per_burst[seg_id[i] + 1] += start
+        m += start
+    event_bounds[m] = n
+    return event_bounds[: m + 1].copy(), np.cumsum(per_burst)
 
 
 @jitable

@@ -391,8 +391,11 @@ class SharedBursts:
         parts = []
         for r in np.flatnonzero(decide.any(axis=1)):
             b = np.flatnonzero(decide[r])
-            at = ranges(starts[b], starts[b] + count[b])  # the decided bursts' events
-            parts.append(be_idx[at[mb[r, at]] if filtered[r] else at])
+            if filtered[r]:
+                at = ranges(starts[b], starts[b] + count[b])  # the decided bursts' events
+                parts.append(be_idx[at[mb[r, at]]])
+            else:  # all of them: a burst's events are consecutive in the set stream
+                parts.append(ranges(first[b], first[b] + count[b]))
         self.coef_events = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.coef_lo = np.r_[0, np.cumsum(counts[decide])]
         self._set_rows, self._set_time = rows, t
@@ -579,9 +582,10 @@ class SharedBursts:
         if new.size:
             at = self.coef_events[ev]
             rows = self._set_rows[at]
-            labels = self.ev.type_codes[rows]
-            label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             # Burst events are all of type E: channels of other types get zero weights.
+            code = self.ev.code_of(self.sset.kleene_type)
+            labels = np.full(rows.shape[0], code, self.ev.type_codes.dtype)
+            label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
             MU[new], K[new] = self.be.burst_coefficients(
                 ring, local, self._set_time[at], W, new.size, param
