@@ -26,6 +26,7 @@ from gpu_hamlet.core.rings import (
     r_store,
     r_zero,
     residue_passes,
+    xf_scale,
     xf_scaled_rows,
 )
 
@@ -103,7 +104,7 @@ def _span(values: list[tuple[float, int]]) -> int:
 
 def _block_case(nch: int, L: int):
     """A template of k = L + 1 states whose block is states 1..L, entered at 1 from state 0 and
-    from its own last state (a Kleene cycle), as `apply_block` reads it."""
+    from its own last state (a Kleene cycle), as `run_segments` reads it."""
     k = L + 1
     blk_ptr = np.r_[0, 0, np.full(k - 1, L)].astype(np.int64)
     blk_idx = np.arange(1, L + 1, dtype=np.int64)
@@ -226,3 +227,33 @@ def test_float_products_and_sums_go_through_the_rounded_primitives(monkeypatch):
     blk_idx = np.zeros(1, np.int64)
     recursions.xf_input_terms(Dl, BS, 0, 3.0, 0, 1, blk_idx, 1, 1, 0)
     assert calls == ["mul", "add"] and Dl[0, 0, 0] == 1.5
+
+
+@njit
+def _scaled(m, d):
+    out = np.empty(m.shape[0])
+    for i in range(m.shape[0]):
+        out[i] = xf_scale(m[i], d[i])
+    return out
+
+
+def test_xf_scale_rounds_as_ldexp():
+    """`xf_scale` gives `math.ldexp(m, -d)`'s bits for mantissas in XFloat's range, at every
+    scale: exact, rounded into the subnormals (ties included), and flushed to zero; compiled
+    and in Python."""
+    rng = np.random.default_rng(7)
+    n = 200_000
+    m = rng.uniform(0.5, 1.0, n) * np.exp2(rng.integers(-200, 200, n).astype(float))
+    m[: n // 10] = np.exp2(rng.integers(-200, 200, n // 10).astype(float))  # powers of two
+    m[n // 10 : n // 5] = 1.0 + np.exp2(-52.0) * rng.integers(1, 8, n // 10)  # ties below 2^-1022
+    m *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    d = rng.integers(0, 2400, n).astype(float)
+    d[: n // 2] = 1074.0 - np.floor(np.log2(np.abs(m[: n // 2]))) + rng.integers(-60, 60, n // 2)
+    d = np.maximum(d, 0.0)
+    want = np.array([math.ldexp(a, -int(b)) for a, b in zip(m, d)])
+    got = _scaled(m, d)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert all(
+        xf_scale(float(a), float(b)) == w for a, b, w in zip(m[:2000], d[:2000], want[:2000])
+    )
+    assert np.count_nonzero((want != 0) & (np.abs(want) < 2.0**-1022)) > 1000  # subnormals met

@@ -55,6 +55,7 @@ from gpu_hamlet.core.rings import (
     r_zero,
     ring_of,
     xf_fix,
+    xf_scale,
 )
 
 #: `mseg` of an ordinary row (an event entering a state); a macro row names its burst (>= 0).
@@ -66,12 +67,12 @@ EVENT = -1
 MOVE = -2
 #: `mseg` of a block macro row, at or below it: a run of a shared sub-pattern's events
 #: (gpu_hamlet/engine/stage_sharing.py) whose map starts at row `BLOCK - mseg` of `BM`
-#: (`apply_block`); `pos` is the sub-pattern's entry state.
+#: (`run_segments`); `pos` is the sub-pattern's entry state.
 BLOCK = -3
 
 
 class Blocks(NamedTuple):
-    """The block macro rows' data of one query's rows (`apply_block`): their maps
+    """The block macro rows' data of one query's rows (`run_segments`): their maps
     BM [rows, 1, lanes]; per state, the block it enters (CSR `blk_ptr` [k + 1], `blk_idx`;
     empty for a state that enters none); and in XFloat, BM's entries scaled per map row
     (`xf_scaled_rows`: BS [rows, 2]; [0, 2] in other rings)."""
@@ -190,12 +191,24 @@ def run_segments(
 ):  # fmt: skip
     """Runs r0..r1-1 (rows bounds[r] to bounds[r + 1] - 1 of run r, sorted by time), each from
     the zero state (`reset`) to its output maps[r] (`finish_run`); `Dl` is scratch of X's shape
-    for the deltas of an equal-timestamp group. A block macro row (`BLOCK`) is alone at its
-    timestamp: the engine cuts a shared run where another row of the query shares one.
+    for the deltas of an equal-timestamp group.
+
+    A block macro row (`BLOCK`) is a run of a shared sub-pattern's events, entered at state s,
+    as one map, alone at its timestamp (the engine cuts a shared run where another row of the
+    query shares one). The block is the states blk_idx[blk_ptr[s]:blk_ptr[s + 1]] (s first, the
+    only one entered from outside it). The run's map was computed once for every query sharing
+    it, over the sub-template SEQ(IN, block) (docs/architecture.md section 10): per channel ch
+    its state ch * (L + 2) + p is IN's input (p = 0: the sum of s's predecessors outside the
+    block, plus the constant at a start), block state p (1..L) or the block's final value
+    (L + 1), and D' = nch * (L + 2) + 1 components in all, row-major at BM[off:off + D' * D']
+    with off = BLOCK - mseg. The block's states take their new values; the final grows by the
+    block's if its last state is an end.
 
     The CPU walks all its runs in one call and the GPU one run per thread: a call that passes
     this many arrays costs about 200 ns on the CPU (numba counts a reference to each on entry
-    and exit), more than a window of a few rows (docs/architecture.md section 2)."""
+    and exit), more than a window of a few rows (docs/architecture.md section 2). For the same
+    reason a block row's steps are written here rather than in a function called per row (a
+    fifth of a block row's cost at L = 10)."""
     nch = W.shape[0]
     D = X.shape[0]
     ncols = X.shape[1]
@@ -209,11 +222,28 @@ def run_segments(
                 j += 1
             if j == i + 1 and mseg[i] == MOVE:
                 move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
-            elif j == i + 1 and mseg[i] <= BLOCK:
-                apply_block(
-                    tag, X, Dl, BLOCK - mseg[i], pos[i], BM, BS, blk_ptr, blk_idx, pred_ptr,
-                    pred_idx, is_start, is_end, nch, k,
-                )  # fmt: skip
+            elif j == i + 1 and mseg[i] <= BLOCK:  # a block macro row, entered at state s
+                s = pos[i]
+                b0 = blk_ptr[s]
+                L = blk_ptr[s + 1] - b0
+                last = blk_idx[b0 + L - 1]
+                for col in range(ncols):
+                    if not scaled_block_terms(
+                        tag, X, Dl, BLOCK - mseg[i], s, BS, b0, L, blk_idx, pred_ptr, pred_idx,
+                        is_start, nch, k, col,
+                    ):  # fmt: skip
+                        block_terms(
+                            tag, X, Dl, BLOCK - mseg[i], s, BM, b0, L, blk_idx, pred_ptr,
+                            pred_idx, is_start, nch, k, col,
+                        )  # fmt: skip
+                    for ch in range(nch):  # the block's states take their new values
+                        for p in range(1, L + 1):
+                            at = ch * (k + 1) + blk_idx[b0 + p - 1]
+                            r_store(tag, X, at, col, r_load(tag, Dl, at, col))
+                        if is_end[last]:  # the final grows by the block's
+                            at = ch * (k + 1) + k
+                            grown = r_add(tag, r_load(tag, X, at, col), r_load(tag, Dl, at, col))
+                            r_store(tag, X, at, col, grown)
             elif j == i + 1:
                 apply_event(
                     tag, X, X, i, pos[i], W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
@@ -241,7 +271,7 @@ def run_segments(
 
 @jitable
 def block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col):
-    """Channel ch's IN of the sub-template (`apply_block`), read from the query's state X: the
+    """Channel ch's IN of the sub-template (`run_segments`), read from the query's state X: the
     entry s's predecessors outside the block, and the constant at a start. (The other inputs
     are the block's states as they are, and the constant.)"""
     base = ch * (k + 1)
@@ -257,40 +287,6 @@ def block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
         if not inside:
             v = r_add(tag, v, r_load(tag, X, base + src, col))
     return v
-
-
-@jitable
-def apply_block(
-    tag, X, Dl, off, s, BM, BS, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start, is_end, nch, k
-):  # fmt: skip
-    """A block macro row: a run of a shared sub-pattern's events, entered at state s, as one map.
-
-    The block is the states blk_idx[blk_ptr[s]:blk_ptr[s + 1]] (s first, the only one entered
-    from outside it). The run's map was computed once for every query sharing it, over the
-    sub-template SEQ(IN, block) (docs/architecture.md section 10): per channel ch its state
-    ch * (L + 2) + p is IN's input (p = 0: the sum of s's predecessors outside the block, plus
-    the constant at a start), block state p (1..L) or the block's final value (L + 1), and
-    D' = nch * (L + 2) + 1 components in all, row-major at BM[off:off + D' * D']. The block's
-    states take their new values; the final grows by the block's if its last state is an end."""
-    b0 = blk_ptr[s]
-    L = blk_ptr[s + 1] - b0
-    stride = k + 1
-    last = blk_idx[b0 + L - 1]
-    for col in range(X.shape[1]):
-        if not scaled_block_terms(
-            tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
-        ):
-            block_terms(
-                tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
-            )
-        for ch in range(nch):
-            for p in range(1, L + 1):
-                at = ch * stride + blk_idx[b0 + p - 1]
-                r_store(tag, X, at, col, r_load(tag, Dl, at, col))
-            if is_end[last]:
-                at = ch * stride + k
-                grown = r_add(tag, r_load(tag, X, at, col), r_load(tag, Dl, at, col))
-                r_store(tag, X, at, col, grown)
 
 
 @jitable
@@ -386,14 +382,14 @@ def xf_block_terms(
             else:
                 v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
             if v[0] != 0.0:
-                x = math.ldexp(v[0], int(v[1] - top))
+                x = xf_scale(v[0], top - v[1])
                 flags |= xf_input_terms(Dl, BS, off + (ch * sd + p) * Dp, x, b0, L, blk_idx,
                                         nch, k, col)  # fmt: skip
                 if flags & XF_DECLINE:
                     return False
     v = r_load(tag, X, cst, col)
     if v[0] != 0.0:
-        x = math.ldexp(v[0], int(v[1] - top))
+        x = xf_scale(v[0], top - v[1])
         flags |= xf_input_terms(Dl, BS, off + (Dp - 1) * Dp, x, b0, L, blk_idx, nch, k, col)
         if flags & XF_DECLINE:
             return False

@@ -11,7 +11,7 @@ run's events over the *sub-template* `SEQ(IN, sub-pattern)`, which the backend c
 segment map (`full`). It depends only on the events, so queries that see the same events there
 (GLORIA's class: same partitions and filters on the sub-pattern's types) and aggregate alike
 share it, and each applies it as one block macro row (gpu_hamlet/core/recursions.py
-`apply_block`): for a transition tran(A, B), IN is the snapshot of A's sum that GLORIA
+`run_segments`): for a transition tran(A, B), IN is the snapshot of A's sum that GLORIA
 propagates. Per run the engine decides whether sharing pays, as HAMLET does per burst.
 """
 
@@ -357,7 +357,7 @@ class SharedStages:
         queries, in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
         shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
         each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
-        column (`apply_block`) and BLOCK_S, plus the class's bookkeeping."""
+        column (`run_segments`) and BLOCK_S, plus the class's bookkeeping."""
         unshared = nq * length * (model.base_s + model.event_s)
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
