@@ -206,7 +206,7 @@ def run_segments(
 
     The CPU walks all its runs in one call and the GPU one run per thread: a call that passes
     this many arrays costs about 200 ns on the CPU (numba counts a reference to each on entry
-    and exit), more than a window of a few rows (docs/architecture.md section 2). For the same
+    and exit), more than a window of a few rows (docs/architecture.md section 3). For the same
     reason a block row's steps are written here rather than in a function called per row (a
     fifth of a block row's cost at L = 10)."""
     nch = W.shape[0]

@@ -189,7 +189,7 @@ def xf_add(a, b):
     smaller one's `ldexp` to the larger (it is 1 times the larger), without a branch on which
     exponent is larger and without a call. Counts grow by bursts, so the exponents of the
     terms differ at random: the branches and `ldexp` made a segment kernel over shared bursts
-    1.9x slower (benchmarks/bench_sharing.py, docs/architecture.md section 2). A scale below
+    1.9x slower (benchmarks/bench_sharing.py, docs/architecture.md section 3). A scale below
     2^-1074 is 0: such a term is below half a unit of the other's last bit, whose mantissa is at
     least 2^-200 (`xf_fix`), so it changed nothing before either."""
     am, ae = a
