@@ -223,18 +223,19 @@ def run_segments(
             if j == i + 1 and mseg[i] == MOVE:
                 move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
             elif j == i + 1 and mseg[i] <= BLOCK:  # a block macro row, entered at state s
+                off = BLOCK - mseg[i]
                 s = pos[i]
                 b0 = blk_ptr[s]
                 L = blk_ptr[s + 1] - b0
                 last = blk_idx[b0 + L - 1]
                 for col in range(ncols):
                     if not scaled_block_terms(
-                        tag, X, Dl, BLOCK - mseg[i], s, BS, b0, L, blk_idx, pred_ptr, pred_idx,
-                        is_start, nch, k, col,
+                        tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
+                        nch, k, col,
                     ):  # fmt: skip
                         block_terms(
-                            tag, X, Dl, BLOCK - mseg[i], s, BM, b0, L, blk_idx, pred_ptr,
-                            pred_idx, is_start, nch, k, col,
+                            tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
+                            nch, k, col,
                         )  # fmt: skip
                     for ch in range(nch):  # the block's states take their new values
                         for p in range(1, L + 1):

@@ -211,9 +211,8 @@ def xf_scale(m, d):
     table, the first at most 2^-200 (exact: the product stays normal), the second rounding
     once, as `ldexp` rounds; beyond 2^-1074 the table's 0 is what `ldexp` rounds to, as |m|
     times the first is below 1."""
-    k = d if d < 2000.0 else 2000.0
-    first = k if k < 200.0 else 200.0
-    rest = k - first if k - first < 1099.0 else 1099.0
+    first = d if d < 200.0 else 200.0
+    rest = d - first if d - first < 1099.0 else 1099.0
     return f_mul(f_mul(m, _POW2[int(first)]), _POW2[int(rest)])
 
 
