@@ -158,6 +158,8 @@ class QueryRows:
         if not shared:
             self._fill.update(macro_src=-1, macro_seg=-1, macro=False)
         self._runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._layout: tuple | None = None  # `_macro_layout`
+        self._runs_mu: dict[tuple[str, int], np.ndarray] = {}  # runs' MU per ring (`_weights`)
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
         self.maps = maps
@@ -351,47 +353,73 @@ class QueryRows:
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
         """Event weights [channels, rows, lanes], and the macro rows' coefficients: (MU, K, and
         the row's index into them or -1), one entry per macro row of a burst source, then the
-        basis responses of each window source (`_window_layout`)."""
-        labels = self.label
-        if self.sources or self._runs is not None:  # macro rows weigh by their coefficients
-            labels = np.where(self.macro | self.run_macro, -1, self.label)
+        basis responses of each window source (`_window_layout`). What does not depend on the
+        ring (`_macro_layout`) is made once: a bigint call asks for every pass of primes."""
+        labels, mseg, lens, bursts = self._macro_layout()
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
         mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
         ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
-        mseg = self.kind.copy()
-        offset = 0
         # Macro rows read K only for the weighted channels (ch > 0); window sources read it all.
         need_k = len(channels) > 1 or any(isinstance(sb, SharedWindows) for sb in self.sources)
         if self._runs is not None:  # collapsed runs: MU = b, K = the ring sum of their weights
             rows, run_labels, starts = self._runs
-            mus.append(ring_integers(ring, p, np.diff(np.r_[starts, rows.shape[0]])))
+            key = (ring, p if lens.max() >= 2**30 else 0)  # the same for every prime > 2^30
+            if key not in self._runs_mu:
+                self._runs_mu[key] = ring_integers(ring, p, lens)
+            mus.append(self._runs_mu[key])
             if need_k:
                 Wr = self.attrs.weights(ring, channels, rows, run_labels, self.tpl.labels, p)
                 vals = np.ascontiguousarray(as_array(Wr).transpose(1, 0, 2))
                 ks.append(self.be.reduce_sorted(ring, vals, starts, p))
-            at = np.flatnonzero(self.run_macro)
-            mseg[at] = np.arange(at.size)
-            offset = at.size
-        for s_i, sb in enumerate(self.sources):
-            at = np.flatnonzero(self.macro_src == s_i)
-            if at.size and isinstance(sb, SharedBursts):
-                mu, K = sb.coefficients(ring, p, channels, self.macro_seg[at])
-                mseg[at] = offset + np.arange(at.size)
-                mus.append(mu)
-                if need_k:
-                    ks.append(K)
-                offset += at.size
+        for sb, segs in bursts:
+            mu, K = sb.coefficients(ring, p, channels, segs)
+            mus.append(mu)
+            if need_k:
+                ks.append(K)
         for sb in self.sources:
             if isinstance(sb, SharedWindows) and sb.nshared:
                 ks.append(sb.responses(ring, p, channels))
+        blocks = None
+        if any(isinstance(sb, SharedStages) for sb in self.sources):
+            mseg = mseg.copy()  # numbered per ring, below
+            blocks = self._blocks(ring, channels, p, mseg)
         return (
             W,
-            np.concatenate(mus),
-            np.concatenate(ks),
+            mus[1] if len(mus) == 2 else np.concatenate(mus),
+            ks[1] if len(ks) == 2 else np.concatenate(ks),
             mseg,
-            self._blocks(ring, channels, p, mseg),
+            blocks,
         )
+
+    def _macro_layout(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[SharedBursts, np.ndarray]]]:
+        """The rows' labels for weights (-1 on macro rows, which weigh by their coefficients),
+        each row's index into MU and K (`_weights`; -1 on an event row), the collapsed runs'
+        lengths, and per burst source with macro rows the bursts they stand for: once per
+        query, after the rows are final."""
+        if self._layout is None:
+            labels = self.label
+            if self.sources or self._runs is not None:
+                labels = np.where(self.macro | self.run_macro, -1, self.label)
+            mseg = self.kind.copy()
+            offset = 0
+            lens = np.zeros(0, np.int64)
+            if self._runs is not None:
+                lens = np.diff(np.r_[self._runs[2], self._runs[0].shape[0]])
+                at = np.flatnonzero(self.run_macro)
+                mseg[at] = np.arange(at.size)
+                offset = at.size
+            bursts = []
+            for s_i, sb in enumerate(self.sources):
+                at = np.flatnonzero(self.macro_src == s_i)
+                if at.size and isinstance(sb, SharedBursts):
+                    mseg[at] = offset + np.arange(at.size)
+                    offset += at.size
+                    bursts.append((sb, self.macro_seg[at]))
+            self._layout = labels, mseg, lens, bursts
+        return self._layout
 
     def _blocks(
         self, ring: str, channels: tuple[Channel, ...], p: int, mseg: np.ndarray
