@@ -372,8 +372,8 @@ class QueryRows:
                 Wr = self.attrs.weights(ring, channels, rows, run_labels, self.tpl.labels, p)
                 vals = np.ascontiguousarray(as_array(Wr).transpose(1, 0, 2))
                 ks.append(self.be.reduce_sorted(ring, vals, starts, p))
-        for sb, segs in bursts:
-            mu, K = sb.coefficients(ring, p, channels, segs)
+        for burst_src, segs in bursts:
+            mu, K = burst_src.coefficients(ring, p, channels, segs)
             mus.append(mu)
             if need_k:
                 ks.append(K)
