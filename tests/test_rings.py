@@ -111,6 +111,24 @@ def test_vector_lanes_equal_the_exact_residues():
         np.testing.assert_array_equal(A[:, 2], (vals[0] + vals[1]) % p)
 
 
+def test_compiled_lanes_are_vectors():
+    """On the CPU, 'modps' sums, products and zero tests compile to operations on whole LLVM
+    vectors (gpu_hamlet/core/lane_vectors.py), not to 32 scalar ones."""
+    A = np.zeros((2, 3, MODPS_LANES), np.int64)
+    _lane_rows(make_tag("modps", 0), A, np.ones((2, 1, MODPS_LANES), np.int64))
+    code = _lane_rows.inspect_llvm(_lane_rows.signatures[0])
+    vec = f"<{MODPS_LANES} x i64>"
+    assert (
+        f"mul {vec}" in code and f"add {vec}" in code and f"fmul <{MODPS_LANES} x double>" in code
+    )
+    zero = njit(lambda tag, a: r_is_zero(tag, a))
+    tag = make_tag("modps", 0)
+    assert zero(tag, (np.int64(0),) * MODPS_LANES) and not zero(
+        tag, (np.int64(0),) * (MODPS_LANES - 1) + (np.int64(1),)
+    )
+    assert "llvm.vector.reduce.or" in zero.inspect_llvm(zero.signatures[0])
+
+
 def test_residue_passes_cover_the_primes_in_order():
     assert residue_passes(3, lanes=False) == [("modp", p) for p in primes(3)]
     assert residue_passes(MODPS_FROM - 1, lanes=True) == [

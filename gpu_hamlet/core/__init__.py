@@ -2,3 +2,5 @@
 the per-event and per-burst recursions written once for the CPU (numba.njit) and the GPU
 (numba.cuda device functions). Both backends import it; it imports no other layer
 (docs/architecture.md)."""
+
+from gpu_hamlet.core import lane_vectors as lane_vectors  # registers the CPU's SIMD lanes

@@ -1,28 +1,32 @@
 """The 'modps' ring's lane arithmetic as whole vectors on the CPU (docs/architecture.md section 2).
 
-A 'modps' element is a tuple of residues, one per prime (gpu_hamlet/core/rings.py `ModPs`). Lane
-by lane, its sum and product are `lane_add` and `lane_mul`; compiled that way, each lane is scalar
-code, because numba leaves LLVM's SLP vectorizer off (it miscompiled code for numba's users), and
-that vectorizer is what would pack independent lanes into SIMD registers. The intrinsics that
-`lanes_intrinsic` makes (rings.py `lanes_add`, `lanes_mul`) emit the same operations on LLVM
-vectors instead, which LLVM's code generator lowers to the widest SIMD registers the host has
-(scalar code where it has none): the same integer and IEEE operations per lane, hence the same
-bits. On other targets (CUDA, whose threads are the parallelism) they compile the lane function
-lane by lane.
+A 'modps' element is a tuple of residues, one per prime (gpu_hamlet/core/rings.py `ModPs`), and
+its operations are written lane by lane there (`lane_add`, `lane_mul`). Compiled that way each
+lane is scalar code: numba leaves LLVM's SLP vectorizer off (it miscompiled code for numba's
+users), and that is the pass that would pack independent lanes into SIMD registers. Here the
+sum, product and zero test of 'modps' elements are overloaded for the CPU target alone, as
+intrinsics that emit the same operations on LLVM vectors, which LLVM's code generator lowers to
+the widest SIMD registers the host has (scalar code where it has none): the same integer and
+IEEE operations per lane, hence the same bits. numba prefers an overload for the CPU target over
+the generic ones of rings.py, which the CUDA target (whose threads are the parallelism) keeps
+compiling lane by lane. Importing gpu_hamlet.core registers these.
+
+Loads and stores stay lane by lane. As one vector each they made the segment kernel about 2x
+slower in most processes (160 against 75 ns a row) and a little faster in a few: NumPy's arrays
+start 16 or 32 bytes past a 64-byte line, so such vectors straddle lines, the likely cause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from llvmlite import ir
 from numba import types
-from numba.core.cpu import CPUContext
-from numba.extending import intrinsic
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+from gpu_hamlet.core.rings import ModPs, r_add, r_is_zero, r_mul, ring_of
 
 _I64 = ir.IntType(64)
 _F64 = ir.DoubleType()
-_LANE = types.int64(types.int64, types.int64, types.int64)
 
 
 def _vector(builder: ir.IRBuilder, tup: ir.Value, n: int) -> ir.Value:
@@ -32,61 +36,91 @@ def _vector(builder: ir.IRBuilder, tup: ir.Value, n: int) -> ir.Value:
     return vec
 
 
-def _tuple(builder: ir.IRBuilder, vec: ir.Value, ty: ir.Type, n: int) -> ir.Value:
+def _tuple(builder: ir.IRBuilder, vec: ir.Value, ty: ir.Type) -> ir.Value:
     tup = ir.Constant(ty, ir.Undefined)
-    for q in range(n):
+    for q in range(vec.type.count):
         tup = builder.insert_value(tup, builder.extract_element(vec, ir.Constant(_I64, q)), q)
     return tup
 
 
-def _splat(ty: ir.VectorType, value: ir.Constant) -> ir.Constant:
-    return ir.Constant(ty, [value] * ty.count)
+def _splat(ty: ir.VectorType, value: float | int) -> ir.Constant:
+    return ir.Constant(ty, [ir.Constant(ty.element, value)] * ty.count)
 
 
-def vector_add(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, p: ir.Value) -> ir.Value:
-    """`lane_add` on vectors."""
-    s = builder.add(a, b)
-    return builder.select(builder.icmp_signed(">=", s, p), builder.sub(s, p), s)
+def _lanes(ty: types.Type, n: int) -> bool:
+    return isinstance(ty, types.UniTuple) and ty.dtype == types.int64 and ty.count == n
 
 
-def vector_mul(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, p: ir.Value) -> ir.Value:
-    """`lane_mul` on vectors: the quotient from float64, then corrected."""
-    vf = ir.VectorType(_F64, a.type.count)
-    fa, fb, fp = (builder.sitofp(x, vf) for x in (a, b, p))
-    inv = builder.fdiv(_splat(vf, ir.Constant(_F64, 1.0)), fp)
-    q = builder.fptosi(builder.fmul(builder.fmul(fa, fb), inv), a.type)
-    r = builder.sub(builder.mul(a, b), builder.mul(q, p))
-    r = builder.select(builder.icmp_signed("<", r, _splat(a.type, ir.Constant(_I64, 0))),
-                       builder.add(r, p), r)  # fmt: skip
-    return builder.select(builder.icmp_signed(">=", r, p), builder.sub(r, p), r)
+@intrinsic
+def lanes_add(typingctx, a, b, ps):
+    """`lane_add` of every lane: a + b, less p where that reaches p."""
+    if not (isinstance(a, types.UniTuple) and all(_lanes(t, a.count) for t in (a, b, ps))):
+        return None
+
+    def codegen(context, builder, sig, args):
+        va, vb, vp = (_vector(builder, x, a.count) for x in args)
+        s = builder.add(va, vb)
+        s = builder.select(builder.icmp_signed(">=", s, vp), builder.sub(s, vp), s)
+        return _tuple(builder, s, context.get_value_type(sig.return_type))
+
+    return a(a, b, ps), codegen
 
 
-def lanes_intrinsic(vector_op: Callable, lane_fn: Callable) -> Callable:
-    """An intrinsic (a, b, ps) -> a tuple like a whose lane q is lane_fn(a[q], b[q], ps[q]):
-    `vector_op` on LLVM vectors on the CPU, `lane_fn` per lane elsewhere."""
+@intrinsic
+def lanes_mul(typingctx, a, b, ps):
+    """`lane_mul` of every lane: the quotient of a * b by p from float64, then corrected."""
+    if not (isinstance(a, types.UniTuple) and all(_lanes(t, a.count) for t in (a, b, ps))):
+        return None
 
-    def typer(typingctx, a, b, ps):
-        ok = all(
-            isinstance(t, types.UniTuple) and t.dtype == types.int64 and t.count == a.count
-            for t in (a, b, ps)
-        ) if isinstance(a, types.UniTuple) else False  # fmt: skip
-        if not ok:
-            return None
+    def codegen(context, builder, sig, args):
+        va, vb, vp = (_vector(builder, x, a.count) for x in args)
+        vf = ir.VectorType(_F64, a.count)
+        fa, fb, fp = (builder.sitofp(x, vf) for x in (va, vb, vp))
+        inv = builder.fdiv(_splat(vf, 1.0), fp)
+        q = builder.fptosi(builder.fmul(builder.fmul(fa, fb), inv), va.type)
+        r = builder.sub(builder.mul(va, vb), builder.mul(q, vp))
+        below = builder.icmp_signed("<", r, _splat(va.type, 0))
+        r = builder.select(below, builder.add(r, vp), r)
+        r = builder.select(builder.icmp_signed(">=", r, vp), builder.sub(r, vp), r)
+        return _tuple(builder, r, context.get_value_type(sig.return_type))
 
-        def codegen(context, builder, sig, args):
-            n = sig.return_type.count
-            ty = context.get_value_type(sig.return_type)
-            if isinstance(context, CPUContext):
-                vecs = [_vector(builder, x, n) for x in args]
-                return _tuple(builder, vector_op(builder, *vecs), ty, n)
-            out = ir.Constant(ty, ir.Undefined)
-            for q in range(n):
-                each = [builder.extract_value(x, q) for x in args]
-                out = builder.insert_value(
-                    out, context.compile_internal(builder, lane_fn, _LANE, each), q
-                )
-            return out
+    return a(a, b, ps), codegen
 
-        return a(a, b, ps), codegen
 
-    return intrinsic(typer)
+@intrinsic
+def lanes_is_zero(typingctx, a):
+    """Whether every lane is 0: one OR over the vector."""
+    if not (isinstance(a, types.UniTuple) and _lanes(a, a.count)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vec = _vector(builder, args[0], a.count)
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(_I64, [vec.type]),
+            f"llvm.vector.reduce.or.v{a.count}i64",
+        )
+        return builder.icmp_signed("==", builder.call(fn, [vec]), ir.Constant(_I64, 0))
+
+    return types.boolean(a), codegen
+
+
+@overload(r_add, target="cpu")
+def _cpu_add(tag, a, b):
+    if ring_of(tag) is ModPs:
+        return lambda tag, a, b: lanes_add(a, b, tag.ps)
+    return None
+
+
+@overload(r_mul, target="cpu")
+def _cpu_mul(tag, a, b):
+    if ring_of(tag) is ModPs:
+        return lambda tag, a, b: lanes_mul(a, b, tag.ps)
+    return None
+
+
+@overload(r_is_zero, target="cpu")
+def _cpu_is_zero(tag, a):
+    if ring_of(tag) is ModPs:
+        return lambda tag, a: lanes_is_zero(a)
+    return None

@@ -37,7 +37,6 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from gpu_hamlet.core.lane_vectors import lanes_intrinsic, vector_add, vector_mul
 from gpu_hamlet.core.numeric import primes
 
 _BIG = 2.0**200
@@ -288,12 +287,6 @@ def lane_mul(a, b, p):
     return r - p if r >= p else r
 
 
-#: `lane_add` and `lane_mul` over every lane of a 'modps' element at once: SIMD on the CPU
-#: (gpu_hamlet/core/lane_vectors.py), lane by lane elsewhere.
-lanes_add = lanes_intrinsic(vector_add, lane_add)
-lanes_mul = lanes_intrinsic(vector_mul, lane_mul)
-
-
 # (min() on integers does not compile for the CUDA target: comparisons do the same)
 @jitable
 def mr_add(a, b):
@@ -393,12 +386,20 @@ def _lanes(op: str, lanes: int) -> Callable:
     body = {
         "zero": ("tag", "return (" + "".join("np.int64(0), " for _ in each) + ")"),
         "one": ("tag", "return (" + "".join("np.int64(1), " for _ in each) + ")"),
+        "add": (
+            "tag, a, b",
+            "return (" + "".join(f"lane_add(a[{q}], b[{q}], tag.ps[{q}]), " for q in each) + ")",
+        ),
+        "mul": (
+            "tag, a, b",
+            "return (" + "".join(f"lane_mul(a[{q}], b[{q}], tag.ps[{q}]), " for q in each) + ")",
+        ),
         "is_zero": ("tag, a", "return (" + " | ".join(f"a[{q}]" for q in each) + ") == 0"),
         "load": ("tag, X, i, j", "return (" + "".join(f"X[i, j, {q}], " for q in each) + ")"),
         "store": ("tag, X, i, j, v", "; ".join(f"X[i, j, {q}] = v[{q}]" for q in each)),
     }
     args, code = body[op]
-    scope: dict[str, Any] = {"np": np}
+    scope: dict[str, Any] = {"np": np, "lane_add": lane_add, "lane_mul": lane_mul}
     exec(f"def {op}({args}):\n    {code}\n", scope)  # noqa: S102 - fixed text, no input
     fn: Callable = scope[op]
     return fn
@@ -444,7 +445,7 @@ def _ov_add(tag, a, b):
     if ring is ModP:
         return lambda tag, a, b: mp_add(a, b, tag.p)
     if ring is ModPs:
-        return lambda tag, a, b: lanes_add(a, b, tag.ps)
+        return _lanes("add", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag, a, b: mr_add(a, b)
     return None
@@ -458,7 +459,7 @@ def _ov_mul(tag, a, b):
     if ring is ModP:
         return lambda tag, a, b: mp_mul(a, b, tag.p)
     if ring is ModPs:
-        return lambda tag, a, b: lanes_mul(a, b, tag.ps)
+        return _lanes("mul", _modps_lanes(tag))
     if ring is MinReach:
         return lambda tag, a, b: mr_mul(a, b)
     return None

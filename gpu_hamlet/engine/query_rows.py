@@ -159,7 +159,7 @@ class QueryRows:
             self._fill.update(macro_src=-1, macro_seg=-1, macro=False)
         self._runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._layout: tuple | None = None  # `_macro_layout`
-        self._runs_mu: dict[tuple[str, int], np.ndarray] = {}  # runs' MU per ring (`_weights`)
+        self._mus: dict[tuple[str, int], np.ndarray] = {}  # MU per ring (`_mu`)
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
         self.gid = keys.gid[qidx]
         self.maps = maps
@@ -358,24 +358,20 @@ class QueryRows:
         labels, mseg, lens, bursts = self._macro_layout()
         W = self.attrs.weights(ring, channels, self.rows, labels, self.tpl.labels, p)
         dtype, lanes = layout(ring)
-        mus: list[np.ndarray] = [np.zeros((0, 1, lanes), dtype)]
         ks: list[np.ndarray] = [np.zeros((0, len(channels), lanes), dtype)]
         # Macro rows read K only for the weighted channels (ch > 0); window sources read it all.
         need_k = len(channels) > 1 or any(isinstance(sb, SharedWindows) for sb in self.sources)
-        if self._runs is not None:  # collapsed runs: MU = b, K = the ring sum of their weights
+        MU = self._mu(ring, p, lens, sum(segs.shape[0] for _, segs in bursts))
+        if self._runs is not None and need_k:  # collapsed runs: K = the ring sum of weights
             rows, run_labels, starts = self._runs
-            key = (ring, p if lens.max() >= 2**30 else 0)  # the same for every prime > 2^30
-            if key not in self._runs_mu:
-                self._runs_mu[key] = ring_integers(ring, p, lens)
-            mus.append(self._runs_mu[key])
-            if need_k:
-                Wr = self.attrs.weights(ring, channels, rows, run_labels, self.tpl.labels, p)
-                vals = np.ascontiguousarray(as_array(Wr).transpose(1, 0, 2))
-                ks.append(self.be.reduce_sorted(ring, vals, starts, p))
+            Wr = self.attrs.weights(ring, channels, rows, run_labels, self.tpl.labels, p)
+            vals = np.ascontiguousarray(as_array(Wr).transpose(1, 0, 2))
+            ks.append(self.be.reduce_sorted(ring, vals, starts, p))
+        at = lens.shape[0]
         for burst_src, segs in bursts:
-            mu, K = burst_src.coefficients(ring, p, channels, segs)
-            mus.append(mu)
-            if need_k:
+            K = burst_src.coefficients(ring, p, channels, segs, MU[at : at + segs.shape[0]], need_k)
+            at += segs.shape[0]
+            if K is not None:
                 ks.append(K)
         for sb in self.sources:
             if isinstance(sb, SharedWindows) and sb.nshared:
@@ -384,13 +380,22 @@ class QueryRows:
         if any(isinstance(sb, SharedStages) for sb in self.sources):
             mseg = mseg.copy()  # numbered per ring, below
             blocks = self._blocks(ring, channels, p, mseg)
-        return (
-            W,
-            mus[1] if len(mus) == 2 else np.concatenate(mus),
-            ks[1] if len(ks) == 2 else np.concatenate(ks),
-            mseg,
-            blocks,
-        )
+        return W, MU, ks[1] if len(ks) == 2 else np.concatenate(ks), mseg, blocks
+
+    def _mu(self, ring: str, p: int, lens: np.ndarray, nburst: int) -> np.ndarray:
+        """MU [runs + nburst, 1, lanes]: the collapsed runs' lengths as ring elements, then room
+        for the burst sources' MU. Kept per ring, the runs' part written once: the passes of a
+        bigint call run one after another, and their lengths are the same residues for every
+        prime above 2^30 (`ring_integers`)."""
+        key = (ring, p if lens.shape[0] and lens.max() >= 2**30 else 0)
+        if key not in self._mus:
+            dtype, lanes = layout(ring)
+            mu = np.empty((lens.shape[0] + nburst, 1, lanes), dtype)
+            mu[: lens.shape[0]] = ring_integers(ring, p, lens)
+            if key[1]:  # per prime: not kept
+                return mu
+            self._mus[key] = mu
+        return self._mus[key]
 
     def _macro_layout(
         self,
@@ -403,6 +408,7 @@ class QueryRows:
             labels = self.label
             if self.sources or self._runs is not None:
                 labels = np.where(self.macro | self.run_macro, -1, self.label)
+            labels = np.asarray(labels, np.int64)  # (as weights read them)
             mseg = self.kind.copy()
             offset = 0
             lens = np.zeros(0, np.int64)

@@ -564,11 +564,11 @@ class SharedBursts:
         return collapse(bid, np.where(bid >= 0, seg_j[bid], -1))
 
     def coefficients(
-        self, ring: str, param: int, channels: tuple, segs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(MU [len(segs), 1, lanes], K [len(segs), channels, lanes]) of the shared bursts
-        `segs`. Each burst's coefficients are computed once, when a query first needs them:
-        after pruning, queries keep a few of the set's bursts."""
+        self, ring: str, param: int, channels: tuple, segs: np.ndarray, mu: np.ndarray, k: bool
+    ) -> np.ndarray | None:
+        """The shared bursts `segs`' MU into `mu` [len(segs), 1, lanes], and with `k` their K
+        [len(segs), channels, lanes]. Each burst's coefficients are computed once, when a query
+        first needs them: after pruning, queries keep a few of the set's bursts."""
         key = (ring, param, channels)
         if key not in self._coef:
             dtype, lanes = layout(ring)
@@ -591,7 +591,8 @@ class SharedBursts:
                 ring, local, self._set_time[at], W, new.size, param
             )
             done[new] = True
-        return MU.take(segs, axis=0), K.take(segs, axis=0)  # (10x a 3-d fancy index)
+        MU.take(segs, axis=0, out=mu)  # (10x a 3-d fancy index)
+        return K.take(segs, axis=0) if k else None
 
 
 def pending(
