@@ -51,40 +51,42 @@ def _lanes(ty: types.Type, n: int) -> bool:
     return isinstance(ty, types.UniTuple) and ty.dtype == types.int64 and ty.count == n
 
 
-@intrinsic
-def lanes_add(typingctx, a, b, ps):
-    """`lane_add` of every lane: a + b, less p where that reaches p."""
-    if not (isinstance(a, types.UniTuple) and all(_lanes(t, a.count) for t in (a, b, ps))):
-        return None
-
-    def codegen(context, builder, sig, args):
-        va, vb, vp = (_vector(builder, x, a.count) for x in args)
-        s = builder.add(va, vb)
-        s = builder.select(builder.icmp_signed(">=", s, vp), builder.sub(s, vp), s)
-        return _tuple(builder, s, context.get_value_type(sig.return_type))
-
-    return a(a, b, ps), codegen
+def _add(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, p: ir.Value) -> ir.Value:
+    """`lane_add`: a + b, less p where that reaches p."""
+    s = builder.add(a, b)
+    return builder.select(builder.icmp_signed(">=", s, p), builder.sub(s, p), s)
 
 
-@intrinsic
-def lanes_mul(typingctx, a, b, ps):
-    """`lane_mul` of every lane: the quotient of a * b by p from float64, then corrected."""
-    if not (isinstance(a, types.UniTuple) and all(_lanes(t, a.count) for t in (a, b, ps))):
-        return None
+def _mul(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, p: ir.Value) -> ir.Value:
+    """`lane_mul`: the quotient of a * b by p from float64, then corrected."""
+    vf = ir.VectorType(_F64, a.type.count)
+    fa, fb, fp = (builder.sitofp(x, vf) for x in (a, b, p))
+    q = builder.fptosi(
+        builder.fmul(builder.fmul(fa, fb), builder.fdiv(_splat(vf, 1.0), fp)), a.type
+    )
+    r = builder.sub(builder.mul(a, b), builder.mul(q, p))
+    r = builder.select(builder.icmp_signed("<", r, _splat(a.type, 0)), builder.add(r, p), r)
+    return builder.select(builder.icmp_signed(">=", r, p), builder.sub(r, p), r)
 
-    def codegen(context, builder, sig, args):
-        va, vb, vp = (_vector(builder, x, a.count) for x in args)
-        vf = ir.VectorType(_F64, a.count)
-        fa, fb, fp = (builder.sitofp(x, vf) for x in (va, vb, vp))
-        inv = builder.fdiv(_splat(vf, 1.0), fp)
-        q = builder.fptosi(builder.fmul(builder.fmul(fa, fb), inv), va.type)
-        r = builder.sub(builder.mul(va, vb), builder.mul(q, vp))
-        below = builder.icmp_signed("<", r, _splat(va.type, 0))
-        r = builder.select(below, builder.add(r, vp), r)
-        r = builder.select(builder.icmp_signed(">=", r, vp), builder.sub(r, vp), r)
-        return _tuple(builder, r, context.get_value_type(sig.return_type))
 
-    return a(a, b, ps), codegen
+def _lane_op(op):
+    """An intrinsic (a, b, ps) -> a tuple like a: `op` on the vectors of the three tuples."""
+
+    def typer(typingctx, a, b, ps):
+        if not (isinstance(a, types.UniTuple) and all(_lanes(t, a.count) for t in (a, b, ps))):
+            return None
+
+        def codegen(context, builder, sig, args):
+            va, vb, vp = (_vector(builder, x, a.count) for x in args)
+            return _tuple(builder, op(builder, va, vb, vp), context.get_value_type(sig.return_type))
+
+        return a(a, b, ps), codegen
+
+    return intrinsic(typer)
+
+
+lanes_add = _lane_op(_add)
+lanes_mul = _lane_op(_mul)
 
 
 @intrinsic
