@@ -15,6 +15,7 @@ from gpu_hamlet import parse_workload
 from gpu_hamlet.engine.plan_search import (
     CPU_PLAN_COSTS,
     SEARCHES,
+    SearchSpace,
     StreamStats,
     _Pools,
     find_plan,
@@ -137,6 +138,46 @@ def test_searched_plan_is_the_cheapest_choice_of_candidates(case):
         else:
             assert plans[s].cost >= best * (1 - 1e-12)
     assert plans["greedy"].cost >= best * (1 - 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads(), workloads())
+def test_a_kept_search_space_finds_the_plan_of_a_fresh_one(case, other):
+    """A workload's search space, kept across calls whose statistics differ (stage_sharing.py
+    keeps one per workload), gives the plan a fresh search gives, in every search."""
+    text, stream = case
+    template = TransitionTemplate.of(parse_workload(text))
+    space = SearchSpace(template)
+    for events in (stream, other[1], stream, list(reversed(stream))):
+        stats = StreamStats.of(events)
+        for s in SEARCHES:
+            kept = find_plan(template, stats, search=s, space=space)
+            fresh = find_plan(template, stats, search=s)
+            assert (kept.nodes, kept.cost, kept.exact) == (fresh.nodes, fresh.cost, fresh.exact)
+
+
+def test_a_kleene_cycle_shares_the_classes_that_pay_and_a_kept_space_follows_them():
+    """Of a Kleene cycle's classes, the plan shares those whose runs are long among their
+    queries' types; which those are depends on the stream, so a search space kept from a stream
+    where one class pays gives, on a stream where the other does, the fresh search's plan."""
+    text = ";".join(
+        [f"a{i}: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, D) WITHIN 1 min" for i in range(8)]
+        + [
+            f"b{i}: RETURN COUNT(*) PATTERN SEQ(B, SEQ(P, T)+, E) WHERE P.v > 1 WITHIN 1 min"
+            for i in range(8)
+        ]
+    )
+    template = TransitionTemplate.of(parse_workload(text))
+    space = SearchSpace(template)
+    # P, T runs that one class's types cut after every pair and the other's do not see
+    for cut, end, paying in (("B", "E", "a"), ("A", "D", "b")):
+        stats = StreamStats.of((["A", "B"] + ["P", "T", cut] * 300 + [end]) * 5)
+        kept = find_plan(template, stats, space=space)
+        fresh = find_plan(template, stats)
+        assert {b.queries for b in fresh.nodes["SEQ(P, T)+"]} == {
+            frozenset(f"{paying}{i}" for i in range(8))
+        }
+        assert (kept.nodes, kept.cost) == (fresh.nodes, fresh.cost)
 
 
 @settings(max_examples=100, deadline=None)

@@ -192,19 +192,50 @@ def _shared(node: Node) -> frozenset[str]:
     return frozenset().union(*(b.queries for b in node)) if node else frozenset()
 
 
+class SearchSpace:
+    """What the search derives from the template alone: the Q-sets that may share each pool, the
+    offers between pools and the candidate nodes. Only the costs depend on the statistics, so a
+    workload keeps one space across calls (stage_sharing.py `shareable_stages`) and a warm call
+    re-costs its candidates without generating them again."""
+
+    #: Candidate lists kept, one per choice of the Kleene classes that pay (`_Pools.paying`).
+    KEPT = 8
+
+    def __init__(self, template: TransitionTemplate):
+        self.template = template
+        self.groups: dict[tuple[str, frozenset[str]], tuple[frozenset[str], ...]] = {}
+        self.arrivals: dict[tuple[str, str | None], frozenset[str]] = {}
+        self.offered: dict[tuple[str, str, Node], frozenset[frozenset[str]]] = {}
+        self.reused: dict[tuple[Node, str], frozenset[frozenset[str]]] = {}
+        # per choice of paying Kleene classes: the candidates, and what the search derives
+        # from them alone (`_Pools.signatures`, `_Pools.forest`)
+        self.candidates: dict[tuple[Node, ...], tuple[dict[str, list[Node]], dict]] = {}
+
+
 class _Pools:
     """The template with its statistics and costs: node generation and node costs."""
 
-    def __init__(self, template: TransitionTemplate, stats: StreamStats, costs: PlanCosts):
+    def __init__(
+        self,
+        template: TransitionTemplate,
+        stats: StreamStats,
+        costs: PlanCosts,
+        space: SearchSpace | None = None,
+    ):
+        if space is None or space.template is not template:
+            space = SearchSpace(template)
         self.t = template
         self.stats = stats
         self.costs = costs
+        self.space = space
         self.by_key = {p.key: p for p in template.pools}
         self._cost: dict[tuple[str, Node], float] = {}
-        self._groups: dict[tuple[str, frozenset[str]], tuple[frozenset[str], ...]] = {}
-        self._arrivals: dict[tuple[str, str | None], frozenset[str]] = {}
-        self._offered: dict[tuple[str, str, Node], frozenset[frozenset[str]]] = {}
-        self._reused: dict[tuple[Node, str], frozenset[frozenset[str]]] = {}
+        self._cost_of_block: dict[tuple[str, Block], float] = {}
+        self._groups = space.groups
+        self._arrivals = space.arrivals
+        self._offered = space.offered
+        self._reused = space.reused
+        self._derived: dict = {}
 
     def cost(self, pool: Pool, node: Node) -> float:
         key = (pool.key, node)
@@ -217,14 +248,19 @@ class _Pools:
         return count * self.stats.n(pool.types) * self.costs.row_s
 
     def _node_cost(self, pool: Pool, node: Node) -> float:
-        c = self.costs
-        n = self.stats.n(pool.types)
-        total = self.alone(pool, len(pool.queries) - len(_shared(node)))
-        for b in node:
-            total += n * c.coef_s
+        # (A node's blocks are disjoint Q-sets: each takes its queries off those alone.)
+        return self.alone(pool, len(pool.queries)) + sum(self._block_cost(pool, b) for b in node)
+
+    def _block_cost(self, pool: Pool, b: Block) -> float:
+        """What block `b` adds to the pool's cost, less what its queries cost alone."""
+        key = (pool.key, b)
+        if key not in self._cost_of_block:
+            c = self.costs
+            total = self.stats.n(pool.types) * c.coef_s - self.alone(pool, len(b.queries))
             if b.reuse is None:
                 total += self.snapshots(pool, b) * (c.class_s + len(b.queries) * c.resolve_s)
-        return total
+            self._cost_of_block[key] = total
+        return self._cost_of_block[key]
 
     def snapshots(self, pool: Pool, b: Block) -> float:
         if pool.kind == "start":
@@ -260,22 +296,86 @@ class _Pools:
             )
         return self._offered[key]
 
+    def merged(self, pool: Pool) -> Node:
+        """GLORIA's Merging: every group of the pool's queries that may share it, one block."""
+        return frozenset(Block(g) for g in self.groups(pool, frozenset(pool.queries)))
+
+    def paying(self, pool: Pool) -> Node:
+        """The blocks of a Kleene pool's merged node that cost less shared than alone."""
+        return frozenset(b for b in self.merged(pool) if self._block_cost(pool, b) < 0)
+
+    def candidates(self) -> dict[str, list[Node]]:
+        """Every pool's candidate nodes (`generate`, in topological order). Only the Kleene
+        pools' depend on the statistics (which of their classes pay), so the search space keeps
+        them per choice of those."""
+        key = tuple(self.paying(p) for p in self.t.pools if p.kind == "kleene")
+        kept = self.space.candidates
+        if key not in kept:
+            cands: dict[str, list[Node]] = {}
+            for pool in self.t.pools:
+                cands[pool.key] = self.generate(pool, cands)
+            if len(kept) >= SearchSpace.KEPT:
+                del kept[next(iter(kept))]
+            kept[key] = (cands, {})
+        cands, self._derived = kept[key]
+        return cands
+
+    def signatures(self, key: str, other: str, nodes: list[Node]) -> tuple[list[int], list[int]]:
+        """Per candidate of pool `key` (`nodes`, from `candidates`), the index of what the
+        neighbouring pool `other` sees of it: the Q-sets it needs from `other` and offers it.
+        The search treats candidates that look alike there alike. Also one candidate per index."""
+        if (key, other) not in self._derived:
+            ids: dict[tuple, int] = {}
+            of: list[int] = []
+            reps: list[int] = []
+            to = self.by_key[other]
+            for i, n in enumerate(nodes):
+                sig = (self.needs(n, other), self.offered(to, key, n))
+                if sig not in ids:
+                    ids[sig] = len(reps)
+                    reps.append(i)
+                of.append(ids[sig])
+            self._derived[(key, other)] = (of, reps)
+        return self._derived[(key, other)]
+
+    def forest(self, cands: dict[str, list[Node]]) -> tuple[dict[str, set[str]], bool]:
+        """The ties between pools that the candidates' reuse blocks make, as a forest (neighbours
+        per pool), and whether that is all of them (no tie closed a cycle)."""
+        if "forest" in self._derived:
+            return self._derived["forest"]
+        ties = {(b.reuse, p.key) for p in self.t.pools for n in cands[p.key] for b in n if b.reuse}
+        parent = {p.key: p.key for p in self.t.pools}
+
+        def root(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        tree: dict[str, set[str]] = {p.key: set() for p in self.t.pools}
+        exact = True
+        for a, b in sorted(ties):
+            ra, rb = root(a), root(b)
+            if ra == rb:
+                exact = False  # closes a cycle: searched without it, repaired below
+                continue
+            parent[ra] = rb
+            tree[a].add(b)
+            tree[b].add(a)
+        self._derived["forest"] = (tree, exact)
+        return tree, exact
+
     def generate(self, pool: Pool, before: dict[str, list[Node]]) -> list[Node]:
         """Section 5.1's principles, per group of queries arriving from one pool (a part), then
         every combination of the parts; Merging over all of the pool's queries; not sharing.
         A Kleene cycle is shared whole with fresh snapshots (section 6), or not.
         Queries arriving from a pool not generated yet (queries ordering pools in a cycle) share
         only with fresh snapshots."""
-        merged = frozenset(Block(g) for g in self.groups(pool, frozenset(pool.queries)))
+        merged = self.merged(pool)
         if pool.kind == "kleene":
             # Path generation principle (section 6): the cycle is shared whole or not at all,
             # here per class of queries that may share it: all, none, or those where it pays.
-            paying = frozenset(
-                b
-                for b in merged
-                if self.cost(pool, frozenset({b})) < self.alone(pool, len(b.queries))
-            )
-            return list({frozenset(), merged, paying})
+            return list({frozenset(), merged, self.paying(pool)})
         arrivals: dict[str | None, list[str]] = {}
         for q in pool.queries:
             arrivals.setdefault(pool.prev[q], []).append(q)
@@ -296,12 +396,16 @@ class _Pools:
         nodes.add(merged)  # merging
         return list(nodes)
 
-    def fits(self, pool: Pool, node: Node, src: str, before: Node) -> bool:
-        """Whether `node`'s blocks that continue from pool `src` find their Q-sets there."""
+    def needs(self, node: Node, src: str) -> frozenset[frozenset[str]]:
+        """The Q-sets that `node`'s blocks continue from pool `src`."""
         key = (node, src)
         if key not in self._reused:  # the search asks each node this of many candidates
             self._reused[key] = frozenset(b.queries for b in node if b.reuse == src)
-        need = self._reused[key]
+        return self._reused[key]
+
+    def fits(self, pool: Pool, node: Node, src: str, before: Node) -> bool:
+        """Whether `node`'s blocks that continue from pool `src` find their Q-sets there."""
+        need = self.needs(node, src)
         return not need or need <= self.offered(pool, src, before)
 
 
@@ -310,11 +414,13 @@ def find_plan(
     stats: StreamStats,
     costs: PlanCosts = CPU_PLAN_COSTS,
     search: str = "gloria",
+    space: SearchSpace | None = None,
 ) -> SharingPlan:
-    """The workload sharing plan of `search` ('gloria', 'greedy' or 'noprune')."""
+    """The workload sharing plan of `search` ('gloria', 'greedy' or 'noprune'); `space` is the
+    template's search space kept from earlier calls, if any."""
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {', '.join(map(repr, SEARCHES))}, not {search!r}")
-    pools = _Pools(template, stats, costs)
+    pools = _Pools(template, stats, costs, space)
     nonshared = sum(pools.alone(p, len(p.queries)) for p in template.pools)
     if search == "greedy":
         nodes = _greedy(pools)
@@ -322,9 +428,7 @@ def find_plan(
         return SharingPlan(
             search, template, nodes, total, nonshared, False, len(nodes), stats.source
         )
-    cands: dict[str, list[Node]] = {}
-    for pool in template.pools:
-        cands[pool.key] = pools.generate(pool, cands)
+    cands = pools.candidates()
     nodes, exact, count = _min_sum(pools, cands, prune=search == "gloria")
     if not exact:  # ties closed a cycle: improve the repaired plan, and Greedy's, pool by pool
         nodes = min(
@@ -377,26 +481,7 @@ def _min_sum(
     GLORIA's node pruning (section 5.2): of the candidates that look alike from the pool the
     search goes on to (the same Q-sets offered to it, the same ones needed from it), only the one
     with the least distance so far is kept."""
-    ties = {(b.reuse, p.key) for p in pools.t.pools for n in cands[p.key] for b in n if b.reuse}
-    parent = {p.key: p.key for p in pools.t.pools}
-
-    def root(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    tree: dict[str, set[str]] = {p.key: set() for p in pools.t.pools}
-    exact = True
-    for a, b in sorted(ties):
-        ra, rb = root(a), root(b)
-        if ra == rb:
-            exact = False  # closes a cycle: searched without it, repaired below
-            continue
-        parent[ra] = rb
-        tree[a].add(b)
-        tree[b].add(a)
-
+    tree, exact = pools.forest(cands)
     chosen: dict[str, Node] = {}
     kept = 0
     seen: set[str] = set()
@@ -420,10 +505,13 @@ def _min_sum(
             picks = {}
             for child in tree[key] - {up}:
                 by_cost = sorted(range(len(best[child])), key=best[child].__getitem__)
-                arg = [
-                    _best_child(pools, key, n, child, live[child], best[child], by_cost)
-                    for n in nodes
+                # A node's best child depends only on what the child sees of it.
+                of, reps = pools.signatures(key, child, nodes)
+                found = [
+                    _best_child(pools, key, nodes[r], child, live[child], best[child], by_cost)
+                    for r in reps
                 ]
+                arg = [found[i] for i in of]
                 picks[child] = arg
                 vals = [
                     v + (best[child][i] if i >= 0 else math.inf)
@@ -431,9 +519,8 @@ def _min_sum(
                 ]
             keep = list(range(len(nodes)))
             if prune and up is not None:
-                least: dict[tuple, int] = {}
-                for i, n in enumerate(nodes):
-                    sig = (_offers(pools, key, n, up), frozenset(b for b in n if b.reuse == up))
+                least: dict[int, int] = {}
+                for i, sig in enumerate(pools.signatures(key, up, nodes)[0]):
                     if sig not in least or vals[i] < vals[least[sig]]:
                         least[sig] = i
                 keep = sorted(least.values())
@@ -451,11 +538,6 @@ def _min_sum(
                 (child, pick[(key, child)][i]) for child in tree[key] if (key, child) in pick
             )
     return _repair(pools, chosen), exact, kept
-
-
-def _offers(pools: _Pools, key: str, node: Node, to: str) -> frozenset[frozenset[str]]:
-    """The Q-sets `node` of pool `key` offers to pool `to` for reuse."""
-    return pools.offered(pools.by_key[to], key, node)
 
 
 def _best_child(

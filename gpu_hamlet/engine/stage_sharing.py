@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from math import gcd
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
-from gpu_hamlet.engine.plan_search import SharingPlan, StreamStats, find_plan
+from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.pruning import rows_may_complete
 from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse, pending
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
@@ -89,13 +90,24 @@ IN_TYPE = "IN"
 Body = tuple[PatternElement | Seq, ...]
 
 
+class Shareable(NamedTuple):
+    """What `stage_plan` needs of a workload before it looks at the events."""
+
+    template: TransitionTemplate
+    #: (pool, classes of two or more queries that could share it)
+    pools: tuple[tuple[Pool, list[tuple[str, ...]]], ...]
+    #: every stretch of consecutive shareable pools that two or more queries take, with them
+    stretches: dict[tuple[Pool, ...], tuple[str, ...]]
+    #: GLORIA's search space of the template, kept across calls
+    space: SearchSpace
+
+
 @functools.lru_cache(maxsize=64)
-def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, tuple]:
-    """GLORIA's template of the workload, and its pools that a Q-set may execute shared, as
-    (pool, classes of two or more queries that could share it): SEQ transitions (`start`,
-    `tran`) and Kleene cycles of two or more types. A one-type Kleene pool is HAMLET's burst
-    (engine/sharing.py), shared burst by burst there. Cached per workload, as its plans are
-    (evaluate.py `_compiled`): every `dynamic` call asks."""
+def shareable_stages(workload: Workload) -> Shareable:
+    """GLORIA's template of the workload, and its pools that a Q-set may execute shared: SEQ
+    transitions (`start`, `tran`) and Kleene cycles of two or more types. A one-type Kleene pool
+    is HAMLET's burst (engine/sharing.py), shared burst by burst there. Cached per workload, as
+    its plans are (evaluate.py `_compiled`): every `dynamic` call asks."""
     template = TransitionTemplate.of(workload)
     out = []
     for pool in template.pools:
@@ -107,7 +119,8 @@ def shareable_stages(workload: Workload) -> tuple[TransitionTemplate, tuple]:
         groups = [tuple(g) for g in classes.values() if len(g) >= 2]
         if groups:
             out.append((pool, groups))
-    return template, tuple(out)
+    pools = tuple(out)
+    return Shareable(template, pools, _stretches(template, pools), SearchSpace(template))
 
 
 def stage_plan(
@@ -119,7 +132,7 @@ def stage_plan(
     (None) when neither a pool shared by its whole class nor a stretch of pools that queries
     have in common could pay for its bookkeeping and the search: then only HAMLET's bursts run
     shared."""
-    template, pools = shareable_stages(workload)
+    template, pools, stretches, space = shareable_stages(workload)
     if not pools:
         return None, []
     codes = ev.type_codes[:SAMPLE]
@@ -153,11 +166,10 @@ def stage_plan(
     # search's own least cost is for the whole stream: on the sample, its share.
     floor = MIN_GAIN + SEARCH_S * len(pools) * codes.shape[0] / max(ev.type_codes.shape[0], 1)
     if all(gain(pool.types, g) <= floor for pool, groups in pools for g in groups) and all(
-        gain(types_of(chain), names) <= floor
-        for chain, names in _stretches(template, pools).items()
+        gain(types_of(chain), names) <= floor for chain, names in stretches.items()
     ):
         return None, []
-    plan = find_plan(template, stats)
+    plan = find_plan(template, stats, space=space)
     by_set: dict[tuple[str, ...], list[Pool]] = {}
     for pool, _ in pools:
         for b in plan.nodes[pool.key]:
@@ -181,7 +193,7 @@ def stage_plan(
 
 
 def _stretches(
-    template: TransitionTemplate, pools: tuple
+    template: TransitionTemplate, pools: tuple[tuple[Pool, list[tuple[str, ...]]], ...]
 ) -> dict[tuple[Pool, ...], tuple[str, ...]]:
     """Every stretch of two or more consecutive shareable pools that two or more queries take
     in a row, with those queries."""
