@@ -183,16 +183,22 @@ def test_a_kleene_cycle_shares_the_classes_that_pay_and_a_kept_space_follows_the
 @settings(max_examples=100, deadline=None)
 @given(
     events=st.lists(st.sampled_from("ABCD"), max_size=40),
-    body=st.sets(st.sampled_from("ABCD"), min_size=1),
-    others=st.sets(st.sampled_from("ABCD")),
+    pairs=st.lists(
+        st.tuples(st.sets(st.sampled_from("ABCD"), min_size=1), st.sets(st.sampled_from("ABCD"))),
+        min_size=1,
+        max_size=6,
+    ),
 )
-def test_statistics_runs_equal_a_count_by_hand(events, body, others):
+def test_statistics_runs_equal_a_count_by_hand(events, pairs):
     """Runs of the body's events among the seen types' events (others ignored), against a loop
-    over the events kept."""
-    seen = body | others
-    kept = [e for e in events if e in seen]
-    want = sum(e in body and (i == 0 or kept[i - 1] not in body) for i, e in enumerate(kept))
-    assert StreamStats.of(events).runs(frozenset(body), frozenset(seen)) == want
+    over the events kept; several pairs counted in one pass (`prefetch`)."""
+    stats = StreamStats.of(events)
+    stats.prefetch((frozenset(body), frozenset(body | others)) for body, others in pairs)
+    for body, others in pairs:
+        seen = body | others
+        kept = [e for e in events if e in seen]
+        want = sum(e in body and (i == 0 or kept[i - 1] not in body) for i, e in enumerate(kept))
+        assert stats.runs(frozenset(body), frozenset(seen)) == want
 
 
 def test_statistics_count_runs_among_the_types_seen():

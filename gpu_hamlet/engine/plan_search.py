@@ -110,30 +110,43 @@ class StreamStats:
         """Runs of `body` events among the events of the `seen` types."""
         key = (body, seen)
         if key not in self._runs:
-            if self._codes is None:
+            self.prefetch([key])
+        return self._runs[key]
+
+    def prefetch(self, pairs: Iterable[tuple[frozenset[str], frozenset[str]]]) -> None:
+        """Count the runs of several (body, seen) pairs at once, for `runs` to read: one pass
+        over the events for all of them (the gate of stage_sharing.py asks for dozens)."""
+        todo = [key for key in dict.fromkeys(pairs) if key not in self._runs]
+        if not todo:
+            return
+        if self._codes is None:
+            for body, seen in todo:
                 nb = self.n(body)
                 other = self.n(seen - body)
-                self._runs[key] = min(nb, 1.0 + nb * other / max(nb + other, 1.0))
-            else:
-                # Type -> 0 (not seen), 1 (seen), 2 (in the body): one gather over the events.
-                lut = np.zeros(len(self._index) + 1, np.int8)
-                lut[[self._index[t] for t in seen if t in self._index]] = 1
-                lut[[self._index[t] for t in body if t in self._index]] = 2
-                self._runs[key] = float(_count_runs(self._codes, lut))
-        return self._runs[key]
+                self._runs[(body, seen)] = min(nb, 1.0 + nb * other / max(nb + other, 1.0))
+            return
+        # Per pair, type -> 0 (not seen), 1 (seen), 2 (in the body).
+        lut = np.zeros((len(self._index) + 1, len(todo)), np.int8)
+        for j, (body, seen) in enumerate(todo):
+            lut[[self._index[t] for t in seen if t in self._index], j] = 1
+            lut[[self._index[t] for t in body if t in self._index], j] = 2
+        for key, runs in zip(todo, _count_runs(self._codes, lut), strict=True):
+            self._runs[key] = float(runs)
 
 
 @njit(cache=True)
 def _count_runs(codes, lut):
-    """Runs of events whose type `lut` marks 2 among those it marks 1 or 2 (one pass, no
-    temporaries: the gate of stage_sharing.py asks it for every stretch of pools)."""
-    runs = 0
-    inside = 0  # the last marked event was in the body
+    """Per column of `lut`, the runs of events whose type it marks 2 among those it marks 1 or
+    2, in one pass (branch-free: 2.7x the speed of branching)."""
+    m = lut.shape[1]
+    runs = np.zeros(m, np.int64)
+    inside = np.zeros(m, np.int8)  # the column's last marked event was in its body
     for c in codes:
-        v = lut[c]
-        body = v >> 1
-        runs += body & (inside ^ 1)
-        inside = body | (inside & (v == 0))  # (branch-free: 2.7x the speed of branching)
+        for j in range(m):
+            v = lut[c, j]
+            body = v >> 1
+            runs[j] += body & (inside[j] ^ 1)
+            inside[j] = body | (inside[j] & (v == 0))
     return runs
 
 
@@ -308,7 +321,11 @@ class _Pools:
         """Every pool's candidate nodes (`generate`, in topological order). Only the Kleene
         pools' depend on the statistics (which of their classes pay), so the search space keeps
         them per choice of those."""
-        key = tuple(self.paying(p) for p in self.t.pools if p.kind == "kleene")
+        kleene = [p for p in self.t.pools if p.kind == "kleene"]
+        self.stats.prefetch(
+            (frozenset(p.types), self.t.types_of(b.queries)) for p in kleene for b in self.merged(p)
+        )
+        key = tuple(self.paying(p) for p in kleene)
         kept = self.space.candidates
         if key not in kept:
             cands: dict[str, list[Node]] = {}
@@ -581,12 +598,16 @@ def _improve(
     while changed:
         changed = False
         for p in pools.t.pools:
-            ok = [
-                n
-                for n in cands[p.key] + [nodes[p.key]]
-                if all(_agree(pools, p.key, n, o, nodes[o]) for o in near[p.key])
-            ]
-            n = min(ok, key=lambda n: pools.cost(p, n))
+            options = cands[p.key]
+            ok = [True] * len(options)
+            for o in near[p.key]:  # candidates that look alike from o agree with it alike
+                of, reps = pools.signatures(p.key, o, options)
+                agree = [_agree(pools, p.key, options[r], o, nodes[o]) for r in reps]
+                ok = [a and agree[s] for a, s in zip(ok, of, strict=True)]
+            fit = [n for n, a in zip(options, ok, strict=True) if a]
+            if not fit:
+                continue
+            n = min(fit, key=lambda n: pools.cost(p, n))
             if pools.cost(p, n) < pools.cost(p, nodes[p.key]):
                 nodes[p.key] = n
                 changed = True

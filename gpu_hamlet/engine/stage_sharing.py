@@ -138,24 +138,33 @@ def stage_plan(
     codes = ev.type_codes[:SAMPLE]
     stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
 
-    def gain(types: tuple[str, ...], names: tuple[str, ...]) -> float:
-        # The sample's runs, at their mean length, must save the queries' bookkeeping and the
-        # pass that cuts the Q-set's stream into runs: else the stream is not even cut. (All
-        # terms grow with the stream alike: the sample decides.) First a bound from the counts
-        # alone: sharing saves at most each query's rows of the sub-pattern, less the map's.
-        seen = template.types_of(frozenset(names))
-        nt, ns, nq = stats.n(types), stats.n(seen), len(names)
-        cut = STREAM_S * ns
-        per_event = nq * (model.base_s + model.event_s) - (
-            model.base_s + (len(types) + 2) * model.event_s
-        )
-        most = nt * per_event - cut - bookkeeping(nq, ns - nt)
-        if most <= 0:
-            return most
-        runs = stats.runs(frozenset(types), seen)
-        mean = np.full(1, nt / max(runs, 1.0))
-        saved = runs * SharedStages.saved_per_run(mean, len(types), nq, model)[0]
-        return float(saved - bookkeeping(nq, ns - nt + runs) - cut)
+    def gains(stages: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[float]:
+        # Per (types, queries): the sample's runs, at their mean length, must save the queries'
+        # bookkeeping and the pass that cuts the Q-set's stream into runs: else the stream is
+        # not even cut. (All terms grow with the stream alike: the sample decides.) First a
+        # bound from the counts alone: sharing saves at most each query's rows of the
+        # sub-pattern, less the map's. The runs of the stages past it are counted in one pass.
+        out, runs_of = [], []
+        for types, names in stages:
+            seen = template.types_of(frozenset(names))
+            nt, ns, nq = stats.n(types), stats.n(seen), len(names)
+            cut = STREAM_S * ns
+            per_event = nq * (model.base_s + model.event_s) - (
+                model.base_s + (len(types) + 2) * model.event_s
+            )
+            out.append(nt * per_event - cut - bookkeeping(nq, ns - nt))
+            runs_of.append((frozenset(types), seen) if out[-1] > 0 else None)
+        stats.prefetch(key for key in runs_of if key is not None)
+        for i, (types, names) in enumerate(stages):
+            key = runs_of[i]
+            if key is None:
+                continue
+            nt, ns, nq = stats.n(types), stats.n(key[1]), len(names)
+            runs = stats.runs(*key)
+            mean = np.full(1, nt / max(runs, 1.0))
+            saved = runs * SharedStages.saved_per_run(mean, len(types), nq, model)[0]
+            out[i] = float(saved - bookkeeping(nq, ns - nt + runs) - STREAM_S * ns)
+        return out
 
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
         return tuple(t for p in chain for t in p.types)
@@ -165,8 +174,9 @@ def stage_plan(
     # runs are known only from the plan: its runs may be long where each pool's are not.) The
     # search's own least cost is for the whole stream: on the sample, its share.
     floor = MIN_GAIN + SEARCH_S * len(pools) * codes.shape[0] / max(ev.type_codes.shape[0], 1)
-    if all(gain(pool.types, g) <= floor for pool, groups in pools for g in groups) and all(
-        gain(types_of(chain), names) <= floor for chain, names in stretches.items()
+    whole = [(pool.types, g) for pool, groups in pools for g in groups]
+    if all(g <= floor for g in gains(whole)) and all(
+        g <= floor for g in gains([(types_of(c), n) for c, n in stretches.items()])
     ):
         return None, []
     plan = find_plan(template, stats, space=space)
@@ -179,13 +189,25 @@ def stage_plan(
     # Of each Q-set's chain, the stretches that pay most, disjoint: the search costs a plan in
     # snapshots, and a pool at a chain's end may cost this engine more than it saves (a start
     # pool's single events, docs/architecture.md section 10).
+    chains = shared_chains(by_set)
+    subs = [
+        [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
+        for _, chain, _ in chains
+    ]
+    every = gains(
+        [
+            (types_of(chain[i:j]), names)
+            for (_, chain, names), sub in zip(chains, subs, strict=True)
+            for i, j in sub
+        ]
+    )
     out = []
-    for _, chain, names in shared_chains(by_set):
-        subs = [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
-        gains = {s: gain(types_of(chain[s[0] : s[1]]), names) for s in subs}
+    for (_, chain, names), sub in zip(chains, subs, strict=True):
+        gain = dict(zip(sub, every[: len(sub)], strict=True))
+        every = every[len(sub) :]
         taken: list[tuple[int, int]] = []
-        for i, j in sorted(subs, key=lambda s: -gains[s]):
-            if gains[(i, j)] > MIN_GAIN and all(j <= a or b <= i for a, b in taken):
+        for i, j in sorted(sub, key=lambda s: -gain[s]):
+            if gain[(i, j)] > MIN_GAIN and all(j <= a or b <= i for a, b in taken):
                 taken.append((i, j))
         for i, j in sorted(taken):
             out.append((" ".join(p.key for p in chain[i:j]), chain[i:j], names))
