@@ -21,7 +21,8 @@ mixed 2:1, COUNT(*), each over the stream of L body types (column L); off it, SE
 (Kleene length 4) take no L. Windows of 30 min sliding by 10 min (1 min by 30 s on the
 bursty stream); float mode (`--numeric exact` for the engine's default) with on_overflow='null'
 (counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
-runs of `aggregate` on the CPU backend, each round running the four modes in turn;
+runs of `aggregate` on the CPU backend (more for cases under half a second a round, up to 15),
+each round running the four modes in turn;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
 events), the best of 3, and "pools" the pools it may share (stage_sharing.py's SEARCH_S);
 "plan ms" what `dynamic` decides on top of `hamlet` in a warm call (`stage_plan`: the gate,
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import platform
 import time
@@ -59,6 +61,9 @@ from gpu_hamlet.engine.transitions import TransitionTemplate
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 MODES = ("none", "static", "hamlet", "dynamic")
+#: Rounds of short cases (`timed`): at most SHORT_ROUNDS, about SHORT_S seconds in all.
+SHORT_ROUNDS = 15
+SHORT_S = 2.0
 Workload = Callable[[int, int], str]  # (queries, length) -> workload text
 
 
@@ -126,7 +131,9 @@ def timed(
 ) -> tuple[dict[str, float], RunStats]:
     """Each mode's best of `repeat` rounds, every round running the modes in turn (so that the
     machine's drift falls on all of them alike), after a warm-up call per mode; and the
-    statistics of one more, untimed, run of `dynamic`."""
+    statistics of one more, untimed, run of `dynamic`. Short cases take more rounds, up to
+    `SHORT_ROUNDS`, so that the rounds take about `SHORT_S` in all: with the best of 3 runs of
+    about 50 ms, modes that did the same work differed by up to 15%."""
 
     def once(mode: str, stats: RunStats | None = None) -> None:
         gpu_hamlet.aggregate(
@@ -144,11 +151,17 @@ def timed(
             events.slice(0, 2000), text, sharing=mode, numeric=numeric, on_overflow="null"
         )
     best = dict.fromkeys(MODES, float("inf"))
-    for _ in range(repeat):
+    rounds = repeat
+    r = 0
+    while r < rounds:
+        t0 = time.perf_counter()
         for mode in MODES:
-            t0 = time.perf_counter()
+            t1 = time.perf_counter()
             once(mode)
-            best[mode] = min(best[mode], time.perf_counter() - t0)
+            best[mode] = min(best[mode], time.perf_counter() - t1)
+        if r == 0:
+            rounds = max(repeat, min(SHORT_ROUNDS, math.ceil(SHORT_S / (time.perf_counter() - t0))))
+        r += 1
     stats = RunStats()
     once("dynamic", stats)  # untimed: recording every snapshot costs a few percent
     return best, stats
