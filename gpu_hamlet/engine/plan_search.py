@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -223,6 +224,7 @@ class SearchSpace:
         # per choice of paying Kleene classes: the candidates, and what the search derives
         # from them alone (`_Pools.signatures`, `_Pools.forest`)
         self.candidates: dict[tuple[Node, ...], tuple[dict[str, list[Node]], dict]] = {}
+        self.lock = threading.Lock()  # calls in several threads may share a workload's space
 
 
 class _Pools:
@@ -327,14 +329,15 @@ class _Pools:
         )
         key = tuple(self.paying(p) for p in kleene)
         kept = self.space.candidates
-        if key not in kept:
-            cands: dict[str, list[Node]] = {}
-            for pool in self.t.pools:
-                cands[pool.key] = self.generate(pool, cands)
-            if len(kept) >= SearchSpace.KEPT:
-                del kept[next(iter(kept))]
-            kept[key] = (cands, {})
-        cands, self._derived = kept[key]
+        with self.space.lock:
+            if key not in kept:
+                cands: dict[str, list[Node]] = {}
+                for pool in self.t.pools:
+                    cands[pool.key] = self.generate(pool, cands)
+                if len(kept) >= SearchSpace.KEPT:
+                    del kept[next(iter(kept))]
+                kept[key] = (cands, {})
+            cands, self._derived = kept[key]
         return cands
 
     def signatures(self, key: str, other: str, nodes: list[Node]) -> tuple[list[int], list[int]]:
@@ -374,7 +377,7 @@ class _Pools:
         for a, b in sorted(ties):
             ra, rb = root(a), root(b)
             if ra == rb:
-                exact = False  # closes a cycle: searched without it, repaired below
+                exact = False  # closes a cycle: searched without it, repaired after (`_repair`)
                 continue
             parent[ra] = rb
             tree[a].add(b)
