@@ -144,8 +144,8 @@ def stage_plan(
         # not even cut. (All terms grow with the stream alike: the sample decides.) First a
         # bound from the counts alone: sharing saves at most each query's rows of the
         # sub-pattern, less the map's. The runs of the stages past it are counted in one pass.
-        out, runs_of = [], []
-        for types, names in stages:
+        out, past = [], []
+        for i, (types, names) in enumerate(stages):
             seen = template.types_of(frozenset(names))
             nt, ns, nq = stats.n(types), stats.n(seen), len(names)
             cut = STREAM_S * ns
@@ -153,17 +153,14 @@ def stage_plan(
                 model.base_s + (len(types) + 2) * model.event_s
             )
             out.append(nt * per_event - cut - bookkeeping(nq, ns - nt))
-            runs_of.append((frozenset(types), seen) if out[-1] > 0 else None)
-        stats.prefetch(key for key in runs_of if key is not None)
-        for i, (types, names) in enumerate(stages):
-            key = runs_of[i]
-            if key is None:
-                continue
-            nt, ns, nq = stats.n(types), stats.n(key[1]), len(names)
+            if out[-1] > 0:
+                past.append((i, (frozenset(types), seen), nt, ns, nq, cut))
+        stats.prefetch(key for _, key, *_ in past)
+        for i, key, nt, ns, nq, cut in past:
             runs = stats.runs(*key)
             mean = np.full(1, nt / max(runs, 1.0))
-            saved = runs * SharedStages.saved_per_run(mean, len(types), nq, model)[0]
-            out[i] = float(saved - bookkeeping(nq, ns - nt + runs) - STREAM_S * ns)
+            saved = runs * SharedStages.saved_per_run(mean, len(key[0]), nq, model)[0]
+            out[i] = float(saved - bookkeeping(nq, ns - nt + runs) - cut)
         return out
 
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
@@ -194,17 +191,18 @@ def stage_plan(
         [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
         for _, chain, _ in chains
     ]
-    every = gains(
-        [
-            (types_of(chain[i:j]), names)
-            for (_, chain, names), sub in zip(chains, subs, strict=True)
-            for i, j in sub
-        ]
+    every = iter(
+        gains(
+            [
+                (types_of(chain[i:j]), names)
+                for (_, chain, names), sub in zip(chains, subs, strict=True)
+                for i, j in sub
+            ]
+        )
     )
     out = []
     for (_, chain, names), sub in zip(chains, subs, strict=True):
-        gain = dict(zip(sub, every[: len(sub)], strict=True))
-        every = every[len(sub) :]
+        gain = {s: next(every) for s in sub}
         taken: list[tuple[int, int]] = []
         for i, j in sorted(sub, key=lambda s: -gain[s]):
             if gain[(i, j)] > MIN_GAIN and all(j <= a or b <= i for a, b in taken):
