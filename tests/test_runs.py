@@ -28,6 +28,12 @@ except ImportError:  # pragma: no cover
     from tests.strategies import G_VALUES, K_VALUES, S_VALUES, workload_cases, workload_types
 
 
+def every_run_collapses():
+    """Every run collapses, however few rows it saves, in every numeric mode (the engine waits
+    for COLLAPSE_FRACTION, and never collapses for a float pass alone)."""
+    return mock.patch.object(query_rows, "COLLAPSE_FRACTION", {"exact": 0.0, "float": 0.0})
+
+
 def run(events, workload, **options):
     """The engine, on the CPU backend unless told."""
     return gpu_hamlet.aggregate(events, workload, **{"backend": "cpu", **options})
@@ -86,8 +92,7 @@ def test_streams_of_runs_match_the_oracle(case, sharing):
     (text, wl), events = case
     expected = oracle(events, wl, with_magnitudes=True)
     table = events_to_table(events)
-    # Every run collapses, however few rows it saves (the engine waits for COLLAPSE_FRACTION).
-    with mock.patch.object(query_rows, "COLLAPSE_FRACTION", 0.0):
+    with every_run_collapses():
         for numeric in NUMERIC_MODES:
             tables = run(table, text, sharing=sharing, numeric=numeric)
             assert_matches_oracle(tables, expected, wl, numeric)
@@ -118,10 +123,22 @@ def runs_events() -> list[dict]:
 @pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def test_runs_collapse_and_keep_every_aggregate(collapsed, numeric, backend):
     events = runs_events()
-    tables = run(events_to_table(events), RUNS_TEXT, numeric=numeric, backend=backend)
+    with every_run_collapses():
+        tables = run(events_to_table(events), RUNS_TEXT, numeric=numeric, backend=backend)
     wl = parse_workload(RUNS_TEXT)
     assert_matches_oracle(tables, oracle(events, wl, with_magnitudes=True), wl, numeric)
     assert collapsed and max(collapsed) > 0, "no run was collapsed: the macro path is not tested"
+
+
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+def test_runs_collapse_by_default_only_before_residue_passes(collapsed, numeric):
+    """With the default thresholds, runs that drop this many rows collapse when residue passes
+    follow the float pass (exact, bigint), and never for a float pass alone."""
+    events = runs_events()
+    tables = run(events_to_table(events), RUNS_TEXT, numeric=numeric)
+    wl = parse_workload(RUNS_TEXT)
+    assert_matches_oracle(tables, oracle(events, wl, with_magnitudes=True), wl, numeric)
+    assert (max(collapsed, default=0) > 0) == (numeric != "float")
 
 
 def test_a_self_loop_state_is_no_run(collapsed):

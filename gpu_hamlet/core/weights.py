@@ -113,16 +113,20 @@ class EventWeights:
         for c, kind in enumerate(self.kinds):
             if kind == Kind.NONE:
                 continue
-            at = np.flatnonzero(self.labels == self.on[c])  # only these rows weigh anything
+            on = self.labels == self.on[c]  # only these rows weigh anything
+            # All of them (a shared burst's events): slices rather than gathers and scatters.
+            idx = None if on.all() else np.flatnonzero(on)
+            at = slice(None) if idx is None else idx
+            size = on.shape[0] if idx is None else idx.size
             src = self.sources[c]
             v = src.host()[self.rows[at]] if src is not None else None
             if self.ring == "xfloat":
                 if kind == Kind.ONE:
-                    v = np.ones(at.size)
+                    v = np.ones(size)
                 assert v is not None, "only COUNT(E) (Kind.ONE) has no source"
                 W[c, at, 0], W[c, at, 1] = np.frexp(np.abs(v) if kind == Kind.ABS else v)
             elif self.ring in ("modp", "modps"):  # residues: one lane per prime
-                W[c, at, :] = 1 if v is None else v.reshape(at.size, -1 if at.size else 1)
+                W[c, at, :] = 1 if v is None else v.reshape(size, -1 if size else 1)
             else:
                 assert v is not None, "MIN and MAX channels have a source"
                 has = v != NO_RANK

@@ -75,3 +75,35 @@ def collapsed_stream(burst_id, kept_id, set_idx, pid, rows, time, codes, burst_o
         m += slot
         prev = kept
     return out[0][:m], out[1][:m], out[2][:m], out[3][:m], out[4][:m], out[5][:m]
+
+
+@njit(cache=True, nogil=True)
+def matched_slots(lo, hi, code, pos_of_code, set_idx, rows, time, pid, seg):
+    """Of the slots in the [lo, hi) ranges, those whose code has a pattern position
+    (`pos_of_code` >= 0): their set_idx, row, time, pid, macro segment and position, in one
+    pass (`SharedBursts.compressed` for a query without filters; before, a range, a lookup, a
+    mask and six gathers per query)."""
+    total = 0
+    for r in range(lo.shape[0]):
+        total += hi[r] - lo[r]
+    out = (  # one spare entry each: every slot writes at m, and only a matched one moves m on
+        np.empty(total + 1, set_idx.dtype),
+        np.empty(total + 1, rows.dtype),
+        np.empty(total + 1, time.dtype),
+        np.empty(total + 1, pid.dtype),
+        np.empty(total + 1, seg.dtype),
+        np.empty(total + 1, pos_of_code.dtype),
+    )
+    o_idx, o_rows, o_time, o_pid, o_seg, o_pos = out
+    m = 0
+    for r in range(lo.shape[0]):
+        for j in range(lo[r], hi[r]):
+            p = pos_of_code[code[j]]
+            o_idx[m] = set_idx[j]
+            o_rows[m] = rows[j]
+            o_time[m] = time[j]
+            o_pid[m] = pid[j]
+            o_seg[m] = seg[j]
+            o_pos[m] = p
+            m += p >= 0
+    return o_idx[:m], o_rows[:m], o_time[:m], o_pid[:m], o_seg[:m], o_pos[:m]

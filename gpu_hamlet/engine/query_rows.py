@@ -33,11 +33,14 @@ from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 
 #: The share of a query's rows that runs must drop for `QueryRows._collapse_runs` to collapse
-#: them: below it the collapse's own NumPy work and the runs' coefficients per pass cost more than
-#: the rows save (bench_small.py's 50 queries over 2,100 events: 2% of rows in runs, 15-25%
-#: slower when collapsed; the HAMLET authors' stream: 77% of rows dropped, bigint 1.1-1.6x faster
-#: at 50,000 to 100,000 events).
-COLLAPSE_FRACTION = 0.125
+#: them, by whether residue passes follow the float pass ("exact") or not ("float"). Below it the
+#: collapse's own NumPy work and the runs' coefficients per pass cost more than the rows save
+#: (bench_small.py's 50 queries over 2,100 events: 2% of rows in runs, 15-25% slower when
+#: collapsed; the HAMLET authors' stream: 77% of rows dropped, bigint 1.1-1.6x faster at 50,000
+#: to 100,000 events, exact 1.4x at 20,000). A float pass alone never gains: it lost 7% with 14%
+#: of rows dropped (bench_sharing.py, 100 queries over bursts of 50) and gained nothing with 77%
+#: (the authors' stream), so 1.0, which no collapse reaches (a run keeps one row).
+COLLAPSE_FRACTION = {"exact": 0.125, "float": 1.0}
 
 
 class QueryRows:
@@ -195,14 +198,21 @@ class QueryRows:
         if n < 2:
             return
         assert self.seg is not None, "events are segmented first"
-        link = self.pos[1:] == self.pos[:-1]
-        if link.sum() < n * COLLAPSE_FRACTION:  # (well-mixed inputs stop here, for 3 NumPy calls)
+        fraction = COLLAPSE_FRACTION["exact" if self.plan.exact else "float"]
+        if fraction >= 1.0:
+            return
+        # Rows that may link into a run: equal positions of a state without a self-loop (a
+        # Kleene burst's rows link into none; moves may stand beyond the states, and link into
+        # none either). Well-mixed inputs stop here, for a few NumPy calls.
+        pos, loops = self.pos, self.tpl.self_loops
+        link = (pos[1:] == pos[:-1]) & ~loops.take(pos[:-1], mode="clip") & (pos[:-1] < loops.size)
+        if link.sum() < n * fraction:
             return
         starts, ends = collapsible_runs(
             self.pos, self.kind, self.macro, self.tpl.self_loops, self.pid, self.seg, self.time,
             EVENT,
         )  # fmt: skip
-        if starts.size == 0 or (ends - starts).sum() < n * COLLAPSE_FRACTION:  # rows dropped
+        if starts.size == 0 or (ends - starts).sum() < n * fraction:  # rows dropped
             return
         lens = ends - starts + 1
         member = np.repeat(starts, lens) + (

@@ -28,7 +28,7 @@ import numpy as np
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
-from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream
+from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream, matched_slots
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
@@ -492,11 +492,12 @@ class SharedBursts:
                 (key, within, window),
                 lambda: reach(run, time, starts, within, bounded, highest),
             )
-            idx = ranges(
-                *spans(run, time, flo, fhi, at_position(tpl.k - 1)[1], within, bounded, lowest)
-            )
+            lo, hi = spans(run, time, flo, fhi, at_position(tpl.k - 1)[1], within, bounded, lowest)
         else:
-            idx = np.flatnonzero(pos_of_code[code] >= 0)
+            lo, hi = np.zeros(1, np.int64), np.full(1, code.shape[0], np.int64)
+        if not q.filters:  # positions straight from the codes
+            return matched_slots(lo, hi, code, pos_of_code, sl.idx, sl.rows, sl.time, sl.pid, seg)
+        idx = ranges(lo, hi)
         pos = matched(idx)
         keep = np.flatnonzero(pos >= 0)
         idx = idx[keep]
