@@ -16,7 +16,7 @@ import gpu_hamlet
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.datagen import load_hamlet_stream
-from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream
+from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream, matched_slots
 from gpu_hamlet.engine.optimizer import (
     COST_MODELS,
     CPU_COSTS,
@@ -290,9 +290,10 @@ def test_sharable_set_stream_ignores_other_sets_queries():
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_burst_slots_equal_their_numpy_definition(data):
-    """The compiled burst extents and collapsed stream (gpu_hamlet/engine/burst_slots.py) equal
-    what they replace: bincounts over the burst events, and the stream masked at each kept
-    burst's first event, gathered field by field."""
+    """The compiled burst extents, collapsed stream and matched slots
+    (gpu_hamlet/engine/burst_slots.py) equal what they replace: bincounts over the burst events,
+    the stream masked at each kept burst's first event, gathered field by field, and a query's
+    slots in ranges of it, masked where its code has no position."""
     n = data.draw(st.integers(0, 60))
     pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), int))
     time = np.asarray(data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)), np.int64)
@@ -318,6 +319,18 @@ def test_burst_slots_equal_their_numpy_definition(data):
         np.testing.assert_array_equal(g, w[slots])
     np.testing.assert_array_equal(burst_of[set_idx], renumbered)
     assert (burst_of[::2] == -7).all()  # only the set's events are written
+    # A query's matched slots in ranges of the stream: the ranges, positions, mask and gathers.
+    cuts = np.sort(np.asarray(data.draw(st.lists(st.integers(0, n), max_size=6)), np.int64))
+    lo, hi = cuts[0::2][: cuts.size // 2], cuts[1::2]
+    pos_of_code = np.asarray(data.draw(st.lists(st.integers(-1, 2), min_size=5, max_size=5)))
+    seg = np.where(is_e, time, -1)
+    idx = np.concatenate([np.zeros(0, np.int64)] + [np.arange(a, b) for a, b in zip(lo, hi)])
+    idx = idx[pos_of_code[codes[idx]] >= 0]
+    got = matched_slots(lo, hi, codes, pos_of_code, set_idx, rows, time, pid, seg)
+    want = (set_idx, rows, time, pid, seg, pos_of_code[codes])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w[idx])
+        assert g.dtype == w.dtype
 
 
 def _burst_ids_by_definition(pid, pane, time, is_e) -> list[int]:

@@ -17,6 +17,20 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def _with_spare(m, a, b, c, d, e, f):
+    """Six outputs of m entries plus a spare, of the dtypes of a to f: every row of a pass
+    writes at the output's end m, and only a row that stays moves m on (no branch per row)."""
+    return (
+        np.empty(m + 1, a.dtype),
+        np.empty(m + 1, b.dtype),
+        np.empty(m + 1, c.dtype),
+        np.empty(m + 1, d.dtype),
+        np.empty(m + 1, e.dtype),
+        np.empty(m + 1, f.dtype),
+    )
+
+
+@njit(cache=True, nogil=True)
 def burst_extents(burst_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each burst's first index in the set stream and its number of events. Burst ids ascend
     from 0 along the stream (-1: no burst), and a burst's events are consecutive there
@@ -53,14 +67,8 @@ def collapsed_stream(burst_id, kept_id, set_idx, pid, rows, time, codes, burst_o
         burst_of[set_idx[i]] = kept
         m += (kept < 0) | (kept != prev)
         prev = kept
-    out = (  # one spare entry each: every row writes at m, and only a slot moves m on
-        np.empty(m + 1, set_idx.dtype),
-        np.empty(m + 1, pid.dtype),
-        np.empty(m + 1, rows.dtype),
-        np.empty(m + 1, time.dtype),
-        np.empty(m + 1, np.int64),
-        np.empty(m + 1, codes.dtype),
-    )
+    # (only a slot moves m on)
+    out = _with_spare(m, set_idx, pid, rows, time, kept_id, codes)  # (burst: a kept id)
     m = 0
     prev = -1
     for i in range(n):
@@ -86,15 +94,10 @@ def matched_slots(lo, hi, code, pos_of_code, set_idx, rows, time, pid, seg):
     total = 0
     for r in range(lo.shape[0]):
         total += hi[r] - lo[r]
-    out = (  # one spare entry each: every slot writes at m, and only a matched one moves m on
-        np.empty(total + 1, set_idx.dtype),
-        np.empty(total + 1, rows.dtype),
-        np.empty(total + 1, time.dtype),
-        np.empty(total + 1, pid.dtype),
-        np.empty(total + 1, seg.dtype),
-        np.empty(total + 1, pos_of_code.dtype),
+    # (only a matched slot moves m on)
+    o_idx, o_rows, o_time, o_pid, o_seg, o_pos = _with_spare(
+        total, set_idx, rows, time, pid, seg, pos_of_code
     )
-    o_idx, o_rows, o_time, o_pid, o_seg, o_pos = out
     m = 0
     for r in range(lo.shape[0]):
         for j in range(lo[r], hi[r]):
