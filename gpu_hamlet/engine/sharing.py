@@ -497,7 +497,8 @@ class SharedBursts:
             lo, hi = np.zeros(1, np.int64), np.full(1, code.shape[0], np.int64)
         if not q.filters:  # positions straight from the codes
             return matched_slots(lo, hi, code, pos_of_code, sl.idx, sl.rows, sl.time, sl.pid, seg)
-        idx = ranges(lo, hi)
+        # (unpruned, the filters run on the slots of q's types only, not on the whole stream)
+        idx = ranges(lo, hi) if prune else np.flatnonzero(pos_of_code[code] >= 0)
         pos = matched(idx)
         keep = np.flatnonzero(pos >= 0)
         idx = idx[keep]
