@@ -147,6 +147,54 @@ def test_splits_and_merges_are_counted():
         assert got[name].equals(alone[name])
 
 
+def test_a_group_that_mixes_shared_and_unshared_bursts_reads_its_own_stream():
+    """A filter group that shares some analysed bursts and runs others alone reads the set's
+    slots with those others expanded into their events (`SharedBursts._group_stream`), cached
+    for the group's queries, rather than each query rebuilding its rows from all events: the
+    unshared burst's one matching event is a plain row, the shared bursts macro rows, and the
+    results equal the oracle's and sharing="none"'s in every numeric mode."""
+    text = ";".join(
+        [f"u{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 100 s" for i in range(3)]
+        + [f"f{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 5 WITHIN 100 s" for i in range(3)]
+    )
+    events, t = [], 0
+    for xs in ([0] * 4, [9, 9, 1, 9], [0] * 4):  # f matches 4, 1 and 4 B
+        events.append({"time": t, "type": "A", "x": 0})
+        t += 1
+        for x in xs:
+            events.append({"time": t, "type": "B", "x": x})
+            t += 1
+    table = events_to_table(events)
+    real = SharedBursts.compressed
+    read: dict[str, tuple] = {}
+
+    def recorded(self, q, *args, **kwargs):
+        read[q.name] = got = real(self, q, *args, **kwargs)
+        return got
+
+    # Bursts of 4 pay, of 1 do not.
+    model = {"cpu": EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=0.0, macro=1.5)}
+    wl = gpu_hamlet.parse_workload(text)
+    expected = oracle(events, wl)
+    for numeric in ("exact", "float", "bigint"):
+        stats = RunStats()
+        with patch.object(SharedBursts, "compressed", recorded), patch.dict(COST_MODELS, model):
+            got = gpu_hamlet.aggregate(
+                table, text, numeric=numeric, stats=stats, backend="cpu", on_overflow="null"
+            )
+        assert_matches_oracle(got, expected, wl, numeric)
+        alone = gpu_hamlet.aggregate(table, text, numeric=numeric, sharing="none", backend="cpu")
+        for name in got:
+            assert got[name].equals(alone[name])
+        (s,) = stats.sets
+        # One class per burst but the middle one, where f's (one event) runs unshared.
+        assert (s.bursts, s.shared, s.graphlet_snapshots, s.event_snapshots) == (3, 3, 3, 0)
+        rows, seg = read["f0"][1], read["f0"][4]
+        assert (seg >= 0).sum() == 2  # the outer bursts; plain rows: the A's and the middle 1
+        assert sorted(np.asarray(rows)[seg < 0].tolist()) == [0, 5, 8, 10]
+        assert (read["u0"][4] >= 0).sum() == 3  # u shares every burst
+
+
 @st.composite
 def sharing_cases(draw):
     """2 to 4 queries sharing B+ (same grouping), varied neighbours, filters on B, aggregates and
@@ -319,14 +367,16 @@ def test_burst_slots_equal_their_numpy_definition(data):
         np.testing.assert_array_equal(g, w[slots])
     np.testing.assert_array_equal(burst_of[set_idx], renumbered)
     assert (burst_of[::2] == -7).all()  # only the set's events are written
-    # A query's matched slots in ranges of the stream: the ranges, positions, mask and gathers.
+    # A query's matched slots in ranges of the stream: the ranges, positions, the filters'
+    # mask and gathers.
     cuts = np.sort(np.asarray(data.draw(st.lists(st.integers(0, n), max_size=6)), np.int64))
     lo, hi = cuts[0::2][: cuts.size // 2], cuts[1::2]
     pos_of_code = np.asarray(data.draw(st.lists(st.integers(-1, 2), min_size=5, max_size=5)))
+    drop = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
     seg = np.where(is_e, time, -1)
     idx = np.concatenate([np.zeros(0, np.int64)] + [np.arange(a, b) for a, b in zip(lo, hi)])
-    idx = idx[pos_of_code[codes[idx]] >= 0]
-    got = matched_slots(lo, hi, codes, pos_of_code, set_idx, rows, time, pid, seg)
+    idx = idx[(pos_of_code[codes[idx]] >= 0) & ~drop[idx]]
+    got = matched_slots(lo, hi, codes, pos_of_code, drop, set_idx, rows, time, pid, seg)
     want = (set_idx, rows, time, pid, seg, pos_of_code[codes])
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w[idx])

@@ -86,11 +86,11 @@ def collapsed_stream(burst_id, kept_id, set_idx, pid, rows, time, codes, burst_o
 
 
 @njit(cache=True, nogil=True)
-def matched_slots(lo, hi, code, pos_of_code, set_idx, rows, time, pid, seg):
+def matched_slots(lo, hi, code, pos_of_code, drop, set_idx, rows, time, pid, seg):
     """Of the slots in the [lo, hi) ranges, those whose code has a pattern position
-    (`pos_of_code` >= 0): their set_idx, row, time, pid, macro segment and position, in one
-    pass (`SharedBursts.compressed` for a query without filters; before, a range, a lookup, a
-    mask and six gathers per query)."""
+    (`pos_of_code` >= 0) and that the query's filters keep (`drop` false): their set_idx, row,
+    time, pid, macro segment and position, in one pass (`SharedBursts.compressed`; before, a
+    range, a lookup, the filters' gathers, a mask and six gathers per query)."""
     total = 0
     for r in range(lo.shape[0]):
         total += hi[r] - lo[r]
@@ -101,7 +101,7 @@ def matched_slots(lo, hi, code, pos_of_code, set_idx, rows, time, pid, seg):
     m = 0
     for r in range(lo.shape[0]):
         for j in range(lo[r], hi[r]):
-            p = pos_of_code[code[j]]
+            p = -1 if drop[j] else pos_of_code[code[j]]
             o_idx[m] = set_idx[j]
             o_rows[m] = rows[j]
             o_time[m] = time[j]

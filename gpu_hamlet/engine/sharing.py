@@ -247,7 +247,9 @@ class SharedBursts:
         self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
         self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._windows: dict[int | float, np.ndarray] = {}  # `_window_runs` per window length
+        self._windows: dict[tuple, np.ndarray] = {}  # `_window_runs` per stream and window
+        self._streams: dict[int, Slots] = {}  # `_group_stream` per filter group
+        self._drops: dict[tuple, np.ndarray] = {}  # `_dropped` per stream and filters
         E = sset.kleene_type
         names = sset.names
         # Which events of a burst a query matches depends only on its filters on E: queries with
@@ -279,9 +281,9 @@ class SharedBursts:
         self.stats.bursts, self.stats.burst_events = nb, int(count.sum())
         self.burst_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
         self.segidx = np.zeros((nf, 0), np.int64)
-        self.expand: np.ndarray = np.zeros(
-            nf, bool
-        )  # groups with unshared analysed bursts to expand
+        # Per filter group and analysed burst: whether the group matches some of its events
+        # but runs it unshared (`_group_stream` expands it back into its events).
+        self.unshared = np.zeros((nf, 0), bool)
         self.slots: Slots | None = None  # None when there is no burst
         self.nseg = 0
         self.coef_events = np.zeros(0, np.int64)
@@ -318,8 +320,8 @@ class SharedBursts:
             )
         )
         # The largest time's size, for the window bounds of pruning (`compressed`).
-        st = self.slots.time
-        self._time_max = float(np.max(np.abs(st))) if st.dtype.kind == "f" else 0.0
+        self._time_max = float(np.max(np.abs(t))) if t.dtype.kind == "f" else 0.0
+        self._stream = (burst_id, kept_id, set_pid, rows, t, codes)  # for `_group_stream`
         self.segidx = np.full((nf, nsh), -1, np.int64)
         if nsh == 0:
             self._stats(
@@ -380,7 +382,7 @@ class SharedBursts:
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
-        self.expand = np.asarray(((counts > 0) & (self.segidx < 0)).any(axis=1))
+        self.unshared = (counts > 0) & (self.segidx < 0)
         self._stats(decide, cls_size, is_rep, analysed, all_pid)
         self.nseg = int(decide.sum())
         if not self.nseg:
@@ -443,21 +445,24 @@ class SharedBursts:
         and window length share the starts' reach. With `window` (tumbling windows of that many
         ticks, each one segment), trends lie in one window: the test runs per (partition,
         window), which also holds them within `within`, and the rows need no second pruning
-        after segmenting. None when some burst must be expanded (then `inject` applies)."""
+        after segmenting. Bursts that run unshared for q's filter group come as their events
+        (`_group_stream`), so a query of a set that mixes shared and unshared bursts reads the
+        same cached slots as its group's other queries. None when there is no burst."""
         g = int(self.group[self.index[q.name]])
-        sl = self.slots
-        if sl is None or self.expand[g]:
+        if self.slots is None:
             return None
+        sl = self._group_stream(g)
         code, seg, by_code, code_start = self._group_slots(g, sl)
         ncodes = max(len(self.ev.type_names), 1)
         pos_of_code = matcher.position_of_code(tpl, extra=2)
         pos_of_code[ncodes] = tpl.labels[self.sset.kleene_type]  # flat: label = state
 
+        drop = self._dropped(g, sl, q, matcher)
+
         def matched(idx: np.ndarray) -> np.ndarray:
-            c = code[idx]
-            if not q.filters:  # (the rows and the plain slots are only read for filters)
-                return pos_of_code[c]
-            return matcher.filtered(q, pos_of_code[c], sl.rows[idx], np.flatnonzero(c < ncodes))
+            pos = pos_of_code[code[idx]]
+            pos[drop[idx]] = -1
+            return pos
 
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
             """The slots q matches at position p, and a key for them: they depend only on p's
@@ -483,7 +488,11 @@ class SharedBursts:
             time = sl.time
             run = sl.pid
             if window is not None:  # (a burst lies in one window: its slot is in it too)
-                run = self._cached(self._windows, window, lambda: self._window_runs(sl, window))
+                run = self._cached(
+                    self._windows,
+                    (-1 if sl is self.slots else g, window),
+                    lambda: self._window_runs(sl, window),
+                )
                 within = None
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
             key, starts = at_position(0)
@@ -495,21 +504,44 @@ class SharedBursts:
             lo, hi = spans(run, time, flo, fhi, at_position(tpl.k - 1)[1], within, bounded, lowest)
         else:
             lo, hi = np.zeros(1, np.int64), np.full(1, code.shape[0], np.int64)
-        if not q.filters:  # positions straight from the codes
-            return matched_slots(lo, hi, code, pos_of_code, sl.idx, sl.rows, sl.time, sl.pid, seg)
-        # (unpruned, the filters run on the slots of q's types only, not on the whole stream)
-        idx = ranges(lo, hi) if prune else np.flatnonzero(pos_of_code[code] >= 0)
-        pos = matched(idx)
-        keep = np.flatnonzero(pos >= 0)
-        idx = idx[keep]
-        return (
-            sl.idx[idx],
-            sl.rows[idx],
-            sl.time[idx],
-            sl.pid[idx],
-            seg[idx],
-            pos[keep],
-        )
+        return matched_slots(lo, hi, code, pos_of_code, drop, sl.idx, sl.rows, sl.time, sl.pid, seg)
+
+    def _group_stream(self, g: int) -> Slots:
+        """The slots filter group g reads: the set's slots, with each analysed burst that runs
+        unshared for g (and holds events g matches) expanded back into its events, plain events
+        of E whose filters g's queries then apply. Made once per group, by the compiled pass
+        that collapses the set's stream; a group that shares all its bursts reads the set's."""
+        assert self.slots is not None, "the set has bursts"
+        if not self.unshared[g].any():
+            return self.slots
+
+        def make() -> Slots:
+            burst_id, kept_id, set_pid, rows, t, codes = self._stream
+            kept = np.where(kept_id >= 0, kept_id, 0)
+            kept_g = np.where((kept_id >= 0) & ~self.unshared[g][kept], kept_id, -1)
+            scratch = np.empty_like(self.burst_of)  # (each event's burst: `burst_of` has them)
+            return Slots(
+                *collapsed_stream(burst_id, kept_g, self.set_idx, set_pid, rows, t, codes, scratch)
+            )
+
+        return self._cached(self._streams, g, make)
+
+    def _dropped(self, g: int, sl: Slots, q: Query, matcher: Matcher) -> np.ndarray:
+        """Per slot of g's stream `sl`: whether q's filters drop its event (plain slots only; a
+        macro slot stands for the events its class matched). One array per (stream, filters),
+        which the group's queries with those filters share; none: all false."""
+        key = (-1 if sl is self.slots else g, frozenset(q.filters))
+
+        def make() -> np.ndarray:
+            drop = np.zeros(sl.rows.shape[0], bool)
+            if q.filters:
+                plain = np.flatnonzero(sl.burst < 0)
+                rows = sl.rows[plain]
+                for f in q.filters:
+                    drop[plain[matcher.dropped(q, f)[rows]]] = True
+            return drop
+
+        return self._cached(self._drops, key, make)
 
     def _window_runs(self, sl: Slots, window: int | float) -> np.ndarray:
         """An id per slot, equal for the slots of one (partition, window), in order."""
