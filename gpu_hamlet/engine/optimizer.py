@@ -70,9 +70,11 @@ class EngineCostModel:
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
 #: development machine, 400,000 events; the mean of four runs at 5ed9401, after XFloat sums lost
 #: their branches and made unshared events 2-4x cheaper, benchmarks/results/
-#: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed).
+#: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed). class_s from three
+#: runs at c010526, after a filter group's queries read one stream of the set's slots
+#: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
 CPU_COSTS = EngineCostModel(
-    base_s=2.5e-08, event_s=9.7e-09, coef_s=7.7e-09, class_s=1.05e-06, macro=1.04
+    base_s=2.5e-08, event_s=9.7e-09, coef_s=7.7e-09, class_s=7.2e-07, macro=1.04
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
