@@ -243,7 +243,8 @@ class SharedBursts:
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards `_locks`: one lock per cache entry
+        self._locks: dict[tuple, threading.Lock] = {}
         self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
         self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -577,9 +578,12 @@ class SharedBursts:
 
     def _cached(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
         """cache[key], made once: queries' rows are built on several threads (evaluate.py),
-        and a second query waits for the first one's, rather than making it again."""
+        and a second query waits for the first one's, rather than making it again. Each key has
+        its own lock, so two threads make different entries (two groups' streams) at once."""
         if key not in cache:
             with self._lock:
+                lock = self._locks.setdefault((id(cache), key), threading.Lock())
+            with lock:
                 if key not in cache:
                     cache[key] = make()
         return cache[key]
