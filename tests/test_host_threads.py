@@ -105,7 +105,7 @@ def test_a_cache_shared_by_threads_is_made_once() -> None:
 
     from gpu_hamlet.engine.sharing import SharedBursts
 
-    owner, cache, made = SimpleNamespace(_lock=threading.Lock()), {}, []
+    owner, cache, made = SimpleNamespace(_lock=threading.Lock(), _locks={}), {}, []
     start = threading.Barrier(4)
 
     def make() -> int:
@@ -118,6 +118,28 @@ def test_a_cache_shared_by_threads_is_made_once() -> None:
 
     assert host_threads.host_map(one, range(4), 4) == [7] * 4
     assert made == [1]
+
+
+def test_a_cache_makes_different_entries_at_once() -> None:
+    """Two threads make two entries of a SharedBursts cache at the same time (two filter
+    groups' streams): each make waits for the other to start, which one lock for the whole
+    cache would never let happen (the barrier then times out)."""
+    from types import SimpleNamespace
+
+    from gpu_hamlet.engine.sharing import SharedBursts
+
+    owner, cache = SimpleNamespace(_lock=threading.Lock(), _locks={}), {}
+    both = threading.Barrier(2, timeout=10)
+
+    def one(key: int) -> int:
+        def make() -> int:
+            both.wait()  # raises BrokenBarrierError if the other make cannot start
+            return key * 10
+
+        return SharedBursts._cached(owner, cache, key, make)  # type: ignore[arg-type]
+
+    assert host_threads.host_map(one, [1, 2], 2) == [10, 20]
+    assert cache == {1: 10, 2: 20}
 
 
 @pytest.mark.parametrize("sharing", ["none", "hamlet", "dynamic"])
