@@ -453,12 +453,13 @@ class SharedBursts:
         if self.slots is None:
             return None
         sl = self._group_stream(g)
+        stream = -1 if sl is self.slots else g  # the set's slots, or g's own: a cache key
         code, seg, by_code, code_start = self._group_slots(g, sl)
         ncodes = max(len(self.ev.type_names), 1)
         pos_of_code = matcher.position_of_code(tpl, extra=2)
         pos_of_code[ncodes] = tpl.labels[self.sset.kleene_type]  # flat: label = state
 
-        drop = self._dropped(g, sl, q, matcher)
+        drop = self._dropped(stream, sl, q, matcher)
 
         def matched(idx: np.ndarray) -> np.ndarray:
             pos = pos_of_code[code[idx]]
@@ -467,9 +468,10 @@ class SharedBursts:
 
         def at_position(p: int) -> tuple[tuple, np.ndarray]:
             """The slots q matches at position p, and a key for them: they depend only on p's
-            type and q's filters on it, so queries with the same ones share them."""
+            type and q's filters on it, so queries with the same ones share them (across the
+            filter groups reading one stream, but for E, whose macro slots are the group's)."""
             t = next(t for t, tp in tpl.labels.items() if tp == p)
-            key = (g, t, frozenset(q.filters_of(t)))
+            key = (g if t == self.sset.kleene_type else stream, t, frozenset(q.filters_of(t)))
 
             def typed() -> np.ndarray:
                 lists = [
@@ -491,7 +493,7 @@ class SharedBursts:
             if window is not None:  # (a burst lies in one window: its slot is in it too)
                 run = self._cached(
                     self._windows,
-                    (-1 if sl is self.slots else g, window),
+                    (stream, window),
                     lambda: self._window_runs(sl, window),
                 )
                 within = None
@@ -527,11 +529,12 @@ class SharedBursts:
 
         return self._cached(self._streams, g, make)
 
-    def _dropped(self, g: int, sl: Slots, q: Query, matcher: Matcher) -> np.ndarray:
-        """Per slot of g's stream `sl`: whether q's filters drop its event (plain slots only; a
-        macro slot stands for the events its class matched). One array per (stream, filters),
-        which the group's queries with those filters share; none: all false."""
-        key = (-1 if sl is self.slots else g, frozenset(q.filters))
+    def _dropped(self, stream: int, sl: Slots, q: Query, matcher: Matcher) -> np.ndarray:
+        """Per slot of `sl` (the stream keyed `stream` in `compressed`): whether q's filters
+        drop its event (plain slots only; a macro slot stands for the events its class
+        matched). One array per (stream, filters), which the queries reading that stream with
+        those filters share; none: all false."""
+        key = (stream, frozenset(q.filters))
 
         def make() -> np.ndarray:
             drop = np.zeros(sl.rows.shape[0], bool)
