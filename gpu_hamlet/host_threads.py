@@ -14,9 +14,12 @@ PREFIX = "gpu-hamlet-cpu"
 #: Work over fewer rows than this runs in the calling thread: handing it over costs more than
 #: it saves, and threads running Python take turns on the GIL (a small call got slower).
 PARALLEL_ROWS = 200_000
-#: A kernel call over fewer rows than this runs in the calling thread (`host_submit`): its
-#: handover would cost about what it saves.
-SUBMIT_ROWS = 500
+#: A kernel call over fewer rows than this runs in the calling thread (`host_submit`). A row costs
+#: 40-100 ns in the kernel, so this is about 0.1-0.25 ms of work: below it the handover, and the
+#: two threads taking turns on the GIL around it, cost more than the overlap saves (50 queries
+#: over 2,100 events: 30.6 ms with 500 rows here, 22.4 ms with 2,500; docs/architecture.md
+#: section 4).
+SUBMIT_ROWS = 2500
 T = TypeVar("T")
 R = TypeVar("R")
 
