@@ -278,10 +278,13 @@ def _check_window_bounds(
     if not ev.n or ev.axis.is_float:
         return
     span = int(ev.time.min()), int(ev.time.max())
+    checked: dict[tuple[int, int], str | None] = {}  # per window shape: queries share a few
     for q in wl:
         plan = plans[q.name]
         within, slide = int(plan.windowing.within), int(plan.windowing.slide)  # integer ticks
-        if ev.axis.window_overflow(*span, within, slide) is None:
+        if (within, slide) not in checked:
+            checked[within, slide] = ev.axis.window_overflow(*span, within, slide)
+        if checked[within, slide] is None:
             continue
         t = ev.time[matcher.positions(q, plan.template) >= 0]
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None

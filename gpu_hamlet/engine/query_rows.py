@@ -149,13 +149,15 @@ class QueryRows:
             self._keep(sel, ("rows", "pid", "pos", "time", "label", "kind"))
             macro_seg = macro_seg[sel] if macro_seg is not None else None
             macro_src = macro_src[sel] if macro_src is not None else None
-        if macro_seg is None:  # no shared bursts: no macro rows
-            macro_seg = np.full(self.pos.shape[0], -1, np.int64)
-        if macro_src is None:  # at most one source: rows with a segment are its macro rows
-            macro_src = np.where(macro_seg >= 0, 0, -1)
+        if macro_seg is None:  # no shared bursts: no macro rows (one array: none is written)
+            macro_seg = macro_src = np.full(self.pos.shape[0], -1, np.int64)
+            self.macro = np.zeros(self.pos.shape[0], bool)
+        else:
+            if macro_src is None:  # at most one source: rows with a segment are its macro rows
+                macro_src = np.where(macro_seg >= 0, 0, -1)
+            self.macro = macro_src >= 0
         self.macro_seg: np.ndarray = macro_seg
         self.macro_src: np.ndarray = macro_src
-        self.macro = self.macro_src >= 0
         self.run_macro = np.zeros(self.pos.shape[0], bool)  # a collapsed run (`_collapse_runs`)
         self._fill["run_macro"] = False
         if not shared:
@@ -252,8 +254,8 @@ class QueryRows:
                 return rows & (self.kind == EVENT)  # not MOVE rows
             return rows
 
-        starts = entering(np.flatnonzero(tpl.is_start))
-        return pos >= 0, starts, entering(np.flatnonzero(tpl.is_end))
+        starts = entering(tpl.start_states)
+        return pos >= 0, starts, entering(tpl.end_states)
 
     def _expand(self, tpl: Template) -> np.ndarray:
         """Each matched event as one row per state its label enters, then a `MOVE` row when its
@@ -278,17 +280,22 @@ class QueryRows:
     def _keep(self, rows: np.ndarray, names: tuple[str, ...] = _PER_EVENT) -> None:
         """Keep the per-event arrays `names` at `rows` (a mask, or indices that may repeat). A
         mask is turned into indices once, not once per array; one that keeps all changes
-        nothing. Arrays of one value are filled, and `label` stays `pos` where it is (one row
-        per event): a gather costs far more."""
+        nothing. Arrays of one value are filled, one array per value and dtype (none of them is
+        written in place), and `label` stays `pos` where it is (one row per event): a gather
+        costs far more."""
         if rows.dtype == bool:
             if rows.all():
                 return
             rows = np.flatnonzero(rows)
         alias = self.label is self.pos
+        filled: dict[tuple, np.ndarray] = {}
         for name in names:
             old = getattr(self, name)
             if name in self._fill:
-                setattr(self, name, np.full(rows.shape[0], self._fill[name], old.dtype))
+                key = (self._fill[name], old.dtype)
+                if key not in filled:
+                    filled[key] = np.full(rows.shape[0], self._fill[name], old.dtype)
+                setattr(self, name, filled[key])
             elif not (alias and name == "label"):
                 setattr(self, name, old[rows])
         if alias:

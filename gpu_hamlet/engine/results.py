@@ -251,7 +251,9 @@ class QueryResults:
             )
         mask = bad | null
         typ = self.plan.result_schema.field(agg.name).type
-        return pa.array(np.where(mask, 0.0, vals), typ, mask=mask if mask.any() else None)
+        if not mask.any():
+            return pa.array(vals, typ)
+        return pa.array(np.where(mask, 0.0, vals), typ, mask=mask)
 
     def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
         q = self.plan.query
@@ -294,4 +296,6 @@ class QueryResults:
             )
         table = pa.table(out)
         assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
+        if not q.groupby and not (k[1:] < k[:-1]).any():  # in window order already
+            return table
         return in_result_order(table, q.groupby)

@@ -70,6 +70,16 @@ class Template:
         return loops
 
     @cached_property
+    def start_states(self) -> np.ndarray:
+        """The start states, for pruning (engine/query_rows.py `_ends`), which runs per call."""
+        return np.flatnonzero(self.is_start)
+
+    @cached_property
+    def end_states(self) -> np.ndarray:
+        """The end states (`start_states`)."""
+        return np.flatnonzero(self.is_end)
+
+    @cached_property
     def one_row(self) -> bool:
         n = len(self.labels)
         return (
