@@ -28,6 +28,7 @@ class Attributes:
         self._lanes: dict[tuple[str, int], np.ndarray] = {}  # by (attr, 'modps' pass)
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._valid: dict[str, np.ndarray | None] = {}
+        self._validity: dict[tuple[str, str], np.ndarray] = {}
         self._unaddable: dict[str, pa.Array | None] = {}
         # Device copies of the converted columns (Source.key -> device array), kept for the
         # call by the GPU backend (gpu_hamlet/kernels/weights.py).
@@ -101,10 +102,13 @@ class Attributes:
 
     def validity(self, form: str, attr: str) -> np.ndarray:
         """1 where the column holds a value, 0 for nulls, in a ring's form ('float' or 'residue'):
-        the weight of the channel counting non-null occurrences (AVG's divisor)."""
-        valid = self.valid(attr)
-        ones = np.ones(self.ev.n, bool) if valid is None else valid
-        return ones.astype(np.float64 if form == "float" else np.int64)
+        the weight of the channel counting non-null occurrences (AVG's divisor). Made once per
+        call: every query with that divisor reads it."""
+        if (form, attr) not in self._validity:
+            valid = self.valid(attr)
+            ones = np.ones(self.ev.n, bool) if valid is None else valid
+            self._validity[form, attr] = ones.astype(np.float64 if form == "float" else np.int64)
+        return self._validity[form, attr]
 
     def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]:
         """int64 keys ordered like the column's values, and the way back (see `order_keys`)."""

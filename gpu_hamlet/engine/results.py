@@ -33,7 +33,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.errors import NumericOverflowError
-from gpu_hamlet.query.plan import COUNT, Channel, QueryPlan, divisor
+from gpu_hamlet.query.plan import Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, in_result_order
 
 
@@ -198,19 +198,11 @@ class QueryResults:
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
         """The aggregate's column, of its type in the plan's result schema."""
+        out = self.plan.outputs[agg.name]
+        typ, scale, ch, d = out.type, out.scale, out.channel, out.divisor
         if agg.func in ("MIN", "MAX"):
-            return mm[Channel(agg.func.lower(), agg.type, agg.attr)]
-        typ = self.plan.result_schema.field(agg.name).type
-        kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
-        scale = self.plan.attr_types[agg.attr].scale if kind == "decimal" else 0
-        if agg.type is None:
-            ch = COUNT
-        elif agg.attr is None:
-            ch = Channel("count_e", agg.type)
-        else:
-            ch = Channel("sum", agg.type, agg.attr)
+            return mm[ch]
         # SUM and AVG over events whose values are all null are null (SQL).
-        d = divisor(agg, agg.attr in self.plan.nullable) if agg.attr else None
         empty = lin[d][0] == 0 if d in lin else np.zeros(int(keep.sum()), bool)
         if agg.func == "AVG":
             if ch in exact and d in exact:
@@ -250,7 +242,7 @@ class QueryResults:
                 self._overflow_message(agg, "is beyond the float64 range", win, keep, i)
             )
         mask = bad | null
-        typ = self.plan.result_schema.field(agg.name).type
+        typ = self.plan.outputs[agg.name].type
         if not mask.any():
             return pa.array(vals, typ)
         return pa.array(np.where(mask, 0.0, vals), typ, mask=mask)

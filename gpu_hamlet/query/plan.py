@@ -195,6 +195,16 @@ class Windowing:
 
 
 @dataclass(frozen=True)
+class Output:
+    """How one aggregate's column is made from the runs' channels (engine/results.py)."""
+
+    type: pa.DataType  # the column's, in the result schema
+    scale: int  # a decimal column's scale (its sums are unscaled integers), else 0
+    channel: Channel  # the channel holding its values (MIN/MAX: the MINREACH run's)
+    divisor: Channel | None  # SUM and AVG: the count telling whether any value was aggregated
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     """Everything the engine needs to run one query."""
 
@@ -208,6 +218,29 @@ class QueryPlan:
     nullable: frozenset[str]  # aggregated columns that may hold nulls
     result_schema: pa.Schema  # the result table's (gpu_hamlet/query/schema.py)
     adjacency: Adjacency | None = None  # predicates between adjacent events (NEXT)
+
+    @cached_property
+    def outputs(self) -> dict[str, Output]:
+        """Per aggregate (by name), how its column is made: worked out once, as the plan is
+        compiled once per workload and read on every call."""
+        out = {}
+        for agg in self.query.aggregates:
+            t = self.attr_types[agg.attr] if agg.attr else None
+            if agg.func in ("MIN", "MAX"):
+                ch = Channel(agg.func.lower(), agg.type, agg.attr)
+            elif agg.type is None:
+                ch = COUNT
+            elif agg.attr is None:
+                ch = Channel("count_e", agg.type)
+            else:
+                ch = Channel("sum", agg.type, agg.attr)
+            out[agg.name] = Output(
+                self.result_schema.field(agg.name).type,
+                t.scale if t is not None and attr_kind(t) == "decimal" else 0,
+                ch,
+                divisor(agg, agg.attr in self.nullable) if agg.attr else None,
+            )
+        return out
 
 
 def divisor(agg: Aggregate, nullable: bool) -> Channel:

@@ -99,10 +99,8 @@ class TimeAxis:
         """Window bounds (in ticks) as an array of the time column's own type."""
         if self.ticks_per_second is None:
             return pa.array(values.astype(np.float64)).cast(self.arrow_type)
-        arr = pa.array(values.astype(np.int64))
-        if arr.type == self.arrow_type:
-            return arr
-        return arr.cast(self.arrow_type)  # raises on overflow of a narrower integer type
+        # (Straight into the type, no cast: it raises on overflow of a narrower integer type.)
+        return pa.array(values.astype(np.int64, copy=False), self.arrow_type)
 
 
 def column_ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
