@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import enumerate_trends
 
-from gpu_hamlet.engine.pruning import may_complete, rows_in_runs, rows_may_complete
+from gpu_hamlet.engine.pruning import (
+    may_complete,
+    rows_in_runs,
+    rows_may_complete,
+    typed_may_complete,
+)
 
 PATTERNS = ["SEQ(A, B+, C)", "SEQ(A, B)", "B+", "SEQ(A+, C+)", "SEQ(A, B, C)"]
 
@@ -128,3 +133,46 @@ def test_rows_in_runs_is_the_unbounded_test_over_pid_and_segment_runs(raw):
     time = np.arange(len(ev), dtype=np.int64)
     want = rows_may_complete(np.cumsum(change), time, matched, starts, ends, None)
     assert rows_in_runs(pid, seg, matched, starts, ends).tolist() == want.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 12), st.integers(0, 4), st.booleans()),
+        max_size=40,
+    ),
+    st.lists(st.integers(-1, 2), min_size=5, max_size=5),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.sampled_from([np.int64, np.float64]),
+    st.one_of(st.none(), st.integers(1, 8)),
+    st.booleans(),
+)
+def test_typed_may_complete_is_positions_filters_then_rows_may_complete(
+    raw, labels, is_start, is_end, dtype, within, filters
+):
+    """The one compiled call of a flat SEQ's plain rows gives the positions the type codes and
+    filters give (`Matcher.sorted_positions`), pruned as `rows_may_complete` prunes them."""
+    ev = sorted(raw, key=lambda e: e[:2])
+    run = np.asarray([e[0] for e in ev], np.int64)
+    time = np.asarray([e[1] for e in ev], dtype)
+    codes = np.asarray([e[2] for e in ev], np.int32)
+    order = np.random.default_rng(len(ev)).permutation(len(ev)).astype(np.int64)
+    drop = np.zeros(len(ev), bool)
+    drop[order] = [e[3] for e in ev]  # by event row, as Matcher.drop_mask
+    pos_of_code = np.asarray(labels, np.int32)
+    starts_of, ends_of = np.asarray(is_start), np.asarray(is_end)
+    pos = pos_of_code[codes]
+    if filters:
+        pos[drop[order]] = -1
+    matched = pos >= 0
+    at = np.maximum(pos, 0)
+    want = rows_may_complete(
+        run, time, matched, matched & starts_of[at], matched & ends_of[at], within
+    )
+    got, got_pos = typed_may_complete(
+        codes, pos_of_code, starts_of, ends_of, order, drop if filters else None, run, time,
+        within,
+    )  # fmt: skip
+    assert got.tolist() == want.tolist()
+    assert got_pos.tolist() == pos[want].tolist()

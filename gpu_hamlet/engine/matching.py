@@ -114,6 +114,7 @@ class Matcher:
         self.ev = ev
         self._dropped: dict[Filter, np.ndarray] = {}
         self._type_masks: dict[tuple, np.ndarray] = {}
+        self._drop_masks: dict[frozenset[Filter], np.ndarray] = {}
 
     def dropped(self, q: Query, f: Filter) -> np.ndarray:
         """Rows of the filter's type that fail it (nulls fail, as in SQL). The filter was
@@ -125,6 +126,16 @@ class Matcher:
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok
         return self._dropped[f]
+
+    def drop_mask(self, q: Query) -> np.ndarray | None:
+        """Rows some filter of q drops (None: q has none), one mask per set of filters."""
+        if not q.filters:
+            return None
+        key = frozenset(q.filters)
+        if key not in self._drop_masks:
+            masks = [self.dropped(q, f) for f in key]
+            self._drop_masks[key] = masks[0] if len(masks) == 1 else np.logical_or.reduce(masks)
+        return self._drop_masks[key]
 
     def positions(self, q: Query, tpl: Template, rows: np.ndarray | None = None) -> np.ndarray:
         """Pattern position of each row (all rows, or `rows`), -1 where q does not match it."""

@@ -69,6 +69,62 @@ def rows_may_complete(
     return idx[matched[idx]]
 
 
+def typed_may_complete(
+    codes: np.ndarray,
+    pos_of_code: np.ndarray,
+    is_start: np.ndarray,
+    is_end: np.ndarray,
+    order: np.ndarray,
+    drop: np.ndarray | None,
+    run: np.ndarray,
+    time: np.ndarray,
+    within: int | float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`rows_may_complete` of a query whose events are one row each at their type's state (a
+    flat SEQ), from the events' type codes in sorted order: (the indices kept, their positions).
+    `drop`: per event row (`order` maps sorted indices to rows), whether the query's filters drop
+    it (None: no filters). The positions, the starts and ends and the walks are one compiled
+    call: on small inputs the NumPy steps between them cost more than the rows (bench_small.py)."""
+    if time.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, pos_of_code.dtype)
+    tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
+    args = bound(tmax, within, time.dtype)
+    drop = np.zeros(0, np.bool_) if drop is None else drop
+    return _typed_may_complete(codes, pos_of_code, is_start, is_end, order, drop, run, time, *args)
+
+
+@njit(cache=True, nogil=True)
+def _typed_may_complete(
+    codes, pos_of_code, is_start, is_end, order, drop, run, time, within, bounded, lowest, highest
+):
+    n = codes.shape[0]
+    pos = np.empty(n, pos_of_code.dtype)
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    ns = ne = 0
+    filters = drop.shape[0] > 0
+    for i in range(n):  # every row writes; a start (end) moves on (types alternate at random)
+        p = pos_of_code[codes[i]]
+        if filters and p >= 0 and drop[order[i]]:
+            p = -1
+        pos[i] = p
+        q = max(p, 0)
+        starts[ns] = i
+        ns += (p >= 0) & is_start[q]
+        ends[ne] = i
+        ne += (p >= 0) & is_end[q]
+    flo, fhi = reach(run, time, starts[:ns], within, bounded, highest)
+    lo, hi = spans(run, time, flo, fhi, ends[:ne], within, bounded, lowest)
+    idx = ranges(lo, hi)
+    keep = np.empty(idx.shape[0], np.int64)
+    m = 0
+    for j in range(idx.shape[0]):
+        keep[m] = idx[j]
+        m += pos[idx[j]] >= 0
+    keep = keep[:m]
+    return keep, pos[keep]
+
+
 @njit(cache=True, nogil=True)
 def rows_in_runs(pid, seg, matched, starts, ends):
     """`rows_may_complete` with no distance bound over the runs of equal (pid, seg): the

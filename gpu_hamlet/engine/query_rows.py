@@ -23,7 +23,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
-from gpu_hamlet.engine.pruning import rows_in_runs, rows_may_complete
+from gpu_hamlet.engine.pruning import rows_in_runs, rows_may_complete, typed_may_complete
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.stage_sharing import SharedStages
@@ -92,9 +92,18 @@ class QueryRows:
         self._window_pruned = fast is not None and window is not None
         macro_src: np.ndarray | None  # per row: the shared burst source, or -1
         macro_seg: np.ndarray | None  # per row: the source's coefficient segment, or -1
+        pruned = fast is not None
         if fast is not None:  # the set stream's slots q matches, already pruned
             qidx, self.rows, self.time, self.pid, macro_seg, self.pos = fast
             macro_src = None  # one source: derived from macro_seg
+        elif not shared and tpl.one_row and not maps:  # matched and pruned in one compiled call
+            qidx, self.pos = typed_may_complete(
+                keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,
+                matcher.drop_mask(q), keys.pid, keys.time, w.within,
+            )  # fmt: skip
+            self.rows, self.time, self.pid = keys.order[qidx], keys.time[qidx], keys.pid[qidx]
+            macro_src = macro_seg = None
+            pruned = True
         elif not shared:  # every event in partition order; pos is -1 where q matches none
             qidx = None  # the identity
             self.rows, self.time, self.pid = keys.order, keys.time, keys.pid
@@ -139,7 +148,7 @@ class QueryRows:
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
             self._fill["kind"] = EVENT
         self._check_values(matcher)
-        if fast is None:
+        if not pruned:
             sel = (
                 rows_may_complete(self.pid, self.time, *self._ends(), w.within)
                 if self.prune and not maps

@@ -538,11 +538,10 @@ class SharedBursts:
 
         def make() -> np.ndarray:
             drop = np.zeros(sl.rows.shape[0], bool)
-            if q.filters:
+            dropped = matcher.drop_mask(q)
+            if dropped is not None:
                 plain = np.flatnonzero(sl.burst < 0)
-                rows = sl.rows[plain]
-                for f in q.filters:
-                    drop[plain[matcher.dropped(q, f)[rows]]] = True
+                drop[plain] = dropped[sl.rows[plain]]
             return drop
 
         return self._cached(self._drops, key, make)
