@@ -193,7 +193,9 @@ class QueryRows:
         if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
         if not self.full and self.prune and not self._window_pruned:  # prune again, per window
-            self._keep(rows_in_runs(self.pid, self.seg, *self._ends()))
+            kept = rows_in_runs(self.pid, self.seg, *self._ends())
+            if kept.shape[0] < self.pos.shape[0]:  # (ascending: as many rows keep them all)
+                self._keep(kept)
         if self.plan.adjacency is None:  # NEXT rows each read a tree by their own value
             self._collapse_runs()
 
