@@ -10,7 +10,11 @@ Measures, on the backend's own kernels:
 - macro: the cost of a macro row (a shared burst applied to one query) in events;
 - class_s: seconds of bookkeeping per shared (burst, class), measured end to end: static sharing
   over bursts of one event (nothing to gain) minus no sharing, per shared class, for ten queries
-  in five filter groups.
+  in five filter groups;
+- set_s, query_s: the fixed costs of sharing in a call (analysing a set; a query reading it),
+  measured end to end: static sharing minus no sharing over 300 events (nothing to gain), for
+  10 and 50 of bench_engine.py's queries: the difference grows by query_s per query reading a
+  set, and set_s per set.
 Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
 """
 
@@ -20,6 +24,7 @@ import argparse
 import platform
 
 import numpy as np
+from bench_engine import TYPES, kleene_queries
 from harness import best_time
 
 import gpu_hamlet
@@ -113,12 +118,40 @@ def main() -> None:
     # With one-event bursts the per-event work is the same both ways; what remains is the
     # coefficient pass (count channel) and the bookkeeping.
     class_s = max((shared - alone) / max(classes, 1) - coef_s, 0.0)
+    set_s, query_s = fixed_costs(args.backend)
     print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
     print(f"segment kernel s per event by channels 1..4: {[f'{x / n:.2e}' for x in per_channel]}")
     print(
         f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
-        f"class_s={class_s:.2e}, macro={macro:.2f})"
+        f"class_s={class_s:.2e}, macro={macro:.2f}, set_s={set_s:.2e}, query_s={query_s:.2e})"
     )
+
+
+def fixed_costs(backend: str) -> tuple[float, float]:
+    """(set_s, query_s): static minus none over 300 events for 10 and 50 queries, as a line in
+    the queries that read a set (best of 30 calls each, so that the small calls' noise drops)."""
+    ev = kleene_stream(300, seed=7, types=TYPES, mean_burst=20.0, n_groups=8)
+    points = []
+    for k in (10, 50):
+        wl = kleene_queries(k)
+        stats = RunStats()
+        gpu_hamlet.aggregate(
+            ev, wl, sharing="static", numeric="float", backend=backend, stats=stats
+        )
+        diff = [
+            best_time(
+                lambda mode=mode: gpu_hamlet.aggregate(
+                    ev, wl, sharing=mode, numeric="float", backend=backend, on_overflow="null"
+                ),
+                30,
+            )
+            for mode in ("static", "none")
+        ]
+        points.append((len(stats.sets), sum(len(s.queries) for s in stats.sets), diff[0] - diff[1]))
+    (s1, q1, d1), (s2, q2, d2) = points
+    assert s1 == s2, "the same sets at both sizes"
+    query_s = (d2 - d1) / (q2 - q1)
+    return max((d1 - query_s * q1) / s1, 0.0), max(query_s, 0.0)
 
 
 if __name__ == "__main__":

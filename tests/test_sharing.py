@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from unittest.mock import patch
 
@@ -123,6 +124,11 @@ def test_dynamic_choice_follows_the_cost_model():
     assert not choose_shared("none", b, k, width, chans, CPU_COSTS).any()
 
 
+#: CPU_COSTS without the fixed costs of sharing in a call, for tests of the per-burst
+#: decisions on inputs small enough that those costs alone would share nothing.
+NO_FIXED_COSTS = replace(CPU_COSTS, set_s=0.0, query_s=0.0)
+
+
 def test_splits_and_merges_are_counted():
     """Bursts alternating between one and many filtered-in events flip the dynamic decision."""
     text = ";".join(f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s" for i in range(6))
@@ -134,9 +140,10 @@ def test_splits_and_merges_are_counted():
             events.append({"time": t, "type": "B", "x": 0})
             t += 1
     stats = RunStats()
-    got = gpu_hamlet.aggregate(
-        events_to_table(events), text, stats=stats, numeric="float", backend="cpu"
-    )
+    with patch.dict(COST_MODELS, {"cpu": NO_FIXED_COSTS}):
+        got = gpu_hamlet.aggregate(
+            events_to_table(events), text, stats=stats, numeric="float", backend="cpu"
+        )
     (s,) = stats.sets
     assert (s.bursts, s.shared, s.unshared) == (5, 3, 2)
     assert (s.splits, s.merges) == (2, 2)
@@ -411,3 +418,34 @@ def test_burst_ids_follow_their_definition(data):
     is_e = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
     got = burst_ids(pid, pane, time, is_e)
     assert got.tolist() == _burst_ids_by_definition(pid, pane, time, is_e)
+
+
+def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
+    """Sharing costs each call a set's analysis and each query its reading of the set
+    (EngineCostModel.set_s, query_s), which the per-burst decisions leave out. Where the set's
+    Kleene events are too few for any gain to pay for them, `dynamic` does not analyse it; where
+    the analysed gains add up to less than the queries' reading, it shares none; either way the
+    results equal sharing="none" and the stats say why."""
+    text = ";".join(f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s" for i in range(6))
+    events = events_to_table(
+        [{"time": t, "type": "A" if t % 10 == 0 else "B", "x": 0} for t in range(60)]
+    )
+    alone = gpu_hamlet.aggregate(events, text, sharing="none", numeric="exact", backend="cpu")
+    assert not CPU_COSTS.may_pay(54, 6, 12.0)  # 54 B events, 6 queries of 2 channels each
+    stats = RunStats()
+    got = gpu_hamlet.aggregate(events, text, stats=stats, numeric="exact", backend="cpu")
+    (s,) = stats.sets
+    assert s.below_fixed_costs and (s.bursts, s.shared) == (0, 0)
+    assert "not analysed" in stats.describe()
+    assert all(got[n].equals(alone[n]) for n in alone)
+    # Analysed (a negative set_s lets the set through may_pay), every burst worth sharing alone,
+    # but the queries' reading of the set costs more than all of their gains.
+    costly = replace(CPU_COSTS, set_s=-10.0, query_s=1.0)
+    for model, shared in ((NO_FIXED_COSTS, 6), (costly, 0)):
+        stats = RunStats()
+        with patch.dict(COST_MODELS, {"cpu": model}):
+            got = gpu_hamlet.aggregate(events, text, stats=stats, numeric="exact", backend="cpu")
+        (s,) = stats.sets
+        assert (s.bursts, s.shared, s.below_fixed_costs) == (6, shared, not shared)
+        assert all(got[n].equals(alone[n]) for n in alone)
+    assert "gains were below the fixed costs" in stats.describe()

@@ -33,7 +33,7 @@ from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
-from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
@@ -104,6 +104,13 @@ def evaluate(
     shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:
+            if options.sharing == "dynamic" and not sset.conditions:
+                if not may_pay(sset, ev, plans, COST_MODELS[be.name]):
+                    if stats is not None:  # its queries run alone, as with sharing="none"
+                        stats.sets.append(
+                            SharingStats(sset.kleene_type, sset.names, below_fixed_costs=True)
+                        )
+                    continue
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))
             args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)

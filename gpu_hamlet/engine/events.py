@@ -36,6 +36,7 @@ class EventFrame:
     axis: TimeAxis
     type_codes: np.ndarray  # int32 index into type_names
     type_names: list[str]
+    type_counts: np.ndarray | None = None  # events per type code, where they were counted
 
     @property
     def n(self) -> int:
@@ -46,6 +47,15 @@ class EventFrame:
             return self.type_names.index(type_name)
         except ValueError:
             return -1
+
+    def count_of(self, type_name: str) -> int:
+        """The events of a type (0 when it is absent)."""
+        code = self.code_of(type_name)
+        if code < 0:
+            return 0
+        if self.type_counts is not None:
+            return int(self.type_counts[code])
+        return int(np.count_nonzero(self.type_codes == code))
 
 
 def to_arrow_table(events: Any) -> pa.Table:
@@ -177,7 +187,7 @@ def prepare_events(
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
         tnp = time.cast(pa.int64()).to_numpy()
-    return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names)
+    return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count)
 
 
 @njit(cache=True)

@@ -51,6 +51,11 @@ class EngineCostModel:
     coef_s: float
     class_s: float
     macro: float
+    #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`), and each
+    #: query reading it rather than its own events (`query_s`: its group's stream, coefficients
+    #: and macro layout). Only small calls notice them (`may_pay`).
+    set_s: float = 0.0
+    query_s: float = 0.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
@@ -66,6 +71,13 @@ class EngineCostModel:
     def benefit(self, b, k, width, channels):
         return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
 
+    def may_pay(self, events: int, k: int, width: float) -> bool:
+        """Whether sharing `events` Kleene events among k queries (`width`: their channels
+        added up) could pay in a call at all: even if each of them ran once for all the queries
+        rather than once per query, the saving must exceed the fixed costs of analysing the set
+        and of each query reading it."""
+        return events * self.per_event(k, width) > self.set_s + k * self.query_s
+
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
 #: development machine, 400,000 events; the mean of four runs at 5ed9401, after XFloat sums lost
@@ -73,8 +85,16 @@ class EngineCostModel:
 #: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed). class_s from three
 #: runs at c010526, after a filter group's queries read one stream of the set's slots
 #: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
+#: set_s and query_s: the mean of three runs of the same script's `fixed_costs` at 21158ab
+#: (calibrate_cpu_fixed_21158ab.txt).
 CPU_COSTS = EngineCostModel(
-    base_s=2.5e-08, event_s=9.7e-09, coef_s=7.7e-09, class_s=7.2e-07, macro=1.04
+    base_s=2.5e-08,
+    event_s=9.7e-09,
+    coef_s=7.7e-09,
+    class_s=7.2e-07,
+    macro=1.04,
+    set_s=8.2e-04,
+    query_s=6.8e-05,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
@@ -83,8 +103,15 @@ CPU_COSTS = EngineCostModel(
 #: transfers are in base_s: at 400 runs of 1,000 events the segment kernel leaves most of the
 #: device idle, so an unshared event costs about what it costs on the CPU while the coefficients
 #: (one thread per burst) are 9x cheaper; class_s is the host bookkeeping, as on the CPU.
+#: set_s and query_s are the CPU's (not measured on a device): the same host work in Python.
 GPU_COSTS = EngineCostModel(
-    base_s=7.3e-08, event_s=2.8e-09, coef_s=1.9e-09, class_s=1.7e-06, macro=0.89
+    base_s=7.3e-08,
+    event_s=2.8e-09,
+    coef_s=1.9e-09,
+    class_s=1.7e-06,
+    macro=0.89,
+    set_s=8.2e-04,
+    query_s=6.8e-05,
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

@@ -190,6 +190,9 @@ class SharingStats:
     graphlet_snapshots: int = 0
     event_snapshots: int = 0
     burst_events: int = 0
+    #: dynamic shared nothing because sharing could not pay for its fixed costs in this call
+    #: (EngineCostModel.may_pay before the analysis, or query_s after it)
+    below_fixed_costs: bool = False
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -222,6 +225,21 @@ class Slots:
     time: np.ndarray
     burst: np.ndarray
     codes: np.ndarray
+
+
+def query_width(plan: QueryPlan) -> int:
+    """A query's state channels in all its runs: what its events cost (EngineCostModel)."""
+    return len(plan.linear) + len(plan.exact) + len(plan.minmax)
+
+
+def may_pay(
+    sset: SharableSet, ev: EventFrame, plans: dict[str, QueryPlan], model: EngineCostModel
+) -> bool:
+    """Whether `dynamic` should analyse the set in this call at all: sharing its Kleene events
+    must be able to beat the fixed costs of sharing (`EngineCostModel.may_pay`). Small calls
+    fail it: bench_small.py's 50 queries over 2,100 events took 1.3x `none`'s time shared."""
+    width = sum(query_width(plans[n]) for n in sset.names)
+    return model.may_pay(ev.count_of(sset.kleene_type), len(sset.names), width)
 
 
 class SharedBursts:
@@ -269,10 +287,7 @@ class SharedBursts:
         pane = ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane")
         panes, _ = be.segments(set_pid, t, pane)
         burst_id = be.burst_ids(set_pid, panes, t, codes == ev.code_of(E))
-        width = np.asarray(
-            [len(plans[n].linear) + len(plans[n].exact) + len(plans[n].minmax) for n in names],
-            np.float64,
-        )
+        width = np.asarray([query_width(plans[n]) for n in names], np.float64)
         weighted = np.asarray([len(plans[n].linear) - 1 for n in names], np.float64)
         width_f = np.bincount(self.group, weights=width, minlength=nf)
         weighted_f = np.zeros(nf)
@@ -372,14 +387,21 @@ class SharedBursts:
         ).reshape(nf, nsh)
         is_rep = (rep == np.arange(nf)[:, None]) & (counts > 0)
         decide = np.zeros((nf, nsh), bool)
-        decide[is_rep] = choose_shared(
-            mode,
+        classes = (
             counts[is_rep].astype(np.float64),
             cls_size[is_rep],
             cls_width.reshape(nf, nsh)[is_rep],
             cls_chan[is_rep],
-            model,
         )
+        decide[is_rep] = choose_shared(mode, *classes, model)
+        if mode == "dynamic" and decide.any():
+            # The decisions per burst leave out what each query pays once for reading the set
+            # (EngineCostModel.query_s): where all their gains add up to less, share none.
+            gain = model.benefit(*classes)[decide[is_rep]].sum()
+            reads = (decide[rep, cols] & (counts > 0)).any(axis=1)  # groups with a shared burst
+            if gain < model.query_s * np.bincount(self.group, minlength=nf)[reads].sum():
+                decide[:] = False
+                self.stats.below_fixed_costs = True
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
         seg_of_rep[decide] = np.arange(int(decide.sum()))
         self.segidx = np.where(decide[rep, cols] & (counts > 0), seg_of_rep[rep, cols], -1)
@@ -719,10 +741,17 @@ class RunStats:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
             # transition `tran(A, B)` or a chain of them) is named as written.
             name = s.kleene_type if s.is_stage else s.kleene_type + "+"
+            if s.below_fixed_costs and not s.bursts:
+                out.append(
+                    f"{name} shared by {', '.join(s.queries)}: not analysed, sharing could not "
+                    f"pay for its fixed costs in this call (too few events)"
+                )
+                continue
             out.append(
                 f"{name} shared by {', '.join(s.queries)}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"
+                + (" (the gains were below the fixed costs)" if s.below_fixed_costs else "")
             )
         return "\n".join(out)
