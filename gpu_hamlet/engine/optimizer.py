@@ -85,8 +85,8 @@ class EngineCostModel:
 #: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed). class_s from three
 #: runs at c010526, after a filter group's queries read one stream of the set's slots
 #: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
-#: set_s and query_s: the mean of three runs of the same script's `fixed_costs` at 21158ab
-#: (calibrate_cpu_fixed_21158ab.txt).
+#: set_s and query_s: the mean of three runs of the same script's `fixed_costs` on the tree of
+#: d3230b8 (calibrate_cpu_d3230b8.txt, where the whole script then gave 8.18e-04 and 6.06e-05).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
