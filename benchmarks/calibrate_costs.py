@@ -11,10 +11,10 @@ Measures, on the backend's own kernels:
 - class_s: seconds of bookkeeping per shared (burst, class), measured end to end: static sharing
   over bursts of one event (nothing to gain) minus no sharing, per shared class, for ten queries
   in five filter groups;
-- set_s, query_s: the fixed costs of sharing in a call (analysing a set; a query reading it),
-  measured end to end: static sharing minus no sharing over 300 events (nothing to gain), for
-  10 and 50 of bench_engine.py's queries: the difference grows by query_s per query reading a
-  set, and set_s per set.
+- set_s, query_s: the fixed costs of sharing in a call (analysing a set; a query's kernel run
+  reading it), measured end to end: static sharing minus no sharing over 300 events (nothing to
+  gain), for 10 and 50 of bench_engine.py's queries: the difference grows by query_s per run of
+  a query reading a set, and set_s per set.
 Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
 """
 
@@ -30,7 +30,9 @@ from harness import best_time
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.backend import select_backend
-from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.evaluate import Context
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.sharing import RunStats, query_runs
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
@@ -129,7 +131,8 @@ def main() -> None:
 
 def fixed_costs(backend: str) -> tuple[float, float]:
     """(set_s, query_s): static minus none over 300 events for 10 and 50 queries, as a line in
-    the queries that read a set (best of 30 calls each, so that the small calls' noise drops)."""
+    the kernel runs of the queries that read a set (`query_runs`; best of 30 calls each, so
+    that the small calls' noise drops)."""
     ev = kleene_stream(300, seed=7, types=TYPES, mean_burst=20.0, n_groups=8)
     points = []
     for k in (10, 50):
@@ -147,7 +150,10 @@ def fixed_costs(backend: str) -> tuple[float, float]:
             )
             for mode in ("static", "none")
         ]
-        points.append((len(stats.sets), sum(len(s.queries) for s in stats.sets), diff[0] - diff[1]))
+        options = Options(backend, "static", "float", "null", "time", "type")
+        plans = Context.of(ev, wl, options).plans
+        runs = sum(query_runs(plans[n]) for s in stats.sets for n in s.queries)
+        points.append((len(stats.sets), runs, diff[0] - diff[1]))
     (s1, q1, d1), (s2, q2, d2) = points
     assert s1 == s2, "the same sets at both sizes"
     query_s = (d2 - d1) / (q2 - q1)

@@ -52,8 +52,9 @@ class EngineCostModel:
     class_s: float
     macro: float
     #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`), and each
-    #: query reading it rather than its own events (`query_s`: its group's stream, coefficients
-    #: and macro layout). Only small calls notice them (`may_pay`).
+    #: query reading it rather than its own events, per kernel run it makes (`query_s`: its
+    #: group's stream, and per run its coefficients and macro rows). Only small calls notice them
+    #: (`may_pay`).
     set_s: float = 0.0
     query_s: float = 0.0
 
@@ -71,12 +72,12 @@ class EngineCostModel:
     def benefit(self, b, k, width, channels):
         return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
 
-    def may_pay(self, events: int, k: int, width: float) -> bool:
+    def may_pay(self, events: int, k: int, width: float, runs: int) -> bool:
         """Whether sharing `events` Kleene events among k queries (`width`: their channels
-        added up) could pay in a call at all: even if each of them ran once for all the queries
-        rather than once per query, the saving must exceed the fixed costs of analysing the set
-        and of each query reading it."""
-        return events * self.per_event(k, width) > self.set_s + k * self.query_s
+        added up; `runs`: their kernel runs) could pay in a call at all: even if each event ran
+        once for all the queries rather than once per query, the saving must exceed the fixed
+        costs of analysing the set and of each query's runs reading it."""
+        return events * self.per_event(k, width) > self.set_s + runs * self.query_s
 
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
@@ -85,16 +86,16 @@ class EngineCostModel:
 #: calibrate_cpu_5ed9401.txt; BENCHMARKS.md has what each refit changed). class_s from three
 #: runs at c010526, after a filter group's queries read one stream of the set's slots
 #: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
-#: set_s and query_s: the mean of three runs of the same script's `fixed_costs` on the tree of
-#: d3230b8 (calibrate_cpu_d3230b8.txt, where the whole script then gave 8.18e-04 and 6.06e-05).
+#: set_s and query_s (per kernel run of a query): the mean of three runs of the same script's
+#: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
     coef_s=7.7e-09,
     class_s=7.2e-07,
     macro=1.04,
-    set_s=8.2e-04,
-    query_s=6.8e-05,
+    set_s=9.3e-04,
+    query_s=5.2e-05,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
@@ -110,8 +111,8 @@ GPU_COSTS = EngineCostModel(
     coef_s=1.9e-09,
     class_s=1.7e-06,
     macro=0.89,
-    set_s=8.2e-04,
-    query_s=6.8e-05,
+    set_s=9.3e-04,
+    query_s=5.2e-05,
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

@@ -232,6 +232,12 @@ def query_width(plan: QueryPlan) -> int:
     return len(plan.linear) + len(plan.exact) + len(plan.minmax)
 
 
+def query_runs(plan: QueryPlan) -> int:
+    """The fewest kernel runs a query makes: the float run, one residue run or more (exact and
+    bigint modes), and the MIN/MAX run: each reads a shared set's coefficients."""
+    return 1 + bool(plan.exact) + bool(plan.minmax)
+
+
 def may_pay(
     sset: SharableSet, ev: EventFrame, plans: dict[str, QueryPlan], model: EngineCostModel
 ) -> bool:
@@ -239,7 +245,8 @@ def may_pay(
     must be able to beat the fixed costs of sharing (`EngineCostModel.may_pay`). Small calls
     fail it: bench_small.py's 50 queries over 2,100 events took 1.3x `none`'s time shared."""
     width = sum(query_width(plans[n]) for n in sset.names)
-    return model.may_pay(ev.count_of(sset.kleene_type), len(sset.names), width)
+    runs = sum(query_runs(plans[n]) for n in sset.names)
+    return model.may_pay(ev.count_of(sset.kleene_type), len(sset.names), width, runs)
 
 
 class SharedBursts:
@@ -395,11 +402,12 @@ class SharedBursts:
         )
         decide[is_rep] = choose_shared(mode, *classes, model)
         if mode == "dynamic" and decide.any():
-            # The decisions per burst leave out what each query pays once for reading the set
-            # (EngineCostModel.query_s): where all their gains add up to less, share none.
+            # The decisions per burst leave out what each query pays once per run for reading
+            # the set (EngineCostModel.query_s): where all their gains add up to less, share none.
             gain = model.benefit(*classes)[decide[is_rep]].sum()
             reads = (decide[rep, cols] & (counts > 0)).any(axis=1)  # groups with a shared burst
-            if gain < model.query_s * np.bincount(self.group, minlength=nf)[reads].sum():
+            runs = np.asarray([query_runs(plans[n]) for n in names], np.float64)
+            if gain < model.query_s * np.bincount(self.group, runs, nf)[reads].sum():
                 decide[:] = False
                 self.stats.below_fixed_costs = True
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
