@@ -431,7 +431,7 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
         [{"time": t, "type": "A" if t % 10 == 0 else "B", "x": 0} for t in range(60)]
     )
     alone = gpu_hamlet.aggregate(events, text, sharing="none", numeric="exact", backend="cpu")
-    assert not CPU_COSTS.may_pay(54, 6, 12.0)  # 54 B events, 6 queries of 2 channels each
+    assert not CPU_COSTS.may_pay(54, 6, 12.0, 12)  # 54 B events, 6 queries: 2 channels, 2 runs
     stats = RunStats()
     got = gpu_hamlet.aggregate(events, text, stats=stats, numeric="exact", backend="cpu")
     (s,) = stats.sets
