@@ -440,7 +440,7 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
     assert all(got[n].equals(alone[n]) for n in alone)
     # Analysed (a negative set_s lets the set through may_pay), every burst worth sharing alone,
     # but the queries' reading of the set costs more than all of their gains.
-    costly = replace(CPU_COSTS, set_s=-10.0, query_s=1.0)
+    costly = replace(CPU_COSTS, set_s=-100.0, query_s=1.0)
     for model, shared in ((NO_FIXED_COSTS, 6), (costly, 0)):
         stats = RunStats()
         with patch.dict(COST_MODELS, {"cpu": model}):
