@@ -162,11 +162,11 @@ def evaluate(
             group.clear()
 
         def reads(q: Query) -> int:
-            """About the rows building q's rows reads: its one shared set's collapsed stream
-            (a few rows per burst), else every event."""
-            src = shared.get(q.name, [])
-            slots = src[0].slots if len(src) == 1 and isinstance(src[0], SharedBursts) else None
-            return ev.n if slots is None else slots.idx.shape[0]
+            """About the rows building q's rows reads: the collapsed stream of the one set it
+            shares bursts of (a few rows per burst), else every event."""
+            src = [sb for sb in shared.get(q.name, []) if sb.shares(q.name)]
+            one = src[0] if len(src) == 1 and isinstance(src[0], SharedBursts) else None
+            return ev.n if one is None or one.slots is None else one.slots.idx.shape[0]
 
         # Queries' rows are built on the host's threads, a few queries at a time (each sort
         # is made first, once); a batch takes no more queries once they hold BATCH_EVENTS events.
