@@ -99,6 +99,8 @@ def sharing_summary(stats: RunStats) -> dict[str, float] | None:
     stages = [s for s in stats.sets if s.is_stage]
     out: dict[str, float] = {f: sum(getattr(s, f) for s in bursts) for f in SHARING_FIELDS}
     out["sets"] = len(bursts)
+    # sets `dynamic` did not analyse: sharing them could not pay for its fixed costs
+    out["sets_not_analysed"] = sum(s.below_fixed_costs and not s.bursts for s in bursts)
     out["share_rate"] = out["shared"] / out["bursts"] if out["bursts"] else 0.0
     out["stages"] = len(stages)
     out["stage_runs"] = sum(s.bursts for s in stages)
