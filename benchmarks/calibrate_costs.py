@@ -21,6 +21,7 @@ Prints an `EngineCostModel(...)` line to paste into optimizer.py with this comma
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 
 import numpy as np
@@ -141,15 +142,13 @@ def fixed_costs(backend: str) -> tuple[float, float]:
         gpu_hamlet.aggregate(
             ev, wl, sharing="static", numeric="float", backend=backend, stats=stats
         )
-        diff = [
-            best_time(
-                lambda mode=mode: gpu_hamlet.aggregate(
-                    ev, wl, sharing=mode, numeric="float", backend=backend, on_overflow="null"
-                ),
-                30,
+
+        def call(mode: str, wl: str = wl) -> None:
+            gpu_hamlet.aggregate(
+                ev, wl, sharing=mode, numeric="float", backend=backend, on_overflow="null"
             )
-            for mode in ("static", "none")
-        ]
+
+        diff = [best_time(functools.partial(call, mode), 30) for mode in ("static", "none")]
         options = Options(backend, "static", "float", "null", "time", "type")
         plans = Context.of(ev, wl, options).plans
         runs = sum(query_runs(plans[n]) for s in stats.sets for n in s.queries)
