@@ -158,23 +158,11 @@ class Matcher:
                 pos_of_code[code] = p
         return pos_of_code
 
-    def filtered(
-        self,
-        q: Query,
-        pos: np.ndarray,
-        rows: np.ndarray | None = None,
-        where: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """`pos` (of all rows, or of `rows`) with -1 at rows q's filters drop (only at `where`,
-        when given: indices into pos)."""
-        for f in q.filters:
-            drop = self.dropped(q, f)
-            if where is not None:
-                assert rows is not None, "`where` indexes into `rows`"
-                at = where[drop[rows[where]]]
-            else:
-                at = drop if rows is None else drop[rows]
-            pos[at] = -1
+    def filtered(self, q: Query, pos: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """`pos` (of all rows, or of `rows`) with -1 at rows q's filters drop."""
+        drop = self.drop_mask(q)
+        if drop is not None:
+            pos[drop if rows is None else drop[rows]] = -1
         return pos
 
     def type_mask(self, q: Query, t: str) -> np.ndarray:
