@@ -61,8 +61,9 @@ def segment_maps(
     maps = np.empty((nruns, D, D if full else 1, lanes), snap.dtype)
     X = np.empty((D, ncols, lanes), snap.dtype)
     Dl = np.empty((D, ncols, lanes), snap.dtype)
+    Xs = np.empty((D, ncols, lanes), snap.dtype)
     run_segments(
-        tag, X, Dl, bounds, 0, nruns, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start,
+        tag, X, Dl, Xs, bounds, 0, nruns, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start,
         is_end, move_ptr, move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx, BS, maps,
     )  # fmt: skip
     return maps, run_pid, run_seg

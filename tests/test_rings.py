@@ -168,7 +168,9 @@ def _block_case(nch: int, L: int):
 def _terms(fn, tag, X, BM_or_BS, case, nch, L):
     k, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start = case
     Dl = np.zeros_like(X)
-    done = fn(tag, X, Dl, 0, 1, BM_or_BS, 0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, 0)
+    scratch = () if fn in (block_terms, _block_terms_c) else (np.full_like(X, 7.0),)  # Xs
+    done = fn(tag, X, Dl, *scratch, 0, 1, BM_or_BS, 0, L, blk_idx, pred_ptr, pred_idx, is_start,
+              nch, k, 0)  # fmt: skip
     return done, Dl
 
 
@@ -245,6 +247,43 @@ def test_scaled_block_terms_decline_where_a_left_out_product_would_count():
         assert not done
 
 
+def test_scaled_block_terms_decline_where_a_plain_sum_lost_its_only_product():
+    """A row of counts takes its plain sum (no branch per product), but an input lost below
+    float64's range (IN, 2^-2000 beside the block's 2^2000) was the output's only product: the
+    plain sum is 0 where XFloat's is 1, so the row must decline, not return 0."""
+    case = _block_case(1, 1)
+    X = np.zeros((4, 1, 2))
+    X[0, 0], X[1, 0] = (1.0, 0.0), (1.0, 2000.0)  # IN, state 1; no constant (a carried column)
+    BM = np.zeros((16, 1, 2))
+    BM[4, 0] = (1.0, 0.0)  # state 1's row: IN only
+    BS = xf_scaled_rows(BM[:, 0, 0].reshape(4, 4), BM[:, 0, 1].reshape(4, 4)).reshape(-1, 2)
+    tag = make_tag("xfloat")
+    for terms, scaled in ((block_terms, xf_block_terms), (_block_terms_c, _xf_block_terms_c)):
+        _, want = _terms(terms, tag, X, BM, case, 1, 1)
+        assert _value(*want[1, 0]) == _value(1.0, 0)
+        done, _ = _terms(scaled, tag, X, BS, case, 1, 1)
+        assert not done
+
+
+def test_scaled_block_terms_need_not_decline_for_a_lost_input_they_never_multiply():
+    """The same lost IN, but the block's state reads only itself and the final reads nothing:
+    no product was left out, so the row is exact without XFloat (the final's plain sum of 0 is
+    checked product by product before the row declines)."""
+    case = _block_case(1, 1)
+    X = np.zeros((4, 1, 2))
+    X[0, 0], X[1, 0] = (1.0, 0.0), (1.0, 2000.0)
+    BM = np.zeros((16, 1, 2))
+    BM[5, 0] = (0.75, 3.0)  # state 1's row: 6 x state 1
+    BS = xf_scaled_rows(BM[:, 0, 0].reshape(4, 4), BM[:, 0, 1].reshape(4, 4)).reshape(-1, 2)
+    tag = make_tag("xfloat")
+    for terms, scaled in ((block_terms, xf_block_terms), (_block_terms_c, _xf_block_terms_c)):
+        _, want = _terms(terms, tag, X, BM, case, 1, 1)
+        done, got = _terms(scaled, tag, X, BS, case, 1, 1)
+        assert done
+        for at in range(4):
+            assert _value(*got[at, 0]) == _value(*want[at, 0]), at
+
+
 def test_float_products_and_sums_go_through_the_rounded_primitives(monkeypatch):
     """XFloat's products and sums, the scaled block terms and the `modps` quotient estimate call
     `f_mul` and `f_add`, which the GPU backend compiles as libdevice's never-fused `dmul_rn` and
@@ -271,13 +310,9 @@ def test_float_products_and_sums_go_through_the_rounded_primitives(monkeypatch):
     assert rings.lane_mul(np.int64(6), np.int64(7), 11) == 42 % 11
     # an XFloat sum scales both mantissas to the larger exponent (by 1 or a power of two)
     assert calls == ["mul", "mul", "mul", "add", "mul", "mul", "add", "mul", "mul"]
-    BS = np.zeros((4, 2))
-    BS[1, 0] = 0.5
-    Dl = np.zeros((3, 1, 2))
     calls.clear()
-    blk_idx = np.zeros(1, np.int64)
-    recursions.xf_input_terms(Dl, BS, 0, 3.0, 0, 1, blk_idx, 1, 1, 0)
-    assert calls == ["mul", "add"] and Dl[0, 0, 0] == 1.5
+    assert recursions.xf_term(0.0, 0, 0.5, 3.0) == (1.5, 0)
+    assert calls == ["mul", "add"]
 
 
 @njit

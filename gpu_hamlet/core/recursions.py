@@ -186,12 +186,12 @@ def reset(tag, X, carry):
 
 @jitable
 def run_segments(
-    tag, X, Dl, bounds, r0, r1, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
+    tag, X, Dl, Xs, bounds, r0, r1, t, pos, W, MU, K, mseg, pred_ptr, pred_idx, is_start, is_end,
     move_ptr, move_from, move_to, k, full, carry, snap, BM, blk_ptr, blk_idx, BS, maps,
 ):  # fmt: skip
     """Runs r0..r1-1 (rows bounds[r] to bounds[r + 1] - 1 of run r, sorted by time), each from
-    the zero state (`reset`) to its output maps[r] (`finish_run`); `Dl` is scratch of X's shape
-    for the deltas of an equal-timestamp group.
+    the zero state (`reset`) to its output maps[r] (`finish_run`); `Dl` and `Xs` are scratch of
+    X's shape, for the deltas of an equal-timestamp group and a block row's inputs in XFloat.
 
     A block macro row (`BLOCK`) is a run of a shared sub-pattern's events, entered at state s,
     as one map, alone at its timestamp (the engine cuts a shared run where another row of the
@@ -230,7 +230,7 @@ def run_segments(
                 last = blk_idx[b0 + L - 1]
                 for col in range(ncols):
                     if not scaled_block_terms(
-                        tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
+                        tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
                         nch, k, col,
                     ):  # fmt: skip
                         block_terms(
@@ -330,15 +330,14 @@ def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, blk_idx, nch, k, col):
                 r_store(tag, Dl, at, col, r_add(tag, r_load(tag, Dl, at, col), r_mul(tag, a, v)))
 
 
-#: `xf_input_terms`' flags: a product was left out, a term is negative, the path declines.
-XF_DROPPED, XF_NEGATIVE, XF_DECLINE = 1, 2, 4
-#: An output's mark beside XF_DROPPED: it holds a product below XF_NEAR.
-XF_SMALL = 8
+#: `xf_term`'s flags: a product was left out, a term is negative, the path declines, a product
+#: below XF_NEAR was added.
+XF_DROPPED, XF_NEGATIVE, XF_DECLINE, XF_SMALL = 1, 2, 4, 8
 
 
 @jitable
 def xf_block_terms(
-    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     """`block_terms` in XFloat as plain float arithmetic, with the same values, or False (Dl
     then holds nothing of use) where that cannot be shown (docs/architecture.md section 10).
@@ -350,13 +349,18 @@ def xf_block_terms(
     one below is left out, which changes nothing where every term is non-negative and the
     output's added products are all XF_NEAR or more (the sum, never smaller than the first of
     them, absorbs it, as XFloat's alignment does); else the row declines. Saves an exponent
-    alignment per multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py)."""
+    alignment per multiply-add: the block rows' cost at L = 10 (benchmarks/bench_gloria.py).
+
+    The scaled inputs wait in Xs, scratch of X's shape, and each output's sum in a register
+    (an output's terms added into Dl in turn took 3.5 ns a product). A row whose products
+    are all added unmarked, as a count's are, takes them without a branch (`plain` below)."""
     if BS.shape[0] == 0:  # no scaled maps given
         return False
     sd = L + 2
     Dp = nch * sd + 1
     stride = k + 1
     cst = X.shape[0] - 1
+    nin = nch * (L + 1)  # the inputs but the constant (Xs[nin])
     # The scale: the largest exponent among the inputs' parts (IN sums some of s's predecessors;
     # the constant is 0 in the columns of carried states). -inf: every input is zero.
     top = X[cst, col, 1] if X[cst, col, 0] != 0.0 else -math.inf
@@ -370,38 +374,64 @@ def xf_block_terms(
             at = base + pred_idx[qi]
             if X[at, col, 0] != 0.0 and X[at, col, 1] > top:
                 top = X[at, col, 1]
-    for ch in range(nch):
-        for p in range(1, L + 2):
-            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-            Dl[at, col, 0] = 0.0
-            Dl[at, col, 1] = 0.0  # the output's marks (XF_DROPPED, XF_SMALL)
-    flags = 0
-    for ch in range(nch):
-        for p in range(L + 1):  # IN, then the block's states (its final value: growth only)
-            if p == 0:
+    # The inputs, scaled, at Xs[ch (L + 1) + p, col, 1] (p = 0: IN, then the block's states;
+    # its final value grows only, so it is no input) and Xs[nin, col, 1] (the constant); NaN: a
+    # zero input, whose products are not taken. Beside each, its column's offset in the map
+    # (a whole number), so that an output reads its inputs in one loop: nested loops over
+    # channels and positions cost more than the products at L = 2. The inputs' smallest
+    # positive value, whether one is negative and whether one is lost below float64's range
+    # (0 from a nonzero input) tell which outputs may take plain sums.
+    least = math.inf
+    negative = False
+    lost = False
+    for ch in range(nch + 1):
+        for p in range(L + 1 if ch < nch else 1):
+            if ch == nch:
+                v = r_load(tag, X, cst, col)
+            elif p == 0:
                 v = block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
             else:
                 v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
+            x = math.nan
             if v[0] != 0.0:
                 x = xf_scale(v[0], top - v[1])
-                flags |= xf_input_terms(Dl, BS, off + (ch * sd + p) * Dp, x, b0, L, blk_idx,
-                                        nch, k, col)  # fmt: skip
-                if flags & XF_DECLINE:
-                    return False
-    v = r_load(tag, X, cst, col)
-    if v[0] != 0.0:
-        x = xf_scale(v[0], top - v[1])
-        flags |= xf_input_terms(Dl, BS, off + (Dp - 1) * Dp, x, b0, L, blk_idx, nch, k, col)
-        if flags & XF_DECLINE:
-            return False
-    if flags == XF_DROPPED | XF_NEGATIVE:
+                negative |= v[0] < 0.0
+                lost |= x == 0.0
+                if x > 0.0 and x < least:
+                    least = x
+            Xs[ch * (L + 1) + p, col, 1] = x
+            Xs[ch * (L + 1) + p, col, 0] = (Dp - 1 if ch == nch else ch * sd + p) * Dp
+    flags = 0
+    for cho in range(nch):
+        for po in range(1, L + 2):
+            o = off + cho * sd + po  # output (cho, po)'s entry in the map's column 0
+            acc = 0.0
+            mark = 0
+            # A row of non-negative entries whose smallest nonzero one times the smallest input
+            # is XF_NEAR or more adds every product (the row's bound at column 1,
+            # `xf_scaled_rows`), unmarked but for the inputs lost (XF_DROPPED).
+            plain = not negative and f_mul(BS[o + Dp, 1], least) >= XF_NEAR
+            if plain:
+                for i in range(nin + 1):
+                    x = Xs[i, col, 1]
+                    term = f_mul(BS[o + int(Xs[i, col, 0]), 0], x)
+                    acc = f_add(acc, term if x == x else 0.0)
+                mark = XF_DROPPED if lost else 0
+            if not plain or lost and acc == 0.0:  # each product on its own
+                acc = 0.0
+                mark = 0
+                for i in range(nin + 1):
+                    a = BS[o + int(Xs[i, col, 0]), 0]
+                    acc, mark = xf_term(acc, mark, a, Xs[i, col, 1])
+            if mark & XF_DECLINE or mark & XF_DROPPED and (mark & XF_SMALL or acc == 0.0):
+                return False  # a product left out might count beside the ones added
+            flags |= mark
+            Dl[cho * stride + (blk_idx[b0 + po - 1] if po <= L else k), col, 0] = acc
+    if flags & XF_DROPPED and flags & XF_NEGATIVE:
         return False
     for ch in range(nch):
         for p in range(1, L + 2):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-            mark = int(Dl[at, col, 1])
-            if mark & XF_DROPPED and (mark & XF_SMALL or Dl[at, col, 0] == 0.0):
-                return False  # a product left out might count beside the ones added
             mm, ee = xf_fix(Dl[at, col, 0], BS[off + ch * sd + p, 1] + top)
             Dl[at, col, 0] = mm
             Dl[at, col, 1] = ee
@@ -409,53 +439,50 @@ def xf_block_terms(
 
 
 @jitable
-def xf_input_terms(Dl, BS, entries, x, b0, L, blk_idx, nch, k, col):
-    """One scaled input x times its column of a block's scaled map (at BS[entries:]), added
-    into the outputs' plain sums in Dl (`xf_block_terms`); returns the XF_ flags it raised."""
-    sd = L + 2
-    stride = k + 1
-    flags = 0
-    for ch in range(nch):
-        for p in range(1, L + 2):
-            a = BS[entries + ch * sd + p, 0]
-            if a == 0.0:
-                continue
-            term = f_mul(a, x)
-            size = abs(term)
-            at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
-            if size >= XF_FAR:
-                Dl[at, col, 0] = f_add(Dl[at, col, 0], term)
-                if size < XF_NEAR:
-                    Dl[at, col, 1] = int(Dl[at, col, 1]) | XF_SMALL
-                if term < 0.0:
-                    flags |= XF_NEGATIVE
-            elif size < XF_FAR:
-                Dl[at, col, 1] = int(Dl[at, col, 1]) | XF_DROPPED
-                flags |= XF_DROPPED
-                if (a < 0.0) != (x < 0.0):
-                    flags |= XF_NEGATIVE
-            else:  # a is NaN: an entry too small beside its row's largest
-                return XF_DECLINE
-    return flags
+def xf_term(acc, mark, a, x):
+    """An output's plain sum acc plus the product of a map entry a and a scaled input x (NaN:
+    none) where it is XF_FAR or more (`xf_block_terms`), and the output's XF_ marks. Adding a
+    zero leaves the sum as it is (never -0: every term added is nonzero), so the sum takes no
+    branch; the marks take one, which the common product (a count's: XF_NEAR or more,
+    positive) and the products not taken pass by."""
+    term = f_mul(a, x)
+    size = abs(term)
+    acc = f_add(acc, term if size >= XF_FAR else 0.0)
+    if (size >= XF_NEAR or a == 0.0 or x != x) and term >= 0.0:
+        return acc, mark
+    if a == 0.0 or x != x:
+        return acc, mark
+    if size >= XF_FAR:
+        if size < XF_NEAR:
+            mark |= XF_SMALL
+        if term < 0.0:
+            mark |= XF_NEGATIVE
+    elif size < XF_FAR:
+        mark |= XF_DROPPED
+        if (a < 0.0) != (x < 0.0):
+            mark |= XF_NEGATIVE
+    else:
+        mark |= XF_DECLINE  # a is NaN: an entry too small beside its row's largest
+    return acc, mark
 
 
 def scaled_block_terms(
-    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     """`xf_block_terms` in XFloat, else False: `block_terms` does the work."""
     return isinstance(tag, XFloat) and xf_block_terms(
-        tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+        tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
     )
 
 
 @overload(scaled_block_terms, target="generic")
 def _ov_scaled_block_terms(
-    tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     if ring_of(tag) is XFloat:
         return xf_block_terms
 
-    def declined(tag, X, Dl, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
+    def declined(tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
                  col):  # fmt: skip
         return False
 

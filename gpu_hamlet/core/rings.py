@@ -239,8 +239,9 @@ XF_FAR = 2.0**-1020
 def xf_scaled_rows(m: np.ndarray, e: np.ndarray) -> np.ndarray:
     """XFloat matrices [..., rows, cols] (mantissas m, exponents e) as plain floats scaled to
     their row's largest entry, and that entry's binary exponent, stored by column: [..., cols,
-    rows, 2] holding (m * 2^(e - top), top). With its input scaled alike, a row times a vector
-    is then plain float arithmetic with XFloat's roundings while no product nears the
+    rows, 2] holding (m * 2^(e - top), top), but for column 1, whose second components hold a
+    bound for the row's products instead (below). With its input scaled alike, a row times a
+    vector is then plain float arithmetic with XFloat's roundings while no product nears the
     subnormal range (gpu_hamlet/core/recursions.py `xf_block_terms`); an entry too small
     beside its row's largest is NaN, so that its product shows it."""
     nz = m != 0.0
@@ -252,7 +253,13 @@ def xf_scaled_rows(m: np.ndarray, e: np.ndarray) -> np.ndarray:
     scaled = np.ldexp(m, shift)
     scaled[nz & (np.abs(scaled) < XF_TINY)] = np.nan
     out = np.stack([scaled, np.broadcast_to(top, scaled.shape)], axis=-1)
-    return np.ascontiguousarray(out.swapaxes(-2, -3))
+    out = np.ascontiguousarray(out.swapaxes(-2, -3))
+    # Column 1's second components: each row's smallest nonzero |entry| (inf: none), or -1 where
+    # the row holds a negative entry or a NaN, for `xf_block_terms`' plain sums.
+    size = np.where(nz, np.abs(scaled), np.inf)
+    out[..., 1, :, 1] = np.where((scaled < 0.0).any(-1) | np.isnan(scaled).any(-1), -1.0,
+                                 size.min(axis=-1))  # fmt: skip
+    return out
 
 
 @jitable

@@ -159,7 +159,7 @@ class SegmentRuns:
             for name in ("move_ptr", "move_from", "move_to")
         )
         item = np.dtype(self.dtype).itemsize * self.lanes
-        per_run = item * (2 * self.D * self.ncols + self.D * (self.D if full else 1))
+        per_run = item * (3 * self.D * self.ncols + self.D * (self.D if full else 1))
         # weights and snapshot, time, pos, mseg; rows and labels of described weights
         per_event = item * (nch + 1) + 3 * 8 + (16 if self.described else 0)
         self.cost = per_run + per_event * np.diff(self.bounds)
@@ -171,7 +171,7 @@ class SegmentRuns:
         """Runs r0..r1-1 on the device, ready to launch; outputs (maps, snapshots)."""
         e0, e1 = self.bounds[r0], self.bounds[r1]
         maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
-        work = cuda.device_array((r1 - r0, 2, self.D, self.ncols, self.lanes), self.dtype)
+        work = cuda.device_array((r1 - r0, 3, self.D, self.ncols, self.lanes), self.dtype)
         dsnap = to_device(self.snap[e0:e1])
         if isinstance(self.weights, list):  # described: each call's part of events e0..e1-1
             c0 = np.searchsorted(self.call_events, e0, side="right") - 1

@@ -3,9 +3,9 @@ runs of several queries (of one shape: ring, channels, pattern length, columns) 
 
 Each thread runs the recursion of gpu_hamlet/core/recursions.py over its run, the code the CPU
 backend runs, so results are bit-identical. Events of a run depend on each other in time order,
-so a run is sequential inside its thread; runs are independent. Per-thread scratch (the state X
-and the delta of an equal-timestamp group) lives in a global workspace [runs, 2, D, columns,
-lanes] that the caller sizes to its chunk of runs.
+so a run is sequential inside its thread; runs are independent. Per-thread scratch (the state X,
+the delta of an equal-timestamp group, a block row's scaled inputs) lives in a global workspace
+[runs, 3, D, columns, lanes] that the caller sizes to its chunk of runs.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def segment_kernel(ring: str):
         tag = Tag(prm)
         q = qid[r]
         run_segments(
-            tag, work[r, 0], work[r, 1], starts, r, r + 1, t, pos, W, MU, K, mseg, pred_ptrs[q],
-            pred_idxs[q], is_starts[q], is_ends[q], move_ptrs[q], move_froms[q], move_tos[q], k,
-            full, carries[q], snap, BM, blk_ptrs[q], blk_idxs[q], BS, maps,
+            tag, work[r, 0], work[r, 1], work[r, 2], starts, r, r + 1, t, pos, W, MU, K, mseg,
+            pred_ptrs[q], pred_idxs[q], is_starts[q], is_ends[q], move_ptrs[q], move_froms[q],
+            move_tos[q], k, full, carries[q], snap, BM, blk_ptrs[q], blk_idxs[q], BS, maps,
         )  # fmt: skip
 
     return kernel
