@@ -169,8 +169,8 @@ def _terms(fn, tag, X, BM_or_BS, case, nch, L):
     k, blk_ptr, blk_idx, pred_ptr, pred_idx, is_start = case
     Dl = np.zeros_like(X)
     scratch = () if fn in (block_terms, _block_terms_c) else (np.full_like(X, 7.0),)  # Xs
-    done = fn(tag, X, Dl, *scratch, 0, 1, BM_or_BS, 0, L, blk_idx, pred_ptr, pred_idx, is_start,
-              nch, k, 0)  # fmt: skip
+    done = fn(tag, X, Dl, *scratch, 0, 1, BM_or_BS, 0, L, True, blk_idx, pred_ptr, pred_idx,
+              is_start, nch, k, 0)  # fmt: skip
     return done, Dl
 
 

@@ -228,14 +228,15 @@ def run_segments(
                 b0 = blk_ptr[s]
                 L = blk_ptr[s + 1] - b0
                 last = blk_idx[b0 + L - 1]
+                fin = is_end[last]  # the block's final is an output only where it is read
                 for col in range(ncols):
                     if not scaled_block_terms(
-                        tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
-                        nch, k, col,
+                        tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx,
+                        is_start, nch, k, col,
                     ):  # fmt: skip
                         block_terms(
-                            tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start,
-                            nch, k, col,
+                            tag, X, Dl, off, s, BM, b0, L, fin, blk_idx, pred_ptr, pred_idx,
+                            is_start, nch, k, col,
                         )  # fmt: skip
                     for ch in range(nch):  # the block's states take their new values
                         for p in range(1, L + 1):
@@ -291,8 +292,11 @@ def block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col
 
 
 @jitable
-def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col):
-    """A block macro row's outputs in column col, into Dl at the block's states and the final:
+def block_terms(
+    tag, X, Dl, off, s, BM, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+):  # fmt: skip
+    """A block macro row's outputs in column col, into Dl at the block's states and, with fin
+    (the block's last state is an end), the final:
     each input read once (IN from `block_in`; the block's final value adds its growth only, so it
     is no input) and spread over the outputs; every output adds its terms in input order, from
     zero."""
@@ -300,7 +304,7 @@ def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_s
     Dp = nch * sd + 1
     stride = k + 1
     for ch in range(nch):
-        for p in range(1, L + 2):
+        for p in range(1, L + 1 + fin):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             r_store(tag, Dl, at, col, r_zero(tag))
     for ch in range(nch):
@@ -309,13 +313,13 @@ def block_terms(tag, X, Dl, off, s, BM, b0, L, blk_idx, pred_ptr, pred_idx, is_s
                 v = block_in(tag, X, ch, s, b0, L, blk_idx, pred_ptr, pred_idx, is_start, k, col)
             else:
                 v = r_load(tag, X, ch * stride + blk_idx[b0 + p - 1], col)
-            input_terms(tag, Dl, BM, off + ch * sd + p, Dp, v, b0, L, blk_idx, nch, k, col)
+            input_terms(tag, Dl, BM, off + ch * sd + p, Dp, v, b0, L, fin, blk_idx, nch, k, col)
     v = r_load(tag, X, X.shape[0] - 1, col)
-    input_terms(tag, Dl, BM, off + Dp - 1, Dp, v, b0, L, blk_idx, nch, k, col)
+    input_terms(tag, Dl, BM, off + Dp - 1, Dp, v, b0, L, fin, blk_idx, nch, k, col)
 
 
 @jitable
-def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, blk_idx, nch, k, col):
+def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, fin, blk_idx, nch, k, col):
     """One input v times its column of a block's map (BM[entries + r * D'] for output r),
     added into the outputs in Dl (`block_terms`)."""
     if r_is_zero(tag, v):
@@ -323,7 +327,7 @@ def input_terms(tag, Dl, BM, entries, Dp, v, b0, L, blk_idx, nch, k, col):
     sd = L + 2
     stride = k + 1
     for ch in range(nch):
-        for p in range(1, L + 2):
+        for p in range(1, L + 1 + fin):
             a = r_load(tag, BM, entries + (ch * sd + p) * Dp, 0)
             if not r_is_zero(tag, a):
                 at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
@@ -337,7 +341,7 @@ XF_DROPPED, XF_NEGATIVE, XF_DECLINE, XF_SMALL = 1, 2, 4, 8
 
 @jitable
 def xf_block_terms(
-    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     """`block_terms` in XFloat as plain float arithmetic, with the same values, or False (Dl
     then holds nothing of use) where that cannot be shown (docs/architecture.md section 10).
@@ -403,7 +407,7 @@ def xf_block_terms(
             Xs[ch * (L + 1) + p, col, 0] = (Dp - 1 if ch == nch else ch * sd + p) * Dp
     flags = 0
     for cho in range(nch):
-        for po in range(1, L + 2):
+        for po in range(1, L + 1 + fin):
             o = off + cho * sd + po  # output (cho, po)'s entry in the map's column 0
             acc = 0.0
             mark = 0
@@ -430,7 +434,7 @@ def xf_block_terms(
     if flags & XF_DROPPED and flags & XF_NEGATIVE:
         return False
     for ch in range(nch):
-        for p in range(1, L + 2):
+        for p in range(1, L + 1 + fin):
             at = ch * stride + (blk_idx[b0 + p - 1] if p <= L else k)
             mm, ee = xf_fix(Dl[at, col, 0], BS[off + ch * sd + p, 1] + top)
             Dl[at, col, 0] = mm
@@ -467,23 +471,23 @@ def xf_term(acc, mark, a, x):
 
 
 def scaled_block_terms(
-    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     """`xf_block_terms` in XFloat, else False: `block_terms` does the work."""
     return isinstance(tag, XFloat) and xf_block_terms(
-        tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+        tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
     )
 
 
 @overload(scaled_block_terms, target="generic")
 def _ov_scaled_block_terms(
-    tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
+    tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start, nch, k, col
 ):  # fmt: skip
     if ring_of(tag) is XFloat:
         return xf_block_terms
 
-    def declined(tag, X, Dl, Xs, off, s, BS, b0, L, blk_idx, pred_ptr, pred_idx, is_start, nch, k,
-                 col):  # fmt: skip
+    def declined(tag, X, Dl, Xs, off, s, BS, b0, L, fin, blk_idx, pred_ptr, pred_idx, is_start,
+                 nch, k, col):  # fmt: skip
         return False
 
     return declined
