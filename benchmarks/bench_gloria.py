@@ -33,9 +33,9 @@ the search where it passes, the chains cut), the best of 3. Writes
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
-import math
 import os
 import platform
 import time
@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from bench_plan_search import RIDES, Vocabulary, kleene_workload, mixed_workload, seq_workload
+from harness import best_in_turn
 from report import Panel, line_panels
 
 import gpu_hamlet
@@ -61,9 +62,6 @@ from gpu_hamlet.engine.transitions import TransitionTemplate
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 MODES = ("none", "static", "hamlet", "dynamic")
-#: Rounds of short cases (`timed`): at most SHORT_ROUNDS, about SHORT_S seconds in all.
-SHORT_ROUNDS = 15
-SHORT_S = 2.0
 Workload = Callable[[int, int], str]  # (queries, length) -> workload text
 
 
@@ -129,11 +127,9 @@ def workloads(stream: str, v: Vocabulary) -> dict[str, Workload]:
 def timed(
     events: pa.Table, text: str, repeat: int, numeric: str = "float"
 ) -> tuple[dict[str, float], RunStats]:
-    """Each mode's best of `repeat` rounds, every round running the modes in turn (so that the
-    machine's drift falls on all of them alike), after a warm-up call per mode; and the
-    statistics of one more, untimed, run of `dynamic`. Short cases take more rounds, up to
-    `SHORT_ROUNDS`, so that the rounds take about `SHORT_S` in all: with the best of 3 runs of
-    about 50 ms, modes that did the same work differed by up to 15%."""
+    """Each mode's best of at least `repeat` rounds that run the modes in turn
+    (harness.py `best_in_turn`), after a warm-up call per mode; and the statistics of one
+    more, untimed, run of `dynamic`."""
 
     def once(mode: str, stats: RunStats | None = None) -> None:
         gpu_hamlet.aggregate(
@@ -150,18 +146,7 @@ def timed(
         gpu_hamlet.aggregate(
             events.slice(0, 2000), text, sharing=mode, numeric=numeric, on_overflow="null"
         )
-    best = dict.fromkeys(MODES, float("inf"))
-    rounds = repeat
-    r = 0
-    while r < rounds:
-        t0 = time.perf_counter()
-        for mode in MODES:
-            t1 = time.perf_counter()
-            once(mode)
-            best[mode] = min(best[mode], time.perf_counter() - t1)
-        if r == 0:
-            rounds = max(repeat, min(SHORT_ROUNDS, math.ceil(SHORT_S / (time.perf_counter() - t0))))
-        r += 1
+    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat)
     stats = RunStats()
     once("dynamic", stats)  # untimed: recording every snapshot costs a few percent
     return best, stats

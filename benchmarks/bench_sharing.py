@@ -8,17 +8,20 @@ Two streams from `gpu_hamlet.datagen.kleene_stream` (types A..H, Kleene type B):
   (same window, grouping, predicates and aggregates), over bursts of mean length 5, 20, 50;
 - *short bursts + filters*: bursts of mean length 1.5 and a different filter on B per query, where
   sharing does not pay.
-Every mode answers the same workload over the same events; the best of `--repeat` runs counts.
+Every mode answers the same workload over the same events; each mode's best counts, over at
+least `--repeat` rounds that run the three modes in turn (more for short cases: harness.py
+`best_in_turn`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 
-from harness import best_time
+from harness import best_in_turn
 
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
@@ -39,24 +42,32 @@ def kleene_sharing(n: int, filters: bool = False) -> str:
     )
 
 
-def run(events, workload: str, sharing: str, repeat: int, backend: str) -> tuple[float, RunStats]:
-    """Best time of `repeat` runs, and the sharing statistics of one more run (collecting them
-    records every burst's snapshot, which no timed call pays: 7-9% of `dynamic` at 100 queries)."""
+MODES = ("none", "static", "dynamic")
 
-    def once(stats: RunStats | None = None) -> None:
+
+def run(
+    events, workload: str, repeat: int, backend: str
+) -> tuple[dict[str, float], dict[str, RunStats]]:
+    """Each mode's best time over rounds that run the three in turn (harness.py
+    `best_in_turn`), and each mode's sharing statistics from one more run (collecting them
+    records every burst's snapshot, which no timed call pays: 7-9% of `dynamic` at 100
+    queries)."""
+
+    def once(mode: str, stats: RunStats | None = None) -> None:
         gpu_hamlet.aggregate(
             events,
             workload,
             backend=backend,
-            sharing=sharing,
+            sharing=mode,
             numeric="float",
             on_overflow="null",
             stats=stats,
         )
 
-    best = best_time(once, repeat)
-    stats = RunStats()
-    once(stats)
+    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat)
+    stats = {mode: RunStats() for mode in MODES}
+    for mode in MODES:
+        once(mode, stats[mode])
     return best, stats
 
 
@@ -71,7 +82,7 @@ def main() -> None:
     args = ap.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; {args.events:,} events; "
-        f"float mode, {args.backend.upper()} backend, best of {args.repeat}"
+        f"float mode, {args.backend.upper()} backend, best of {args.repeat} or more rounds in turn"
     )
     streams = [
         (
@@ -88,18 +99,14 @@ def main() -> None:
             True,
         )
     )
-    warm = kleene_sharing(3)
-    for mode in ("none", "static", "dynamic"):
-        run(streams[0][1].slice(0, 5000), warm, mode, 1, args.backend)
+    run(streams[0][1].slice(0, 5000), kleene_sharing(3), 1, args.backend)  # compile or load
     rows = []
     for label, events, filters in streams:
         for n in args.queries:
-            wl = kleene_sharing(n, filters)
-            res = {}
-            for mode in ("none", "static", "dynamic"):
-                dt, st = run(events, wl, mode, args.repeat, args.backend)
+            res, stats = run(events, kleene_sharing(n, filters), args.repeat, args.backend)
+            for mode in MODES:
+                dt, st = res[mode], stats[mode]
                 s = st.sets[0] if st.sets else None
-                res[mode] = dt
                 rows.append(
                     {
                         "stream": label,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,32 @@ def best_time(fn: Callable[[], Any], repeat: int) -> float:
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
+    return best
+
+
+#: Rounds of short cases (`best_in_turn`): at most SHORT_ROUNDS, about SHORT_S seconds in all.
+SHORT_ROUNDS = 15
+SHORT_S = 2.0
+
+
+def best_in_turn(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Each call's best wall time over rounds that run every call in turn, so that the
+    machine's drift falls on all of them alike. Short cases take more rounds than `repeat`, up
+    to SHORT_ROUNDS and about SHORT_S seconds in all: on the 2-core development machine, modes
+    doing the same work differed by up to 25% in the best of 2 runs each, one mode after the
+    other (bench_sharing.py), and by up to 15% in the best of 3 rounds (bench_gloria.py)."""
+    best = dict.fromkeys(calls, float("inf"))
+    rounds = repeat
+    r = 0
+    while r < rounds:
+        t0 = time.perf_counter()
+        for name, fn in calls.items():
+            t1 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t1)
+        if r == 0:
+            rounds = max(repeat, min(SHORT_ROUNDS, math.ceil(SHORT_S / (time.perf_counter() - t0))))
+        r += 1
     return best
 
 
