@@ -60,16 +60,18 @@ SHORT_S = 2.0
 
 def best_in_turn(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
     """Each call's best wall time over rounds that run every call in turn, so that the
-    machine's drift falls on all of them alike. Short cases take more rounds than `repeat`, up
-    to SHORT_ROUNDS and about SHORT_S seconds in all: on the 2-core development machine, modes
+    machine's drift falls on all of them alike, every other round in reverse order, so that no
+    call always follows the same one. Short cases take more rounds than `repeat`, up to
+    SHORT_ROUNDS and about SHORT_S seconds in all: on the 2-core development machine, modes
     doing the same work differed by up to 25% in the best of 2 runs each, one mode after the
     other (bench_sharing.py), and by up to 15% in the best of 3 rounds (bench_gloria.py)."""
     best = dict.fromkeys(calls, float("inf"))
+    order = list(calls.items())
     rounds = repeat
     r = 0
     while r < rounds:
         t0 = time.perf_counter()
-        for name, fn in calls.items():
+        for name, fn in order if r % 2 == 0 else order[::-1]:
             t1 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t1)
