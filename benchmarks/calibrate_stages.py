@@ -26,6 +26,7 @@ case, the fit, and the lines to paste into stage_sharing.py.
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import time
 from unittest.mock import patch
@@ -167,8 +168,10 @@ def main() -> None:
         print(f"{name:36s} {got:10.4f} {want:9.4f}")
     # A Q-set pays when alpha * saved exceeds its costs: the thresholds in the model's terms.
     print(f"\nalpha = {alpha:.3g} (measured seconds saved per modelled second)")
-    print(f"ROW_S = {per_row / alpha:.2g}\nSTREAM_S = {per_event / alpha:.2g}")
-    print(f"BLOCK_S = {per_block / alpha:.2g}")
+    if alpha <= 0.0:  # small or noisy streams: no saving measured, so none would pay
+        print("# no Q-set saved measurable time: every threshold is infinite; take more events")
+    for name, cost in (("ROW_S", per_row), ("STREAM_S", per_event), ("BLOCK_S", per_block)):
+        print(f"{name} = {cost / alpha if alpha > 0.0 else math.inf:.2g}")
 
 
 if __name__ == "__main__":
