@@ -16,6 +16,7 @@ from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
     MODPS_FROM,
     MODPS_LANES,
+    XF_TINY,
     lane_primes,
     make_tag,
     r_add,
@@ -313,6 +314,46 @@ def test_float_products_and_sums_go_through_the_rounded_primitives(monkeypatch):
     calls.clear()
     assert recursions.xf_term(0.0, 0, 0.5, 3.0) == (1.5, 0)
     assert calls == ["mul", "add"]
+
+
+def _scaled_rows_by_definition(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """`xf_scaled_rows` written out entry by entry: each row scaled to its largest entry's
+    binary exponent, stored by column; entries below XF_TINY NaN; column 1's second
+    components the row's smallest nonzero |entry|, or -1 for a row with a negative or NaN."""
+    n, rows, cols = m.shape
+    out = np.zeros((n, cols, rows, 2))
+    for i in range(n):
+        for r in range(rows):
+            tops = [math.frexp(m[i, r, c])[1] + e[i, r, c] for c in range(cols) if m[i, r, c]]
+            top = max(tops) if tops else 0.0
+            row = []
+            for c in range(cols):
+                v = m[i, r, c]
+                if v != 0.0:
+                    v = math.ldexp(v, int(e[i, r, c] - top))
+                    v = math.nan if abs(v) < XF_TINY else v
+                out[i, c, r] = (v, top)
+                row.append(v)
+            bad = any(v < 0.0 or v != v for v in row)
+            out[i, 1, r, 1] = -1.0 if bad else min((abs(v) for v in row if v), default=math.inf)
+    return out
+
+
+def test_scaled_rows_follow_their_definition():
+    """The compiled pass of `xf_scaled_rows` gives its definition's bits (signs of zero and
+    NaNs included) over maps of both signs, zeros and exponents from 10 to 3,000 apart."""
+    rng = np.random.default_rng(11)
+    for spread in (10, 500, 1100, 3000):
+        shape = (7, 5, 6)
+        m = rng.uniform(0.5, 1.0, shape) * np.where(rng.random(shape) < 0.2, -1.0, 1.0)
+        m[rng.random(shape) < 0.3] = 0.0
+        m[rng.random(shape) < 0.05] = -0.0
+        e = rng.integers(-spread, spread, shape).astype(np.float64)
+        for signs in (m, np.abs(m)):
+            got, want = xf_scaled_rows(signs, e), _scaled_rows_by_definition(signs, e)
+            assert np.array_equal(got, want, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert xf_scaled_rows(m[0], e[0]).shape == (6, 5, 2)  # one map, without the leading axis
 
 
 @njit
