@@ -176,3 +176,53 @@ def test_typed_may_complete_is_positions_filters_then_rows_may_complete(
     )  # fmt: skip
     assert got.tolist() == want.tolist()
     assert got_pos.tolist() == pos[want].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 12), st.integers(0, 4), st.booleans(),
+            st.integers(-3, 2),
+        ),
+        max_size=40,
+    ),
+    st.lists(st.integers(-1, 2), min_size=5, max_size=5),
+    st.integers(0, 2),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.sampled_from([np.int64, np.float64]),
+    st.one_of(st.none(), st.integers(1, 8)),
+)  # fmt: skip
+def test_typed_may_complete_keeps_shared_runs_as_slots_do(
+    raw, labels, held_pos, is_start, is_end, dtype, within
+):
+    """With rows that stand for shared runs (`held` >= 0; SharedStages.compressed), the one
+    compiled call keeps every run at `held_pos` and the events `rows_may_complete` keeps from
+    the events alone: runs start and end nothing."""
+    ev = sorted(raw, key=lambda e: e[:2])
+    run = np.asarray([e[0] for e in ev], np.int64)
+    time = np.asarray([e[1] for e in ev], dtype)
+    codes = np.asarray([e[2] for e in ev], np.int32)
+    held = np.asarray([max(e[4], -1) for e in ev], np.int64)  # -1: an event
+    order = np.arange(len(ev), dtype=np.int64)
+    drop = np.asarray([e[3] for e in ev], bool)
+    pos_of_code = np.asarray(labels, np.int32)
+    starts_of, ends_of = np.asarray(is_start), np.asarray(is_end)
+    slot = held >= 0
+    pos = pos_of_code[codes]
+    pos[drop] = -1
+    pos[slot] = held_pos
+    idx = np.flatnonzero(pos >= 0)
+    p, events = pos[idx], ~slot[idx]
+    sel = rows_may_complete(
+        run[idx], time[idx], events, events & starts_of[p], events & ends_of[p], within
+    )
+    keep = slot[idx]
+    keep[sel] = True
+    want = idx[keep]
+    got, got_pos = typed_may_complete(
+        codes, pos_of_code, starts_of, ends_of, order, drop, run, time, within, held, held_pos
+    )
+    assert got.tolist() == want.tolist()
+    assert got_pos.tolist() == pos[want].tolist()

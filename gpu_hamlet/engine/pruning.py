@@ -79,43 +79,60 @@ def typed_may_complete(
     run: np.ndarray,
     time: np.ndarray,
     within: int | float | None,
+    held: np.ndarray | None = None,
+    held_pos: int = -1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`rows_may_complete` of a query whose events are one row each at their type's state (a
     flat SEQ), from the events' type codes in sorted order: (the indices kept, their positions).
     `drop`: per event row (`order` maps sorted indices to rows), whether the query's filters drop
-    it (None: no filters). The positions, the starts and ends and the walks are one compiled
-    call: on small inputs the NumPy steps between them cost more than the rows (bench_small.py)."""
+    it (None: no filters). `held`: per row, a shared run's id where the row stands for one
+    (`SharedStages.compressed`): such a row is at `held_pos`, is kept and starts or ends
+    nothing. The positions, the starts and ends and the walks are one compiled call: on small
+    inputs the NumPy steps between them cost more than the rows (bench_small.py)."""
     if time.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0, pos_of_code.dtype)
     tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
     args = bound(tmax, within, time.dtype)
     drop = np.zeros(0, np.bool_) if drop is None else drop
-    return _typed_may_complete(codes, pos_of_code, is_start, is_end, order, drop, run, time, *args)
+    held = np.zeros(0, np.int64) if held is None else held
+    return _typed_may_complete(
+        codes, pos_of_code, is_start, is_end, order, drop, held, held_pos, run, time, *args
+    )
 
 
 @njit(cache=True, nogil=True)
 def _typed_may_complete(
-    codes, pos_of_code, is_start, is_end, order, drop, run, time, within, bounded, lowest, highest
-):
+    codes, pos_of_code, is_start, is_end, order, drop, held, held_pos, run, time, within,
+    bounded, lowest, highest,
+):  # fmt: skip
     n = codes.shape[0]
     pos = np.empty(n, pos_of_code.dtype)
     starts = np.empty(n, np.int64)
     ends = np.empty(n, np.int64)
     ns = ne = 0
     filters = drop.shape[0] > 0
+    runs = held.shape[0] > 0
     for i in range(n):  # every row writes; a start (end) moves on (types alternate at random)
         p = pos_of_code[codes[i]]
         if filters and p >= 0 and drop[order[i]]:
             p = -1
+        event = not (runs and held[i] >= 0)
+        if not event:
+            p = held_pos
         pos[i] = p
         q = max(p, 0)
         starts[ns] = i
-        ns += (p >= 0) & is_start[q]
+        ns += (p >= 0) & is_start[q] & event
         ends[ne] = i
-        ne += (p >= 0) & is_end[q]
+        ne += (p >= 0) & is_end[q] & event
     flo, fhi = reach(run, time, starts[:ns], within, bounded, highest)
     lo, hi = spans(run, time, flo, fhi, ends[:ne], within, bounded, lowest)
     idx = ranges(lo, hi)
+    if runs:  # the events in a span, and every run
+        inside = np.zeros(n, np.bool_)
+        inside[idx] = True
+        keep = np.flatnonzero((inside & (pos >= 0)) | (held >= 0))
+        return keep, pos[keep]
     keep = np.empty(idx.shape[0], np.int64)
     m = 0
     for j in range(idx.shape[0]):

@@ -33,7 +33,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
-from gpu_hamlet.engine.pruning import rows_may_complete
+from gpu_hamlet.engine.pruning import typed_may_complete
 from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse, pending
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
@@ -423,22 +423,21 @@ class SharedStages:
         if sl is None or not self.shares(q.name):
             return None
         block = self.blocks[q.name]
-        run = sl.burst >= 0
-        pos = np.full(run.shape[0], -1, np.int32)
-        plain = np.flatnonzero(~run)
-        pos[plain] = matcher.positions(q, tpl, sl.rows[plain])
-        pos[run] = block[0]
-        idx = np.flatnonzero(pos >= 0)
         if prune and not (tpl.is_start[block[0]] or tpl.is_end[block[-1]]):
-            p = pos[idx]
-            ev = ~run[idx]
-            sel = rows_may_complete(
-                sl.pid[idx], sl.time[idx], ev, ev & tpl.is_start[p], ev & tpl.is_end[p], within
-            )
-            keep = run[idx]
-            keep[sel] = True
-            idx = idx[keep]
-        return sl.idx[idx], sl.rows[idx], sl.time[idx], sl.pid[idx], sl.burst[idx], pos[idx]
+            idx, pos = typed_may_complete(
+                self.ev.type_codes[sl.rows], matcher.position_of_code(tpl), tpl.is_start,
+                tpl.is_end, sl.rows, matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst,
+                int(block[0]),
+            )  # fmt: skip
+        else:
+            run = sl.burst >= 0
+            pos = np.full(run.shape[0], -1, np.int32)
+            plain = np.flatnonzero(~run)
+            pos[plain] = matcher.positions(q, tpl, sl.rows[plain])
+            pos[run] = block[0]
+            idx = np.flatnonzero(pos >= 0)
+            pos = pos[idx]
+        return sl.idx[idx], sl.rows[idx], sl.time[idx], sl.pid[idx], sl.burst[idx], pos
 
     def macro_position(self, name: str) -> int:
         """The state a block macro row stands at: the sub-pattern's entry."""
