@@ -111,12 +111,12 @@ def _typed_may_complete(
     ends = np.empty(n, np.int64)
     ns = ne = 0
     filters = drop.shape[0] > 0
-    runs = held.shape[0] > 0
+    slots = held.shape[0] > 0  # some rows stand for shared runs
     for i in range(n):  # every row writes; a start (end) moves on (types alternate at random)
         p = pos_of_code[codes[i]]
         if filters and p >= 0 and drop[order[i]]:
             p = -1
-        event = not (runs and held[i] >= 0)
+        event = not (slots and held[i] >= 0)
         if not event:
             p = held_pos
         pos[i] = p
@@ -128,7 +128,7 @@ def _typed_may_complete(
     flo, fhi = reach(run, time, starts[:ns], within, bounded, highest)
     lo, hi = spans(run, time, flo, fhi, ends[:ne], within, bounded, lowest)
     idx = ranges(lo, hi)
-    if runs:  # the events in a span, and every run
+    if slots:  # the events in a span, and every run
         inside = np.zeros(n, np.bool_)
         inside[idx] = True
         keep = np.flatnonzero((inside & (pos >= 0)) | (held >= 0))

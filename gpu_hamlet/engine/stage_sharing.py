@@ -425,9 +425,8 @@ class SharedStages:
         block = self.blocks[q.name]
         if prune and not (tpl.is_start[block[0]] or tpl.is_end[block[-1]]):
             idx, pos = typed_may_complete(
-                self.ev.type_codes[sl.rows], matcher.position_of_code(tpl), tpl.is_start,
-                tpl.is_end, sl.rows, matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst,
-                int(block[0]),
+                sl.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, sl.rows,
+                matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst, int(block[0]),
             )  # fmt: skip
         else:
             run = sl.burst >= 0
