@@ -449,3 +449,40 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
         assert (s.bursts, s.shared, s.below_fixed_costs) == (6, shared, not shared)
         assert all(got[n].equals(alone[n]) for n in alone)
     assert "gains were below the fixed costs" in stats.describe()
+
+
+def test_a_batch_computes_its_queries_bursts_in_one_call():
+    """Each query adds the bursts its macro rows stand for as its rows are built (`Ahead`), so
+    the first query of a batch that needs coefficients computes those of every query in it in
+    one kernel call, rather than each query the few it adds; one query at a time (a backend
+    without batches) computes its own. The results are sharing="none"'s either way."""
+    from cpu_fallback import CpuBackend
+
+    text = ";".join(
+        f"s{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ({a}, B+{c}) WITHIN 30 s"
+        for i, (a, c) in enumerate([("A", ", C"), ("D", ", C"), ("A", ""), ("D", "")])
+    )
+    events, t = [], 0
+    for k in range(40):  # an A or a D, a burst of B, then (every third time) a C
+        events.append({"time": t, "type": "AD"[k % 2], "x": 0})
+        events += [{"time": t + 1 + j, "type": "B", "x": j} for j in range(3 + k % 4)]
+        t += 5 + k % 4
+        if k % 3 == 0:
+            events.append({"time": t - 1, "type": "C", "x": 0})
+    table = events_to_table(events)
+    real = CpuBackend.burst_coefficients
+    made: dict[int, list[int]] = {1: [], 2: []}  # bursts computed per call, by threads
+    for threads in made:
+        be = CpuBackend(threads=threads)
+        assert be.batched == (threads > 1)
+        alone = gpu_hamlet.aggregate(table, text, sharing="none", numeric="float", backend=be)
+
+        def recorded(self, ring, seg_id, *args, calls=made[threads]):
+            calls.append(int(seg_id.max()) + 1)
+            return real(self, ring, seg_id, *args)
+
+        with patch.object(CpuBackend, "burst_coefficients", recorded):
+            got = gpu_hamlet.aggregate(table, text, sharing="static", numeric="float", backend=be)
+        assert all(got[n].equals(alone[n]) for n in alone)
+    assert len(made[2]) == 1 and len(made[1]) > 1  # (queries keep bursts of their own)
+    assert made[2][0] == sum(made[1])  # every burst a query keeps, once

@@ -167,6 +167,9 @@ class QueryRows:
             self.macro = macro_src >= 0
         self.macro_seg: np.ndarray = macro_seg
         self.macro_src: np.ndarray = macro_src
+        for s_i, sb in enumerate(shared):  # computed with the other queries' (`Ahead`)
+            if not isinstance(sb, SharedWindows):
+                sb.ahead.add(macro_seg[macro_src == s_i])
         self.run_macro = np.zeros(self.pos.shape[0], bool)  # a collapsed run (`_collapse_runs`)
         self._fill["run_macro"] = False
         if not shared:

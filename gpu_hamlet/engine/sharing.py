@@ -249,6 +249,23 @@ def may_pay(
     return model.may_pay(ev.count_of(sset.kleene_type), len(sset.names), width, runs)
 
 
+class Ahead:
+    """The segments of a source (bursts' coefficients, or stages' run maps) that the queries
+    built so far stand for. Each query adds its macro rows' segments as its rows are built (on
+    the host's threads, before any query of its batch runs), and the first query that needs
+    segments computes all of these in one kernel call. After pruning, each of bench_sharing's
+    100 queries keeps about a sixth of a set's bursts, and asking for them query by query took
+    56 calls, each with its own gathers and weights (docs/architecture.md section 2, bursts)."""
+
+    def __init__(self, n: int) -> None:
+        self.mask = np.zeros(n, bool)
+        self._lock = threading.Lock()
+
+    def add(self, segs: np.ndarray) -> None:
+        with self._lock:
+            self.mask[segs] = True
+
+
 class SharedBursts:
     """Bursts of one sharable set over one input, the optimizer's decisions, and coefficients."""
 
@@ -309,6 +326,7 @@ class SharedBursts:
         self.unshared = np.zeros((nf, 0), bool)
         self.slots: Slots | None = None  # None when there is no burst
         self.nseg = 0
+        self.ahead = Ahead(0)
         self.coef_events = np.zeros(0, np.int64)
         self.coef_lo = np.zeros(1, np.int64)
         self._set_rows = self._set_time = np.zeros(0, np.int64)
@@ -416,6 +434,7 @@ class SharedBursts:
         self.unshared = (counts > 0) & (self.segidx < 0)
         self._stats(decide, cls_size, is_rep, analysed, all_pid)
         self.nseg = int(decide.sum())
+        self.ahead = Ahead(self.nseg)
         if not self.nseg:
             return
         # Events of each shared class, in segment order (reps in order, bursts in order), as
@@ -637,8 +656,8 @@ class SharedBursts:
         self, ring: str, param: int, channels: tuple, segs: np.ndarray, mu: np.ndarray, k: bool
     ) -> np.ndarray | None:
         """The shared bursts `segs`' MU into `mu` [len(segs), 1, lanes], and with `k` their K
-        [len(segs), channels, lanes]. Each burst's coefficients are computed once, when a query
-        first needs them: after pruning, queries keep a few of the set's bursts."""
+        [len(segs), channels, lanes]. Each burst's coefficients are computed once, with those
+        of the other bursts queries built so far keep (`Ahead`)."""
         key = (ring, param, channels)
         if key not in self._coef:
             dtype, lanes = layout(ring)
@@ -648,8 +667,8 @@ class SharedBursts:
                 np.zeros(self.nseg, bool),
             )
         MU, K, done = self._coef[key]
-        new, ev, local = pending(done, segs, self.coef_lo)
-        if new.size:
+        if not done[segs].all():
+            new, ev, local = pending(done, segs, self.coef_lo, self.ahead)
             at = self.coef_events[ev]
             rows = self._set_rows[at]
             # Burst events are all of type E: channels of other types get zero weights.
@@ -666,13 +685,13 @@ class SharedBursts:
 
 
 def pending(
-    done: np.ndarray, wanted: np.ndarray, starts: np.ndarray
+    done: np.ndarray, wanted: np.ndarray, starts: np.ndarray, ahead: Ahead
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Of the segments `wanted` (bursts' coefficients, or stages' run maps), those not `done`
-    yet (ascending); their events, as indices into event arrays in segment order (segment s
-    holds starts[s] to starts[s + 1]); and each event's index among those segments. Costs the
-    new segments' events only: each query of a set asks for a few more."""
-    need = np.zeros(done.shape[0], bool)
+    """Of the segments `wanted` (bursts' coefficients, or stages' run maps) and those `ahead`,
+    the ones not `done` yet (ascending); their events, as indices into event arrays in segment
+    order (segment s holds starts[s] to starts[s + 1]); and each event's index among those
+    segments. Costs the new segments' events only."""
+    need = ahead.mask.copy()
     need[wanted] = True
     need &= ~done
     new = np.flatnonzero(need)

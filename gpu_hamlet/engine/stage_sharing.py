@@ -34,7 +34,14 @@ from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.pruning import typed_may_complete
-from gpu_hamlet.engine.sharing import Injection, SharingStats, Slots, collapse, pending
+from gpu_hamlet.engine.sharing import (
+    Ahead,
+    Injection,
+    SharingStats,
+    Slots,
+    collapse,
+    pending,
+)
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types, walk
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
@@ -329,6 +336,7 @@ class SharedStages:
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.run_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
         self.nruns = 0
+        self.ahead = Ahead(0)
         self.slots: Slots | None = None  # None when no run is shared
         self.events = 0  # of the Q-set's stream, cut into runs
         if len(names) < 2:
@@ -367,6 +375,7 @@ class SharedStages:
         # with each shared run one slot, as `SharedBursts` collapses its bursts.
         kept_id = np.append(np.where(worth, np.cumsum(worth) - 1, -1), -1)
         self.nruns = int(worth.sum())
+        self.ahead = Ahead(self.nruns)
         self.slots = Slots(
             *collapsed_stream(run_id, kept_id, set_idx, set_pid, rows, t, set_codes, self.run_of)
         )
@@ -467,8 +476,8 @@ class SharedStages:
                 np.zeros(self.nruns, bool),
             )
         M, S, done = self._maps[key]
-        new, ev, _ = pending(done, runs, self.ev_lo)
-        if new.size:
+        if not done[runs].all():
+            new, ev, _ = pending(done, runs, self.ev_lo, self.ahead)
             rows = self.ev_rows[ev]
             labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
