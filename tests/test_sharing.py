@@ -17,7 +17,12 @@ import gpu_hamlet
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.datagen import load_hamlet_stream
-from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream, matched_slots
+from gpu_hamlet.engine.burst_slots import (
+    burst_extents,
+    collapsed_stream,
+    matched_slots,
+    run_lengths,
+)
 from gpu_hamlet.engine.optimizer import (
     COST_MODELS,
     CPU_COSTS,
@@ -431,7 +436,8 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
         [{"time": t, "type": "A" if t % 10 == 0 else "B", "x": 0} for t in range(60)]
     )
     alone = gpu_hamlet.aggregate(events, text, sharing="none", numeric="exact", backend="cpu")
-    assert not CPU_COSTS.may_pay(54, 6, 12.0, 12)  # 54 B events, 6 queries: 2 channels, 2 runs
+    # 6 runs of 9 B events, 6 queries of 2 channels (1 weighted), 2 kernel runs each
+    assert not CPU_COSTS.may_pay(6 * CPU_COSTS.benefit(9, 6, 12, 1), 12)
     stats = RunStats()
     got = gpu_hamlet.aggregate(events, text, stats=stats, numeric="exact", backend="cpu")
     (s,) = stats.sets
@@ -486,3 +492,34 @@ def test_a_batch_computes_its_queries_bursts_in_one_call():
         assert all(got[n].equals(alone[n]) for n in alone)
     assert len(made[2]) == 1 and len(made[1]) > 1  # (queries keep bursts of their own)
     assert made[2][0] == sum(made[1])  # every burst a query keeps, once
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_run_lengths_bound_the_bursts(data):
+    """`run_lengths` counts, per length, the runs of the Kleene type (role 1) between types that
+    end one (role -1) within a partition, going over the types the set's stream may drop (role
+    0); and every burst `burst_ids` finds in the stream left without those types lies in one
+    run, so a convex gain with no gain at 0 (the optimizer's, per burst) sums to no more over
+    the bursts than over the runs (`may_pay`)."""
+    n = data.draw(st.integers(0, 50))
+    codes = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
+    pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), int))
+    time = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))))
+    time = time[np.lexsort((time, pid))]
+    role = np.asarray([1, -1, 0, data.draw(st.sampled_from([-1, 0]))], np.int8)
+    runs: list[int] = []
+    b = 0
+    for i in range(n):  # the definition, row by row
+        if role[codes[i]] < 0 or (i and pid[i] != pid[i - 1]):
+            runs.append(b)
+            b = 0
+        b += role[codes[i]] > 0
+    runs = [r for r in [*runs, b] if r]
+    hist = run_lengths(codes, pid, role)
+    assert hist.tolist() == ([0] + np.bincount(runs)[1:].tolist() if runs else [0])
+    kept = role[codes] != 0
+    burst = burst_ids(pid[kept], np.zeros(int(kept.sum()), np.int64), time[kept], codes[kept] == 0)
+    bursts = np.bincount(burst[burst >= 0]) if (burst >= 0).any() else np.zeros(0, int)
+    for c in range(5):
+        assert np.maximum(bursts - c, 0).sum() <= hist @ np.maximum(np.arange(hist.size) - c, 0)

@@ -110,3 +110,29 @@ def matched_slots(lo, hi, code, pos_of_code, drop, set_idx, rows, time, pid, seg
             o_pos[m] = p
             m += p >= 0
     return o_idx[:m], o_rows[:m], o_time[:m], o_pid[:m], o_seg[:m], o_pos[:m]
+
+
+@njit(cache=True, nogil=True)
+def run_lengths(codes: np.ndarray, pid: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """How many runs of each length (entry b: runs of b events; entry 0 unused) a set's Kleene
+    type forms in the sorted order, before the set is analysed: each burst `SharedBursts`
+    finds lies in one such run. role[code] is 1 for the Kleene type, -1 for a type that ends a
+    run (one the set's stream keeps whole), and 0 for a type it may drop (no query of the set
+    has it, or every query filters it), which a run goes over. A new partition ends a run;
+    panes, timestamps that mix types and filters only cut runs further. One pass without a
+    branch per row: a row that ends no run adds its count to entry 0."""
+    hist = np.zeros(codes.shape[0] + 1, np.int64)
+    b = 0
+    prev = pid[0] if pid.shape[0] else 0
+    for i in range(codes.shape[0]):
+        r = role[codes[i]]
+        cut = (r < 0) | (pid[i] != prev)
+        hist[b * cut] += 1
+        b = b * (1 - cut) + (r > 0)
+        prev = pid[i]
+    hist[b] += 1
+    hist[0] = 0
+    last = hist.shape[0] - 1
+    while last > 0 and hist[last] == 0:
+        last -= 1
+    return hist[: last + 1]

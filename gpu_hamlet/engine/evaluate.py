@@ -104,15 +104,15 @@ def evaluate(
     shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]] = {}
     if options.sharing != "none" and ev.n:
         for sset in analyze(ctx.runs).sets:
+            q0 = sset.queries[0]
+            keys = parts.keys(q0.partition_attrs, len(q0.groupby))  # (the queries' own sort)
             if options.sharing == "dynamic" and not sset.conditions:
-                if not may_pay(sset, ev, plans, COST_MODELS[be.name]):
+                if not may_pay(sset, ev, keys, plans, COST_MODELS[be.name]):
                     if stats is not None:  # its queries run alone, as with sharing="none"
                         stats.sets.append(
                             SharingStats(sset.kleene_type, sset.names, below_fixed_costs=True)
                         )
                     continue
-            q0 = sset.queries[0]
-            keys = parts.keys(q0.partition_attrs, len(q0.groupby))
             args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)
             sb: SharedBursts | SharedWindows = (
                 SharedWindows(*args, WINDOW_COSTS[be.name])

@@ -72,12 +72,11 @@ class EngineCostModel:
     def benefit(self, b, k, width, channels):
         return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
 
-    def may_pay(self, events: int, k: int, width: float, runs: int) -> bool:
-        """Whether sharing `events` Kleene events among k queries (`width`: their channels
-        added up; `runs`: their kernel runs) could pay in a call at all: even if each event ran
-        once for all the queries rather than once per query, the saving must exceed the fixed
-        costs of analysing the set and of each query's runs reading it."""
-        return events * self.per_event(k, width) > self.set_s + runs * self.query_s
+    def may_pay(self, gain: float, runs: int) -> bool:
+        """Whether the most that sharing a set's bursts could gain in a call (`gain`: each burst
+        with all the set's queries as one class) exceeds the fixed costs of analysing the set
+        and of its queries' `runs` (kernel runs) reading it."""
+        return gain > self.set_s + runs * self.query_s
 
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64

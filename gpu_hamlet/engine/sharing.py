@@ -28,7 +28,12 @@ import numpy as np
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
-from gpu_hamlet.engine.burst_slots import burst_extents, collapsed_stream, matched_slots
+from gpu_hamlet.engine.burst_slots import (
+    burst_extents,
+    collapsed_stream,
+    matched_slots,
+    run_lengths,
+)
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
@@ -239,14 +244,35 @@ def query_runs(plan: QueryPlan) -> int:
 
 
 def may_pay(
-    sset: SharableSet, ev: EventFrame, plans: dict[str, QueryPlan], model: EngineCostModel
+    sset: SharableSet,
+    ev: EventFrame,
+    keys: SortedKeys,
+    plans: dict[str, QueryPlan],
+    model: EngineCostModel,
 ) -> bool:
-    """Whether `dynamic` should analyse the set in this call at all: sharing its Kleene events
-    must be able to beat the fixed costs of sharing (`EngineCostModel.may_pay`). Small calls
-    fail it: bench_small.py's 50 queries over 2,100 events took 1.3x `none`'s time shared."""
+    """Whether `dynamic` should analyse the set in this call at all: the most that sharing its
+    Kleene type's runs could gain must beat the fixed costs of sharing
+    (`EngineCostModel.may_pay`). The runs come from one pass over the sorted type codes
+    (`run_lengths`: each burst lies in one), each gaining at most what the optimizer's model
+    gives all the set's queries as one class. Small calls fail it (bench_small.py's 50 queries
+    over 2,100 events took 1.3x `none`'s time shared), and so do short bursts that only a few
+    queries share (bench_sharing.py's filters at 5 queries, where the analysis took about
+    10 ms and shared nothing)."""
+    role = np.zeros(max(len(ev.type_names), 1), np.int8)
+    for q in sset.queries:
+        for t in q.types:
+            if ev.code_of(t) >= 0 and not q.filters_of(t):
+                role[ev.code_of(t)] = -1  # matched whole (`Matcher.matched_by_any`)
+    code = ev.code_of(sset.kleene_type)
+    if code < 0:
+        return False
+    role[code] = 1
+    lengths = run_lengths(keys.codes, keys.pid, role)
     width = sum(query_width(plans[n]) for n in sset.names)
-    runs = sum(query_runs(plans[n]) for n in sset.names)
-    return model.may_pay(ev.count_of(sset.kleene_type), len(sset.names), width, runs)
+    weighted = max(len(plans[n].linear) - 1 for n in sset.names)
+    b = np.arange(lengths.shape[0], dtype=np.float64)
+    gain = float(lengths @ np.maximum(model.benefit(b, len(sset.names), width, weighted), 0.0))
+    return model.may_pay(gain, sum(query_runs(plans[n]) for n in sset.names))
 
 
 class Ahead:
@@ -771,7 +797,7 @@ class RunStats:
             if s.below_fixed_costs and not s.bursts:
                 out.append(
                     f"{name} shared by {', '.join(s.queries)}: not analysed, sharing could not "
-                    f"pay for its fixed costs in this call (too few events)"
+                    f"pay for its fixed costs in this call (too few or too short bursts)"
                 )
                 continue
             out.append(
