@@ -220,6 +220,7 @@ def test_counting_sort_places_codes_and_times_with_the_rows():
     )
     # group codes: one per value, 0 up (integers over a narrow range are coded by rank)
     assert np.array_equal(k.gid, np.unique(g, return_inverse=True)[1][k.order])
+    assert np.array_equal(k.gid_of_pid[k.pid], k.gid)  # each partition's group, per id
 
 
 @settings(max_examples=60, deadline=None)

@@ -142,7 +142,7 @@ class QueryRows:
                     if isinstance(sb, SharedStages)
                     else tpl.labels[sb.sset.kleene_type]  # flat
                 )
-            # pid: the partition (GROUPBY + equivalence values); gid: the GROUPBY group.
+            # pid: the partition (GROUPBY + equivalence values).
             self.pid = keys.pid[qidx]
         if tpl.one_row:  # an event is one row, whose state is its type's label
             self.label, self.kind = self.pos, np.full(self.pos.shape[0], EVENT, np.int64)
@@ -178,7 +178,7 @@ class QueryRows:
         self._layout: tuple | None = None  # `_macro_layout`
         self._mus: dict[tuple[str, int], np.ndarray] = {}  # MU per ring (`_mu`)
         self.snapshots: list[float] | None = [] if record_snapshots and self.macro.any() else None
-        self.gid = keys.gid[qidx]
+        self.gid_of_pid = keys.gid_of_pid  # (each partition's GROUPBY group)
         self.maps = maps
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
         self.seg: np.ndarray | None = None  # each event's segment, from the segmenting step
@@ -249,8 +249,8 @@ class QueryRows:
         del self._fill["run_macro"]
 
     _PER_EVENT = (
-        "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "gid",
-        "seg", "run_macro",
+        "rows", "pid", "pos", "time", "label", "kind", "macro_src", "macro_seg", "macro", "seg",
+        "run_macro",
     )  # fmt: skip
 
     def _ends(self, pos: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -38,13 +38,13 @@ from gpu_hamlet.query.schema import attr_kind, in_result_order
 
 
 class MapSource(Protocol):
-    """Where a query's segment maps come from. `pid`, `gid` and `rows` are per entry in
-    partition order (an event row, or a summarised run): its partition, its GROUPBY group, and
-    the row of `ev.table` holding its group values."""
+    """Where a query's segment maps come from. `pid` and `rows` are per entry in partition
+    order (an event row, or a summarised run): its partition and the row of `ev.table` holding
+    its group values; `gid_of_pid` is each partition's GROUPBY group."""
 
     ev: EventFrame
     pid: np.ndarray
-    gid: np.ndarray
+    gid_of_pid: np.ndarray
     rows: np.ndarray
     full: bool  # maps are D x D (windows compose them), not results from the zero state
 
@@ -99,13 +99,12 @@ class QueryResults:
         )
 
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
-        first = np.searchsorted(self.src.pid, win_pid)
-        gid = self.src.gid[first]
-        rep = self.src.rows[first]
+        rep = self.src.rows[np.searchsorted(self.src.pid, win_pid)]
         q = self.plan.query
         if len(q.partition_attrs) == len(q.groupby):
             idx = np.arange(len(win_k))
             return Windows(idx, idx, win_k, rep, False)
+        gid = self.src.gid_of_pid[win_pid]
         order = np.lexsort((win_k, gid))
         g, k = gid[order], win_k[order]
         change = np.ones(len(order), bool)

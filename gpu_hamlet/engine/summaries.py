@@ -248,7 +248,7 @@ class SummaryMaps:
         # One row per partition: its group values (the only event data the results read).
         self.ev = EventFrame(table, np.zeros(len(uniq)), axis, np.zeros(len(uniq), np.int32), [])
         self.pid, self.seg = pid[order], seg[order]
-        self.gid, self.rows = gid_of[self.pid], self.pid
+        self.gid_of_pid, self.rows = gid_of, self.pid
         self._values = _MergedValues(parts, plan)
 
     def prepare(self):  # the segments are given
