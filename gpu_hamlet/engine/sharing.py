@@ -376,9 +376,6 @@ class SharedBursts:
             first, count = first[analysed], count[analysed]
         kept_id = np.full(nb + 1, -1, np.int64)  # the analysed bursts numbered anew; no burst: -1
         kept_id[analysed] = np.arange(analysed.size)
-        # The analysed bursts' events, burst by burst: burst b's are be_idx[starts[b]:][:count[b]].
-        be_idx = ranges(first, first + count)
-        starts = np.cumsum(count) - count
         nsh = count.shape[0]
         # The set stream with each analysed burst collapsed to a slot at its first event.
         self.slots = Slots(
@@ -402,23 +399,25 @@ class SharedBursts:
         # Per filter group: matched events and a hash of which ones, per burst. A burst's events
         # are all E's, so a group matches those its filters on E keep (masks that
         # `matched_by_any` made above), and a group without filters on E all of them: its
-        # counts are the bursts' lengths, with no event read.
+        # counts are the bursts' lengths, with no event read (nor, with one group, listed).
         filtered = [bool(sset.queries[r].filters_of(E)) for r in rep_query]
-        burst_rows = rows[be_idx] if any(filtered) else None
-        mb = np.stack(
-            [
-                matcher.type_mask(sset.queries[r], E)[burst_rows]
-                if f
-                else np.ones(be_idx.size, bool)
-                for r, f in zip(rep_query, filtered)
-            ]
-        )
-        counts = np.stack(
-            [
-                np.add.reduceat(mb[r], starts, dtype=np.int64) if f else count
-                for r, f in enumerate(filtered)
-            ]
-        )
+        counts = np.stack([count] * nf)
+        if any(filtered) or nf > 1:
+            # The analysed bursts' events, burst by burst: burst b's are
+            # be_idx[starts[b]:][:count[b]].
+            be_idx = ranges(first, first + count)
+            starts = np.cumsum(count) - count
+            burst_rows = rows[be_idx] if any(filtered) else None
+            mb = np.stack(
+                [
+                    matcher.type_mask(sset.queries[r], E)[burst_rows]
+                    if f
+                    else np.ones(be_idx.size, bool)
+                    for r, f in zip(rep_query, filtered)
+                ]
+            )
+            for r in np.flatnonzero(filtered):
+                counts[r] = np.add.reduceat(mb[r], starts, dtype=np.int64)
         if nf > 1:
             salt = np.random.default_rng(12345).integers(1, 2**63, be_idx.size, dtype=np.uint64)
             hashes = np.add.reduceat(np.where(mb, salt, np.uint64(0)), starts, axis=1)
