@@ -17,7 +17,6 @@ from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
-from gpu_hamlet.core.recursions import Blocks
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.host_threads import cpu_threads, host_submit
@@ -56,8 +55,6 @@ class CpuBackend:
         self, ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param=0,
         blocks=None,
     ):  # fmt: skip
-        if blocks is None:
-            blocks = Blocks.none(template.k, snap.dtype, snap.shape[2])
         return kernels.segment_maps(
             make_tag(ring, param),
             pid,
@@ -79,7 +76,7 @@ class CpuBackend:
             full,
             template.carry,
             snap,
-            *blocks,
+            *((None,) * 4 if blocks is None else blocks),  # (None: no block rows' code)
         )
 
     def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,

@@ -208,7 +208,8 @@ def run_segments(
     this many arrays costs about 200 ns on the CPU (numba counts a reference to each on entry
     and exit), more than a window of a few rows (docs/architecture.md section 3). For the same
     reason a block row's steps are written here rather than in a function called per row (a
-    fifth of a block row's cost at L = 10)."""
+    fifth of a block row's cost at L = 10). A CPU call without block rows passes BM = None, and
+    numba compiles that kernel without their code: with it, bigint's rows took 15% longer."""
     nch = W.shape[0]
     D = X.shape[0]
     ncols = X.shape[1]
@@ -222,7 +223,7 @@ def run_segments(
                 j += 1
             if j == i + 1 and mseg[i] == MOVE:
                 move_states(tag, X, pos[i], move_ptr, move_from, move_to, k, nch)
-            elif j == i + 1 and mseg[i] <= BLOCK:  # a block macro row, entered at state s
+            elif BM is not None and j == i + 1 and mseg[i] <= BLOCK:  # a block macro row
                 off = BLOCK - mseg[i]
                 s = pos[i]
                 b0 = blk_ptr[s]
