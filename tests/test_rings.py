@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from gpu_hamlet.core.numeric import primes
+from gpu_hamlet.core.numeric import CRT_BASIS_FROM, crt, primes
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
     MODPS_FROM,
@@ -384,3 +384,19 @@ def test_xf_scale_rounds_as_ldexp():
         xf_scale(float(a), float(b)) == w for a, b, w in zip(m[:2000], d[:2000], want[:2000])
     )
     assert np.count_nonzero((want != 0) & (np.abs(want) < 2.0**-1022)) > 1000  # subnormals met
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_crt_recovers_the_integers_on_both_paths(data):
+    """`crt` gives back integers of magnitude below M/2 from their residues, through Garner's
+    digits (few primes) and through the CRT basis (from CRT_BASIS_FROM primes on)."""
+    P = data.draw(st.sampled_from([1, 2, CRT_BASIS_FROM - 1, CRT_BASIS_FROM, 9, 40]))
+    ps = primes(P)
+    half = math.prod(ps) // 2
+    signed = data.draw(st.booleans())
+    lo = -half + 1 if signed else 0
+    values = data.draw(st.lists(st.integers(lo, half), min_size=0, max_size=6))
+    values += [lo, half, 0]
+    residues = np.asarray([[v % p for v in values] for p in ps], np.int64).reshape(P, -1)
+    assert list(crt(residues, signed)) == values

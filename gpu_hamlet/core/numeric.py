@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -85,19 +85,42 @@ def _garner(res, ps, inv):
     return d
 
 
+#: From this many primes on, `crt` sums the residues times the CRT basis (one dot product of
+#: Python integers); below it, Garner's digits in compiled code are cheaper per value. At 431
+#: primes (bigint counts of 4,000 digits) the basis took 0.7 ms a value against 3.9 ms.
+CRT_BASIS_FROM = 5
+
+
+@lru_cache(maxsize=16)
+def _crt_basis(count: int) -> tuple[np.ndarray, int]:
+    """The first `count` primes' CRT basis (b_i = 1 modulo p_i, 0 modulo the others, as Python
+    ints) and their product M."""
+    ps = primes(count)
+    M = math.prod(ps)
+    basis = np.empty(count, object)
+    for i, p in enumerate(ps):
+        rest = M // p
+        basis[i] = rest * pow(rest % p, -1, p)
+    return basis, M
+
+
 def crt(residues: np.ndarray, signed: bool) -> np.ndarray:
     """Python ints (object array) from residues of shape (P, m) modulo the first P primes.
 
     Signed values are taken in (-M/2, M/2]; the caller has made M exceed twice the magnitude.
     """
     P, m = residues.shape
-    ps = primes(P)
-    d = _garner(residues, np.asarray(ps, np.int64), _garner_inverses(P))
-    x = d[P - 1].astype(object)
-    for j in range(P - 2, -1, -1):
-        x = x * ps[j] + d[j].astype(object)
-    if signed:
+    if P >= CRT_BASIS_FROM:
+        basis, M = _crt_basis(P)
+        x = basis @ residues.astype(object) % M
+    else:
+        ps = primes(P)
         M = math.prod(ps)
+        d = _garner(residues, np.asarray(ps, np.int64), _garner_inverses(P))
+        x = d[P - 1].astype(object)
+        for j in range(P - 2, -1, -1):
+            x = x * ps[j] + d[j].astype(object)
+    if signed:
         x = np.where(x > M // 2, x - M, x)
     return x
 
