@@ -209,7 +209,8 @@ def run_segments(
     and exit), more than a window of a few rows (docs/architecture.md section 3). For the same
     reason a block row's steps are written here rather than in a function called per row (a
     fifth of a block row's cost at L = 10). A CPU call without block rows passes BM = None, and
-    numba compiles that kernel without their code: with it, bigint's rows took 15% longer."""
+    numba compiles that kernel without their code: with it, bigint's rows took up to a quarter
+    longer."""
     nch = W.shape[0]
     D = X.shape[0]
     ncols = X.shape[1]
