@@ -127,19 +127,23 @@ def _typed_may_complete(
         ne += (p >= 0) & is_end[q] & event
     flo, fhi = reach(run, time, starts[:ns], within, bounded, highest)
     lo, hi = spans(run, time, flo, fhi, ends[:ne], within, bounded, lowest)
-    idx = ranges(lo, hi)
     if slots:  # the events in a span, and every run
         inside = np.zeros(n, np.bool_)
-        inside[idx] = True
+        inside[ranges(lo, hi)] = True
         keep = np.flatnonzero((inside & (pos >= 0)) | (held >= 0))
         return keep, pos[keep]
-    keep = np.empty(idx.shape[0], np.int64)
+    total = 0
+    for s in range(lo.shape[0]):
+        total += hi[s] - lo[s]
+    keep = np.empty(total, np.int64)  # the spans' matched rows, and their positions
+    kept = np.empty(total, pos.dtype)
     m = 0
-    for j in range(idx.shape[0]):
-        keep[m] = idx[j]
-        m += pos[idx[j]] >= 0
-    keep = keep[:m]
-    return keep, pos[keep]
+    for s in range(lo.shape[0]):
+        for j in range(lo[s], hi[s]):
+            keep[m] = j
+            kept[m] = pos[j]
+            m += pos[j] >= 0
+    return keep[:m], kept[:m]
 
 
 @njit(cache=True, nogil=True)
