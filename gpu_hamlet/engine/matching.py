@@ -176,20 +176,29 @@ class Matcher:
             self._type_masks[key] = m
         return self._type_masks[key]
 
+    def matched_whole(self, queries: tuple[Query, ...]) -> np.ndarray:
+        """Per type code, whether some query has the type and no filters on it: then every
+        event of the type is matched by one of them."""
+        ev = self.ev
+        whole = np.zeros(max(len(ev.type_names), 1), bool)
+        for q in queries:
+            for t in q.types:
+                if ev.code_of(t) >= 0 and not q.filters_of(t):
+                    whole[ev.code_of(t)] = True
+        return whole
+
     def matched_by_any(self, queries: tuple[Query, ...], keys: SortedKeys) -> np.ndarray:
         """Rows some query matches, in `keys`' sorted order. A type some query has no filters
         on is matched whole, from the sorted type codes (a sequential read); the masks of
         the other (type, filters on it) are read through the order."""
         ev = self.ev
-        whole = np.zeros(max(len(ev.type_names), 1), bool)
+        whole = self.matched_whole(queries)
         distinct = {  # (a type the data lacks matches no row)
             (t, frozenset(q.filters_of(t))): (q, t, ev.code_of(t))
             for q in queries
             for t in q.types
             if ev.code_of(t) >= 0
         }
-        for (_, filters), (_, _, code) in distinct.items():
-            whole[code] |= not filters
         out = whole[keys.codes]
         masks = [self.type_mask(q, t) for q, t, code in distinct.values() if not whole[code]]
         if masks:

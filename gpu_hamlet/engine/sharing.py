@@ -248,6 +248,7 @@ def may_pay(
     ev: EventFrame,
     keys: SortedKeys,
     plans: dict[str, QueryPlan],
+    matcher: Matcher,
     model: EngineCostModel,
 ) -> bool:
     """Whether `dynamic` should analyse the set in this call at all: the most that sharing its
@@ -258,11 +259,7 @@ def may_pay(
     over 2,100 events took 1.3x `none`'s time shared), and so do short bursts that only a few
     queries share (bench_sharing.py's filters at 5 queries, where the analysis took about
     10 ms and shared nothing)."""
-    role = np.zeros(max(len(ev.type_names), 1), np.int8)
-    for q in sset.queries:
-        for t in q.types:
-            if ev.code_of(t) >= 0 and not q.filters_of(t):
-                role[ev.code_of(t)] = -1  # matched whole (`Matcher.matched_by_any`)
+    role = np.where(matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
     code = ev.code_of(sset.kleene_type)
     if code < 0:
         return False
