@@ -14,8 +14,14 @@ Measures, on the backend's own kernels:
 - set_s, query_s: the fixed costs of sharing in a call (analysing a set; a query's kernel run
   reading it), measured end to end: static sharing minus no sharing over 300 events (nothing to
   gain), for 10 and 50 of bench_engine.py's queries: the difference grows by query_s per run of
-  a query reading a set, and set_s per set.
+  a query reading a set, and set_s per set;
+- the engine's cost of a query row end to end (`row_cost`): how `aggregate` with no sharing
+  grows with the events, 50 queries less 10, per row their kernels run.
 Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
+On the GPU base_s and event_s are scaled so that a row costs what it costs end to end: a lone
+call's kernel time per event is its launch and transfers spread over its events, while the
+engine launches the runs of all queries at once (BENCHMARKS.md, cost model calibration). The CPU
+line keeps the kernel's figures, and prints the end-to-end ratio beside them.
 """
 
 from __future__ import annotations
@@ -122,8 +128,16 @@ def main() -> None:
     # coefficient pass (count channel) and the bookkeeping.
     class_s = max((shared - alone) / max(classes, 1) - coef_s, 0.0)
     set_s, query_s = fixed_costs(args.backend)
+    row_s, width = row_cost(args.backend, n)
+    scale = row_s / (base_s + width * event_s)
     print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
     print(f"segment kernel s per event by channels 1..4: {[f'{x / n:.2e}' for x in per_channel]}")
+    print(
+        f"end to end, sharing='none': {row_s:.2e} s per query row of {width:.2f} channels, "
+        f"{scale:.3f}x what the kernel's figures give it"
+    )
+    if be.name == "gpu":
+        base_s, event_s = base_s * scale, event_s * scale
     print(
         f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
         f"class_s={class_s:.2e}, macro={macro:.2f}, set_s={set_s:.2e}, query_s={query_s:.2e})"
@@ -157,6 +171,37 @@ def fixed_costs(backend: str) -> tuple[float, float]:
     assert s1 == s2, "the same sets at both sizes"
     query_s = (d2 - d1) / (q2 - q1)
     return max((d1 - query_s * q1) / s1, 0.0), max(query_s, 0.0)
+
+
+def row_cost(backend: str, n: int) -> tuple[float, float]:
+    """(seconds per query row of `aggregate` with no sharing, the rows' mean channels): the
+    growth of the best of three calls from n / 4 to n events, 50 queries less 10 (so
+    that neither what each query pays per call nor what a call pays at all counts), over the
+    growth of the rows their segment kernels run (recorded on the CPU backend)."""
+    from cpu_fallback import CpuBackend
+    from gpu_hamlet.core.weights import as_array
+    from gpu_hamlet.engine.backend import RecordingBackend
+
+    seconds, rows, weighted = {}, {}, {}
+    small = n // 4
+    for size in (small, n):
+        ev = kleene_stream(size, seed=7, types=TYPES, mean_burst=20.0, n_groups=8)
+        for k in (10, 50):
+            wl = kleene_queries(k)
+            rec = RecordingBackend(CpuBackend())
+            gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float", backend=rec)
+            calls = [a for step, a in rec.calls if step == "segment_maps"]
+            rows[size, k] = sum(a[1].shape[0] for a in calls)
+            weighted[size, k] = sum(a[1].shape[0] * as_array(a[5]).shape[0] for a in calls)
+
+            def call(ev=ev, wl=wl) -> None:
+                gpu_hamlet.aggregate(ev, wl, sharing="none", numeric="float", backend=backend)
+
+            call()
+            seconds[size, k] = best_time(call, 3)
+    grow = {k: (seconds[n, k] - seconds[small, k], rows[n, k] - rows[small, k]) for k in (10, 50)}
+    row_s = (grow[50][0] - grow[10][0]) / (grow[50][1] - grow[10][1])
+    return row_s, weighted[n, 50] / rows[n, 50]
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@
 # Steps: tests (the suite without Spark, real CUDA: the simulator is off when a device is
 # visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
 # ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
-# (benchmarks/bench_sharing.py --backend gpu); fma (tests/compile_kernels.py --fma: the fused
-# multiply-adds NVVM put in each kernel's PTX). The data of
+# (benchmarks/bench_sharing.py --backend gpu); memory (benchmarks/gpu_memory.py: peak device
+# memory, the largest input that fits, a device filled by another allocation); fma
+# (tests/compile_kernels.py --fma: the fused multiply-adds NVVM put in each kernel's PTX). A step
+# past its limit gets SIGINT first, so pytest still prints its summary. The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
 set -u
 out=${OUT:?OUT must name the folder for the results}
@@ -48,7 +50,7 @@ for step in "$@"; do
     case $name in
     tests)
         # shellcheck disable=SC2086
-        timeout "$limit" $py -m pytest -m "${MARK:-not spark}" -q -rfE --timeout 240 \
+        timeout -s INT -k 15 "$limit" $py -m pytest -m "${MARK:-not spark}" -q -rfE --timeout 240 \
             --junitxml="$out/junit.xml" $extra > "$out/tests.log" 2>&1
         ;;
     bench)
@@ -65,6 +67,11 @@ for step in "$@"; do
         # shellcheck disable=SC2086
         timeout "$limit" $py benchmarks/bench_sharing.py --backend gpu \
             --json "$out/sharing_gpu.json" $extra > "$out/sharing_gpu.txt" 2>&1
+        ;;
+    memory)
+        # shellcheck disable=SC2086
+        timeout -s INT -k 15 "$limit" $py benchmarks/gpu_memory.py --json "$out/memory.json" \
+            $extra > "$out/memory.txt" 2>&1
         ;;
     fma)
         timeout "$limit" $py tests/compile_kernels.py --fma > "$out/fma.txt" 2>&1

@@ -96,3 +96,60 @@ def test_all_cores_pieces_compute_what_the_whole_call_does():
             parts = [cpu.segment_maps(*p) for p in pieces]
             for i in range(3):
                 assert np.array_equal(np.concatenate([p[i] for p in parts]), whole[i])
+
+
+def test_memory_benchmark_without_a_device_says_so():
+    clean = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_memory.py")],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2 and "needs a CUDA device" in proc.stderr
+
+
+def test_memory_benchmark_fits_its_peaks_and_fills_the_device(monkeypatch, tmp_path, capsys):
+    """benchmarks/gpu_memory.py's steps, with the device's memory read from a stand-in (peaks
+    rise with the events; 64 MiB free whatever is allocated): the fit, the largest input, and
+    the two budgets on a filled device, each call equal to the CPU's or the engine's own error."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_memory
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    class Used:
+        """Peaks of 1 MiB plus 100 bytes per event of the call."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def name(self) -> str:
+            return "stand-in"
+
+        def during(self, fn):
+            out = fn()
+            n = (2000, 6000)[self.calls]
+            self.calls += 1
+            return out, (1 << 20) + 100 * n
+
+    monkeypatch.setattr(gpu_memory, "cuda_visible", lambda: True)
+    monkeypatch.setattr(gpu_memory, "UsedMemory", Used)
+    monkeypatch.setattr(gpu_memory, "device_memory", lambda: (64 << 20, 128 << 20))
+    out = tmp_path / "memory.json"
+    args = ["--events", "2000", "6000", "--queries", "2", "--json", str(out)]
+    assert gpu_memory.main(args) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["per_event_bytes"] == 100 and report["fixed_bytes"] == 1 << 20
+    assert report["largest"] == (63 << 20) // 100
+    assert "largest input that fits about" in text
+    assert [b["budget_bytes"] for b in report["beyond"]] == [4 * (64 << 20), (64 << 20) // 8]
+    assert all(
+        b["outcome"] == "equal to the CPU" or b["outcome"].startswith("GpuHamletError")
+        for b in report["beyond"]
+    )

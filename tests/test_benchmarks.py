@@ -9,6 +9,7 @@ the experiment on the HAMLET authors' data says it was skipped when their files 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -398,3 +399,20 @@ def test_stage_calibration_fits_its_constants():
     consts = dict(line.split(" = ") for line in lines if line.startswith(names))
     assert set(consts) == set(names)
     assert all(float(v) == float(v) for v in consts.values())  # numbers, not NaN
+
+
+def test_cost_calibration_prints_a_model_to_paste():
+    """`benchmarks/calibrate_costs.py` on a small stream: the kernel figures by channel, the
+    end-to-end cost of a query row beside them, and an EngineCostModel line that builds one."""
+    from gpu_hamlet.engine.optimizer import EngineCostModel
+
+    done = run_script("calibrate_costs.py", "--events", "40000")
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("segment kernel s per event by channels 1..4") for line in lines)
+    row = next(line for line in lines if line.startswith("end to end, sharing='none'"))
+    assert " s per query row of " in row and "what the kernel's figures give it" in row
+    model = eval(lines[-1], {"EngineCostModel": EngineCostModel})  # the line to paste
+    assert isinstance(model, EngineCostModel)
+    figures = [getattr(model, f) for f in ("base_s", "event_s", "coef_s", "macro")]
+    assert all(math.isfinite(x) for x in figures)
+    assert model.set_s >= 0 and model.query_s >= 0 and model.class_s >= 0

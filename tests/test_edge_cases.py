@@ -18,7 +18,6 @@ from oracle import COMPARISONS, oracle
 
 import gpu_hamlet
 from gpu_hamlet.errors import EventDataError, WorkloadError
-from gpu_hamlet.spark import trend_aggregate
 
 BACKENDS = ["cpu", "gpu"]
 I64 = 2**63 - 1
@@ -272,6 +271,9 @@ def test_spark_groups_negative_zero_nan_and_null(spark, tasks):
     """Through Spark too: the shard key (g, which every query groups by) puts -0.0 with 0.0
     and NaNs together, and a cut group (3 tasks: the big 0.0 group is sliced, its slices
     starting with -0.0 or 0.0, and so is the NaN group) composes its slices under one key."""
+    # Imported here: the GPU machine runs this module without pyspark.
+    from gpu_hamlet.spark import trend_aggregate
+
     text = ";".join(q for q in WORKLOAD_GROUPS.split(";") if "GROUPBY g" in q)
     events = _signed_zero_events()
     # Two big groups alternating -0.0 and 0.0, or two NaNs, over time, so that their slices
@@ -400,6 +402,8 @@ def test_spark_windows_near_the_end(spark):
     """Spark's statistics, slices and tasks handle times next to 2^63 (a group near the end is
     cut into slices; one spanning both ends, more than int64 ticks, stays whole); a window
     beyond the type is the same error, naming the query."""
+    from gpu_hamlet.spark import trend_aggregate
+
     top = I64 - I64 % 10 - 10  # the last tumbling 10 s window that fits starts here
     text = "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s SLIDE 5 s"
     near_end = np.arange(top - 30, top + 10)
