@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from gpu_hamlet.errors import GpuHamletError
-from gpu_hamlet.spark.job import _quote
 
 MARKER = "_GPU_HAMLET"  # written last into every result folder; lists what the run wrote
 FORMATS = {
@@ -106,6 +105,8 @@ def _typed(df: Any) -> Any:
     that holds every one of its values."""
     from pyspark.sql import functions as F
 
+    from gpu_hamlet.spark.job import _quote
+
     kinds = ("bigint", "double", "timestamp")
     counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in df.columns for k in kinds]
     row = df.agg(*[F.count(F.col(_quote(c))) for c in df.columns], *counts).first()
@@ -123,6 +124,8 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     made timestamps, or numbers of seconds checked to be plausible as seconds."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import NumericType, StringType
+
+    from gpu_hamlet.spark.job import _quote
 
     dtype = df.schema[col].dataType
     raw = F.col(_quote(col))

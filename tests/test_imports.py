@@ -9,6 +9,8 @@ too (the lazy choice of a backend is the one import of a backend by the engine).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,3 +171,23 @@ def test_the_engine_imports_a_backend_only_lazily():
     eager = import_graph()[CHOOSER]
     assert not {layer_of(b) for b in eager} & {"cpu_fallback", "kernels"}
     assert {"cpu_fallback", "kernels"} <= {layer_of(b) for b in import_graph(lazy=True)[CHOOSER]}
+
+
+def test_the_engine_and_command_line_import_without_pyspark():
+    """Only the Spark job needs pyspark at import: the engine and the command line (which reads
+    and writes through Spark lazily) import without it, as on the GPU machines, which have none
+    (BENCHMARKS.md, GPU kernels)."""
+    code = (
+        "import sys\n"
+        "class NoSpark:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyspark':\n"
+        "            raise ImportError('pyspark hidden')\n"
+        "sys.meta_path.insert(0, NoSpark())\n"
+        "import gpu_hamlet, gpu_hamlet.cli\n"
+        "assert 'pyspark' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
