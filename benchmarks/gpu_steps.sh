@@ -4,7 +4,7 @@
 # steps in order, each under its own time limit in seconds, writing raw output under $OUT
 # (benchmarks/results/gpu/ keeps it, with nvidia-smi's lines).
 #
-#   OUT=/tmp/out bash benchmarks/gpu_steps.sh tests:330 bench:180:--events:1000000 ...
+#   OUT=$OUT bash benchmarks/gpu_steps.sh tests:330 bench:180:--events:1000000 ...
 #
 # MARK chooses the tests (default "not spark"). Wheels in .whl/ (ignored by git, carried by the
 # call) are installed first: the image's numba-cuda 0.30.4 imports np.row_stack, which its numpy
@@ -19,7 +19,11 @@
 # past its limit gets SIGINT first, so pytest still prints its summary. The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
 set -u
-out=${OUT:?OUT must name the folder for the results}
+# A call brings back at most 8 files: the steps write into a folder of their own, archived into
+# $OUT/results.tgz after each step (so a call cut off still returns what was done), with
+# steps.log beside it.
+dest=${OUT:?OUT must name the folder for the results}
+out=$(mktemp -d)
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
@@ -81,5 +85,7 @@ for step in "$@"; do
         ;;
     esac
     echo "   rc=$? in $(($(date +%s) - start)) s" | tee -a "$out/steps.log"
+    tar czf "$dest/results.tgz" -C "$out" . && cp "$out/steps.log" "$dest/"
 done
-tail -n 25 "$out"/*.txt "$out"/*.log 2>/dev/null | cut -c1-300
+tail -n 25 "$out"/*.txt "$out"/*.log 2>/dev/null | grep -v -e NumbaPerformanceWarning -e 'warn(' |
+    cut -c1-300
