@@ -14,7 +14,8 @@
 # visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
 # ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
 # (benchmarks/bench_sharing.py --backend gpu); memory (benchmarks/gpu_memory.py: peak device
-# memory, the largest input that fits, a device filled by another allocation); fma
+# memory, the largest input that fits, a device filled by another allocation); profile (ncu
+# over bench_gpu.py's kernels: memory traffic and occupancy); fma
 # (tests/compile_kernels.py --fma: the fused multiply-adds NVVM put in each kernel's PTX). A step
 # past its limit gets SIGINT first, so pytest still prints its summary. The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
@@ -76,6 +77,15 @@ for step in "$@"; do
         # shellcheck disable=SC2086
         timeout -s INT -k 15 "$limit" $py benchmarks/gpu_memory.py --json "$out/memory.json" \
             $extra > "$out/memory.txt" 2>&1
+        ;;
+    profile)
+        # Nsight Compute on the segment kernel of bench_gpu.py (its arguments after the limit):
+        # throughput against the device's peaks, memory traffic per request, occupancy.
+        # shellcheck disable=SC2086
+        timeout -s INT -k 15 "$limit" ncu --target-processes all -k regex:segment_kernel \
+            --launch-skip 10 --launch-count 5 --section SpeedOfLight \
+            --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+            $py benchmarks/bench_gpu.py --gpu-only --repeat 1 $extra > "$out/ncu.txt" 2>&1
         ;;
     fma)
         timeout "$limit" $py tests/compile_kernels.py --fma > "$out/fma.txt" 2>&1

@@ -171,7 +171,9 @@ class SegmentRuns:
         """Runs r0..r1-1 on the device, ready to launch; outputs (maps, snapshots)."""
         e0, e1 = self.bounds[r0], self.bounds[r1]
         maps = cuda.device_array(self.maps_shape(r1 - r0), self.dtype)
-        work = cuda.device_array((r1 - r0, 3, self.D, self.ncols, self.lanes), self.dtype)
+        # Runs innermost: a warp's threads reach the same scratch element of consecutive runs
+        # in one transaction (segments.py).
+        work = cuda.device_array((3, self.D, self.ncols, self.lanes, r1 - r0), self.dtype)
         dsnap = to_device(self.snap[e0:e1])
         if isinstance(self.weights, list):  # described: each call's part of events e0..e1-1
             c0 = np.searchsorted(self.call_events, e0, side="right") - 1
@@ -392,7 +394,7 @@ class GpuBackend:
         for w0, w1 in chunks(3 * per_map + per_map * (hi - lo), self.budget):
             m0, m1 = lo[w0], hi[w1 - 1]
             dout = cuda.device_array((w1 - w0, nf, lanes), dtype)
-            work = cuda.device_array((w1 - w0, 3, D, D, lanes), dtype)
+            work = cuda.device_array((3, D, D, lanes, w1 - w0), dtype)
             kernel[grid(w1 - w0)](
                 to_device(maps[m0:m1]),
                 to_device(lo[w0:w1] - m0),
@@ -539,7 +541,7 @@ class GpuBackend:
             g = cuda.device_array((p1 - p0, 1, lanes), dtype)
             pmu = cuda.device_array((p1 - p0, 1, lanes), dtype)
             pk = cuda.device_array((p1 - p0, nch, lanes), dtype)
-            work = cuda.device_array((p1 - p0, nch, 1, lanes), dtype)
+            work = cuda.device_array((nch, 1, lanes, p1 - p0), dtype)
             piece_kernel(ring)[grid(p1 - p0)](
                 to_device(ev_bounds[p0 : p1 + 1] - e0),
                 to_device(time[e0:e1]),

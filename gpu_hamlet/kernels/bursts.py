@@ -22,7 +22,7 @@ from gpu_hamlet.core.rings import BY_NAME
 def piece_kernel(ring: str):
     """kernel[grid, block](bounds, t, W, G, MU, K, work, prm): piece p's events are
     bounds[p]..bounds[p+1]-1, all of one burst; its map goes to G, MU and K at row p. `work` is
-    [pieces, channels, 1, lanes] scratch."""
+    [channels, 1, lanes, pieces] scratch, pieces innermost (segments.py)."""
     Tag = BY_NAME[ring]
 
     @cuda.jit
@@ -30,7 +30,7 @@ def piece_kernel(ring: str):
         b = cuda.grid(1)
         if b >= bounds.shape[0] - 1:
             return
-        piece_map(Tag(prm), t, W, bounds[b], bounds[b + 1], K, b, work[b], G, MU)
+        piece_map(Tag(prm), t, W, bounds[b], bounds[b + 1], K, b, work[:, :, :, b], G, MU)
 
     return kernel
 

@@ -5,7 +5,11 @@ Each thread runs the recursion of gpu_hamlet/core/recursions.py over its run, th
 backend runs, so results are bit-identical. Events of a run depend on each other in time order,
 so a run is sequential inside its thread; runs are independent. Per-thread scratch (the state X,
 the delta of an equal-timestamp group, a block row's scaled inputs) lives in a global workspace
-[runs, 3, D, columns, lanes] that the caller sizes to its chunk of runs.
+[3, D, columns, lanes, runs] that the caller sizes to its chunk of runs. Every row reads and
+writes X, so the runs are the innermost axis: the threads of a warp (consecutive runs) then
+touch one element in adjacent words, one memory transaction, where [runs, ...] put each thread's
+scratch on cache lines of its own and, across the hundreds of thousands of threads in flight,
+out of every cache (docs/architecture.md section 3).
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ def segment_kernel(ring: str):
             return
         tag = Tag(prm)
         q = qid[r]
+        X, Dl, Xs = work[0, :, :, :, r], work[1, :, :, :, r], work[2, :, :, :, r]
         run_segments(
-            tag, work[r, 0], work[r, 1], work[r, 2], starts, r, r + 1, t, pos, W, MU, K, mseg,
-            pred_ptrs[q], pred_idxs[q], is_starts[q], is_ends[q], move_ptrs[q], move_froms[q],
-            move_tos[q], k, full, carries[q], snap, BM, blk_ptrs[q], blk_idxs[q], BS, maps,
+            tag, X, Dl, Xs, starts, r, r + 1, t, pos, W, MU, K, mseg, pred_ptrs[q], pred_idxs[q],
+            is_starts[q], is_ends[q], move_ptrs[q], move_froms[q], move_tos[q], k, full,
+            carries[q], snap, BM, blk_ptrs[q], blk_idxs[q], BS, maps,
         )  # fmt: skip
 
     return kernel

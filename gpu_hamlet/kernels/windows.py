@@ -49,7 +49,7 @@ def plan_kernel(part_starts, run_seg, a, n, offsets, lo_out, hi_out, flip_out, k
 @functools.cache
 def compose_kernel(ring: str):
     """The window kernel of `ring`: kernel[grid, block](maps, lo, hi, flip, finals, out, work,
-    prm); `work` is [windows, 3, D, D, lanes] scratch."""
+    prm); `work` is [3, D, D, lanes, windows] scratch, windows innermost (segments.py)."""
     Tag = BY_NAME[ring]
 
     @cuda.jit
@@ -58,9 +58,9 @@ def compose_kernel(ring: str):
         if w >= lo.shape[0]:
             return
         tag = Tag(prm)
-        G = work[w, 0]
-        B = work[w, 1]
-        T = work[w, 2]
+        G = work[0, :, :, :, w]
+        B = work[1, :, :, :, w]
+        T = work[2, :, :, :, w]
         fe = flip[w]
         # front: maps[fe-1] @ maps[fe-2] @ ... @ maps[lo], multiplied left to right
         copy_map(tag, maps[fe - 1], G)
