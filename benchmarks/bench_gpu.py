@@ -13,7 +13,8 @@ ring; exact mode adds one per prime). Then, best of --repeat:
   all cores: each call cut between its (partition, segment) runs into one piece per core, all
   pieces run by a pool of forked processes that hold them in memory before the clock starts (as
   Spark's partitions and time slices would spread the work).
-Events per second count input events once per workload (not once per query). End-to-end
+Each row also gives the calls' rows and (partition, segment) runs: the kernels run one thread per
+run. Events per second count input events once per workload (not once per query). End-to-end
 `aggregate` wall times (host work and transfers included) are printed for context. nvidia-smi's
 lines head the output. Needs a CUDA device; with NUMBA_ENABLE_CUDASIM=1 it runs in numba's
 simulator, for a smoke test of the script only (its timings mean nothing).
@@ -219,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
             c_all = nan if args.gpu_only else cpu_all_cores_seconds(calls, cpu_repeat, cores)
             # The kernels' array inputs, each read once: a floor on the bytes they move.
             read = sum(a.nbytes for call in calls for a in call if isinstance(a, np.ndarray))
+            # The kernels' parallelism: one thread per (partition, segment) run of each call.
+            nrows = sum(call[1].shape[0] for call in calls)
+            nruns = sum(
+                int(call[1].size > 0) + int(np.count_nonzero(
+                    (call[1][1:] != call[1][:-1]) | (call[2][1:] != call[2][:-1])
+                ))
+                for call in calls
+            )  # fmt: skip
             e2e = {
                 be: best_time(
                     lambda: gpu_hamlet.aggregate(
@@ -239,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                 "numeric": numeric,
                 "events": args.events,
                 "calls": len(calls),
+                "rows": nrows,
+                "runs": nruns,
                 "gpu_kernel_s": g,
                 "cpu_kernel_s": c,
                 "gpu_events_per_s": args.events / g,
@@ -256,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                 with open(args.json, "w") as fh:
                     json.dump(rows, fh, indent=2)
             print(
-                f"{n:>4} queries {numeric:>6}: GPU {row['gpu_events_per_s'] / 1e6:10.1f} M ev/s"
+                f"{n:>4} queries {numeric:>6}: {nrows:,} rows in {nruns:,} runs;"
+                f" GPU {row['gpu_events_per_s'] / 1e6:10.1f} M ev/s"
                 f" ({row['gpu_input_gb_per_s']:6.1f} GB/s of inputs)"
                 f"  CPU 1 core {row['cpu_events_per_s'] / 1e6:8.2f} M ev/s,"
                 f" {cores} cores {row['cpu_all_cores_events_per_s'] / 1e6:8.2f} M ev/s"

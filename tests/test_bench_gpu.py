@@ -52,10 +52,10 @@ def test_runs_in_the_simulator_on_a_tiny_input(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "simulator" in proc.stdout and "nvidia-smi" in proc.stdout.lower()
     for line in (
-        "   1 queries  float:",
-        "   1 queries  exact:",
-        "   3 queries  float:",
-        "   3 queries  exact:",
+        "   1 queries  float: ",
+        "   1 queries  exact: ",
+        "   3 queries  float: ",
+        "   3 queries  exact: ",
     ):
         assert line in proc.stdout, proc.stdout
     rows = json.loads(out.read_text())
@@ -66,6 +66,7 @@ def test_runs_in_the_simulator_on_a_tiny_input(tmp_path):
         (3, "exact"),
     ]
     assert all(r["calls"] >= r["queries"] and r["gpu_kernel_s"] > 0 for r in rows)
+    assert all(0 < r["runs"] <= r["rows"] for r in rows)
     assert all(r["cpu_all_cores_s"] > 0 and r["speedup_vs_all_cores"] > 0 for r in rows)
     assert f" {os.cpu_count()} cores " in proc.stdout
 
