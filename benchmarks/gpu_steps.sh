@@ -12,7 +12,8 @@
 #
 # Steps: tests (the suite without Spark, real CUDA: the simulator is off when a device is
 # visible, tests/conftest.py); bench (benchmarks/bench_gpu.py, its arguments after the limit,
-# ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); sharing
+# ':' for spaces); calibrate (benchmarks/calibrate_costs.py --backend gpu); stages
+# (benchmarks/calibrate_stages.py --backend gpu: GLORIA's stage constants); sharing
 # (benchmarks/bench_sharing.py --backend gpu); memory (benchmarks/gpu_memory.py: peak device
 # memory, the largest input that fits, a device filled by another allocation); profile (ncu
 # over bench_gpu.py's kernels: memory traffic and occupancy); fma
@@ -67,6 +68,11 @@ for step in "$@"; do
         # shellcheck disable=SC2086
         timeout "$limit" $py benchmarks/calibrate_costs.py --backend gpu $extra \
             > "$out/calibrate_gpu.txt" 2>&1
+        ;;
+    stages)
+        # shellcheck disable=SC2086
+        timeout "$limit" $py benchmarks/calibrate_stages.py --backend gpu $extra \
+            > "$out/calibrate_stages_gpu.txt" 2>&1
         ;;
     sharing)
         # shellcheck disable=SC2086
