@@ -16,7 +16,7 @@ largest input that fits, and what happens beyond it.
    left, and must fail within seconds with a GpuHamletError naming GPU_HAMLET_DEVICE_BYTES (never
    a hang, never a silent fall back to the CPU); then with a budget an eighth of what is left,
    and must return the CPU backend's table.
-Needs a CUDA device, and nvidia-ml-py for the peak (without it only the level after each call).
+Needs a CUDA device and NVML's Python binding (nvidia-ml-py, `pynvml`), as the GPU machines have.
 """
 
 from __future__ import annotations
