@@ -154,3 +154,13 @@ def test_memory_benchmark_fits_its_peaks_and_fills_the_device(monkeypatch, tmp_p
         b["outcome"] == "equal to the CPU" or b["outcome"].startswith("GpuHamletError")
         for b in report["beyond"]
     )
+
+
+def test_device_steps_script_parses_and_knows_its_steps():
+    """benchmarks/gpu_steps.sh runs only on a lent GPU machine: here, bash parses it and every
+    step the docs name has its case."""
+    script = ROOT / "benchmarks" / "gpu_steps.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    for step in ("tests", "bench", "calibrate", "stages", "sharing", "memory", "profile", "fma"):
+        assert f"\n    {step})\n" in text, step
