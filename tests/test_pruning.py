@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import enumerate_trends
 
+from cpu_fallback.panes import panes
+from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.pruning import (
     may_complete,
     rows_in_runs,
@@ -226,3 +228,51 @@ def test_typed_may_complete_keeps_shared_runs_as_slots_do(
     )
     assert got.tolist() == want.tolist()
     assert got_pos.tolist() == pos[want].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(-12, 30), st.integers(0, 4), st.booleans()),
+        max_size=50,
+    ),
+    st.lists(st.integers(-1, 2), min_size=5, max_size=5),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.sampled_from([np.int64, np.float64]),
+    st.sampled_from([1, 3, 5, 2.5]),
+    st.booleans(),
+)
+def test_tumbling_windows_pruned_at_once_as_in_two_passes(
+    raw, labels, is_start, is_end, dtype, width, filters
+):
+    """A flat query over tumbling windows of `width` (WITHIN = the width) pruned in one pass by
+    `SortedKeys.window_runs` keeps what pruning by partition and then per window keeps
+    (`rows_in_runs` after segmenting): within one window every two events are closer than the
+    width, so the window runs alone decide, and the second pass finds nothing more."""
+    if dtype is np.int64 and not float(width).is_integer():
+        width = 2
+    ev = sorted(raw, key=lambda e: e[:2])
+    pid = np.asarray([e[0] for e in ev], np.int64)
+    time = np.asarray([e[1] for e in ev], dtype)
+    codes = np.asarray([e[2] for e in ev], np.int32)
+    order = np.random.default_rng(len(ev)).permutation(len(ev)).astype(np.int64)
+    drop = np.zeros(len(ev), bool)
+    drop[order] = [e[3] for e in ev]
+    keys = SortedKeys(order, pid, np.zeros_like(pid), time, codes)
+    args = (np.asarray(labels, np.int32), np.asarray(is_start), np.asarray(is_end), order)
+    drop_arg = drop if filters else None
+    w = dtype(width)
+    # Two passes: by partition with the distance bound, then per window without one.
+    first, first_pos = typed_may_complete(codes, *args, drop_arg, pid, time, w)
+    seg, _ = panes(pid[first], time[first], w)
+    at = np.maximum(first_pos, 0)
+    again = rows_in_runs(
+        pid[first], seg, first_pos >= 0, args[1][at] & (first_pos >= 0),
+        args[2][at] & (first_pos >= 0),
+    )  # fmt: skip
+    runs = keys.window_runs(w, panes)
+    assert keys.window_runs(w, panes) is runs  # made once per width
+    got, got_pos = typed_may_complete(codes, *args, drop_arg, runs, time, w)
+    assert got.tolist() == first[again].tolist()
+    assert got_pos.tolist() == first_pos[again].tolist()

@@ -97,9 +97,12 @@ class QueryRows:
             qidx, self.rows, self.time, self.pid, macro_seg, self.pos = fast
             macro_src = None  # one source: derived from macro_seg
         elif not shared and tpl.one_row and not maps:  # matched and pruned in one compiled call
+            # A tumbling window is its own segment: pruned by its runs at once, not again later.
+            run = keys.pid if w.full else keys.window_runs(w.seg, be.segments)
+            self._window_pruned = not w.full
             qidx, self.pos = typed_may_complete(
                 keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,
-                matcher.drop_mask(q), keys.pid, keys.time, w.within,
+                matcher.drop_mask(q), run, keys.time, w.within,
             )  # fmt: skip
             self.rows, self.time, self.pid = keys.order[qidx], keys.time[qidx], keys.pid[qidx]
             macro_src = macro_seg = None
