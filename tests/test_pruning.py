@@ -137,6 +137,20 @@ def test_rows_in_runs_is_the_unbounded_test_over_pid_and_segment_runs(raw):
     assert rows_in_runs(pid, seg, matched, starts, ends).tolist() == want.tolist()
 
 
+def _sorted_events(raw: list[tuple], dtype) -> tuple[np.ndarray, ...]:
+    """Events (partition, time, type code, dropped, ...) in the engine's sorted order: their
+    partitions, times and type codes, a random row order, and the drop mask by event row (as
+    `Matcher.drop_mask` gives it)."""
+    ev = sorted(raw, key=lambda e: e[:2])
+    pid = np.asarray([e[0] for e in ev], np.int64)
+    time = np.asarray([e[1] for e in ev], dtype)
+    codes = np.asarray([e[2] for e in ev], np.int32)
+    order = np.random.default_rng(len(ev)).permutation(len(ev)).astype(np.int64)
+    drop = np.zeros(len(ev), bool)
+    drop[order] = [e[3] for e in ev]
+    return pid, time, codes, order, drop
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
@@ -155,13 +169,7 @@ def test_typed_may_complete_is_positions_filters_then_rows_may_complete(
 ):
     """The one compiled call of a flat SEQ's plain rows gives the positions the type codes and
     filters give (`Matcher.sorted_positions`), pruned as `rows_may_complete` prunes them."""
-    ev = sorted(raw, key=lambda e: e[:2])
-    run = np.asarray([e[0] for e in ev], np.int64)
-    time = np.asarray([e[1] for e in ev], dtype)
-    codes = np.asarray([e[2] for e in ev], np.int32)
-    order = np.random.default_rng(len(ev)).permutation(len(ev)).astype(np.int64)
-    drop = np.zeros(len(ev), bool)
-    drop[order] = [e[3] for e in ev]  # by event row, as Matcher.drop_mask
+    run, time, codes, order, drop = _sorted_events(raw, dtype)
     pos_of_code = np.asarray(labels, np.int32)
     starts_of, ends_of = np.asarray(is_start), np.asarray(is_end)
     pos = pos_of_code[codes]
@@ -252,13 +260,7 @@ def test_tumbling_windows_pruned_at_once_as_in_two_passes(
     width, so the window runs alone decide, and the second pass finds nothing more."""
     if dtype is np.int64 and not float(width).is_integer():
         width = 2
-    ev = sorted(raw, key=lambda e: e[:2])
-    pid = np.asarray([e[0] for e in ev], np.int64)
-    time = np.asarray([e[1] for e in ev], dtype)
-    codes = np.asarray([e[2] for e in ev], np.int32)
-    order = np.random.default_rng(len(ev)).permutation(len(ev)).astype(np.int64)
-    drop = np.zeros(len(ev), bool)
-    drop[order] = [e[3] for e in ev]
+    pid, time, codes, order, drop = _sorted_events(raw, dtype)
     keys = SortedKeys(order, pid, np.zeros_like(pid), time, codes)
     args = (np.asarray(labels, np.int32), np.asarray(is_start), np.asarray(is_end), order)
     drop_arg = drop if filters else None
