@@ -52,10 +52,7 @@ class SortedKeys:
         with self._lock:
             runs = self._windows.get(width)
         if runs is None:
-            _, starts = segments(self.pid, self.time, width)
-            first = np.zeros(self.pid.shape[0], np.int64)
-            first[starts[1:]] = 1  # (starts[0] is row 0)
-            runs = np.cumsum(first)
+            runs = window_run_ids(self.pid, self.time, width, segments)
             with self._lock:
                 runs = self._windows.setdefault(width, runs)
         return runs
@@ -79,6 +76,20 @@ class SortedKeys:
             return SortedRows(np.arange(mask.shape[0]), self.order, self.pid, self.time, self.codes)
         idx = np.flatnonzero(mask)
         return SortedRows(idx, self.order[idx], self.pid[idx], self.time[idx], self.codes[idx])
+
+
+def window_run_ids(
+    pid: np.ndarray,
+    time: np.ndarray,
+    width: int | float,
+    segments: Callable[[np.ndarray, np.ndarray, int | float], tuple[np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """An id per row (sorted by partition and time), equal for the rows of one partition and
+    tumbling window of `width`, ascending: from the backend's `segments`, so the windows are
+    those the rows are given later."""
+    change = np.zeros(pid.shape[0], np.int64)
+    change[segments(pid, time, width)[1]] = 1
+    return np.cumsum(change)
 
 
 class SortedRows(NamedTuple):

@@ -37,7 +37,7 @@ from gpu_hamlet.engine.burst_slots import (
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
-from gpu_hamlet.engine.partitions import SortedKeys
+from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
@@ -313,7 +313,7 @@ class SharedBursts:
         self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
         self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._windows: dict[tuple, np.ndarray] = {}  # `_window_runs` per stream and window
+        self._windows: dict[tuple, np.ndarray] = {}  # `window_run_ids` per stream and window
         self._streams: dict[int, Slots] = {}  # `_group_stream` per filter group
         self._drops: dict[tuple, np.ndarray] = {}  # `_dropped` per stream and filters
         E = sset.kleene_type
@@ -565,7 +565,7 @@ class SharedBursts:
                 run = self._cached(
                     self._windows,
                     (stream, window),
-                    lambda: self._window_runs(sl, window),
+                    lambda: window_run_ids(sl.pid, sl.time, window, self.be.segments),
                 )
                 within = None
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)
@@ -616,12 +616,6 @@ class SharedBursts:
             return drop
 
         return self._cached(self._drops, key, make)
-
-    def _window_runs(self, sl: Slots, window: int | float) -> np.ndarray:
-        """An id per slot, equal for the slots of one (partition, window), in order."""
-        change = np.zeros(sl.pid.shape[0], np.int64)
-        change[self.be.segments(sl.pid, sl.time, window)[1]] = 1
-        return np.cumsum(change)
 
     def _group_slots(self, g: int, sl: Slots) -> tuple[np.ndarray, ...]:
         """Per filter group (cached): a code per slot (plain slots their type code, macro slots
