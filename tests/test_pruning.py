@@ -186,6 +186,18 @@ def test_typed_may_complete_is_positions_filters_then_rows_may_complete(
     )  # fmt: skip
     assert got.tolist() == want.tolist()
     assert got_pos.tolist() == pos[want].tolist()
+    # The rows of each code as the sorted keys list them (a call's queries share them) give
+    # the same; those lists hold every row of its code, ascending.
+    keys = SortedKeys(order, run, np.zeros_like(run), time, codes)
+    ptr, idx = keys.by_code
+    for c in range(ptr.shape[0] - 1):
+        assert idx[ptr[c] : ptr[c + 1]].tolist() == np.flatnonzero(codes == c).tolist()
+    shared, shared_pos = typed_may_complete(
+        codes, pos_of_code, starts_of, ends_of, order, drop if filters else None, run, time,
+        within, by_code=keys.by_code,
+    )  # fmt: skip
+    assert shared.tolist() == want.tolist()
+    assert shared_pos.tolist() == pos[want].tolist()
 
 
 @settings(max_examples=300, deadline=None)

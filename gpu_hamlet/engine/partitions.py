@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from gpu_hamlet.engine.events import EventFrame
+from gpu_hamlet.engine.pruning import rows_by_code
 from gpu_hamlet.host_threads import cpu_threads, host_map
 
 
@@ -56,6 +57,13 @@ class SortedKeys:
             with self._lock:
                 runs = self._windows.setdefault(width, runs)
         return runs
+
+    @cached_property
+    def by_code(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted rows of each type code (`pruning.rows_by_code`): a flat query's starts
+        and ends are read from these lists rather than found in a pass over every row of the
+        call per query."""
+        return rows_by_code(self.codes, int(self.codes.max()) + 1 if self.codes.shape[0] else 0)
 
     @cached_property
     def gid_of_pid(self) -> np.ndarray:

@@ -81,68 +81,122 @@ def typed_may_complete(
     within: int | float | None,
     held: np.ndarray | None = None,
     held_pos: int = -1,
+    by_code: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`rows_may_complete` of a query whose events are one row each at their type's state (a
     flat SEQ), from the events' type codes in sorted order: (the indices kept, their positions).
     `drop`: per event row (`order` maps sorted indices to rows), whether the query's filters drop
     it (None: no filters). `held`: per row, a shared run's id where the row stands for one
     (`SharedStages.compressed`): such a row is at `held_pos`, is kept and starts or ends
-    nothing. The positions, the starts and ends and the walks are one compiled call: on small
-    inputs the NumPy steps between them cost more than the rows (bench_small.py)."""
+    nothing. `by_code`: the rows of each type code (`rows_by_code`), which the queries of a
+    call share; made here when not given. The starts and ends come from those lists and the
+    walks read only the rows they cover, all in one compiled call: on small inputs the NumPy
+    steps between them cost more than the rows (bench_small.py), and on large ones a pass
+    over every row per query was 45% of the pruning (docs/architecture.md section 4)."""
     if time.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0, pos_of_code.dtype)
     tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
     args = bound(tmax, within, time.dtype)
     drop = np.zeros(0, np.bool_) if drop is None else drop
     held = np.zeros(0, np.int64) if held is None else held
+    ptr, idx = rows_by_code(codes, pos_of_code.shape[0]) if by_code is None else by_code
     return _typed_may_complete(
-        codes, pos_of_code, is_start, is_end, order, drop, held, held_pos, run, time, *args
-    )
+        codes, pos_of_code, is_start, is_end, ptr, idx, order, drop, held, held_pos, run, time,
+        *args,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def rows_by_code(codes: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each type code, ascending: code c's are idx[ptr[c]:ptr[c + 1]] (a counting
+    sort; codes from `ncodes` on are left out)."""
+    ptr = np.zeros(ncodes + 1, np.int64)
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c < ncodes:
+            ptr[c + 1] += 1
+    for c in range(ncodes):
+        ptr[c + 1] += ptr[c]
+    at = ptr[:-1].copy()
+    idx = np.empty(ptr[ncodes], np.int64)
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c < ncodes:
+            idx[at[c]] = i
+            at[c] += 1
+    return ptr, idx
+
+
+@njit(cache=True, nogil=True)
+def _entering(states, pos_of_code, ptr, idx, order, drop, held):
+    """The rows (ascending) of the codes whose position is one of `states`, less those the
+    filters drop and those that stand for shared runs."""
+    ncodes = min(pos_of_code.shape[0], ptr.shape[0] - 1)
+    total = 0
+    kinds = 0
+    for c in range(ncodes):
+        p = pos_of_code[c]
+        if p >= 0 and states[p]:
+            total += ptr[c + 1] - ptr[c]
+            kinds += 1
+    out = np.empty(total, np.int64)
+    m = 0
+    filters = drop.shape[0] > 0
+    slots = held.shape[0] > 0
+    for c in range(ncodes):
+        p = pos_of_code[c]
+        if p < 0 or not states[p]:
+            continue
+        for a in range(ptr[c], ptr[c + 1]):
+            i = idx[a]
+            out[m] = i
+            m += not ((filters and drop[order[i]]) or (slots and held[i] >= 0))
+    out = out[:m]
+    if kinds > 1:
+        out.sort()
+    return out
 
 
 @njit(cache=True, nogil=True)
 def _typed_may_complete(
-    codes, pos_of_code, is_start, is_end, order, drop, held, held_pos, run, time, within,
-    bounded, lowest, highest,
+    codes, pos_of_code, is_start, is_end, ptr, idx, order, drop, held, held_pos, run, time,
+    within, bounded, lowest, highest,
 ):  # fmt: skip
     n = codes.shape[0]
-    pos = np.empty(n, pos_of_code.dtype)
-    starts = np.empty(n, np.int64)
-    ends = np.empty(n, np.int64)
-    ns = ne = 0
     filters = drop.shape[0] > 0
     slots = held.shape[0] > 0  # some rows stand for shared runs
-    for i in range(n):  # every row writes; a start (end) moves on (types alternate at random)
-        p = pos_of_code[codes[i]]
-        if filters and p >= 0 and drop[order[i]]:
-            p = -1
-        event = not (slots and held[i] >= 0)
-        if not event:
-            p = held_pos
-        pos[i] = p
-        q = max(p, 0)
-        starts[ns] = i
-        ns += (p >= 0) & is_start[q] & event
-        ends[ne] = i
-        ne += (p >= 0) & is_end[q] & event
-    flo, fhi = reach(run, time, starts[:ns], within, bounded, highest)
-    lo, hi = spans(run, time, flo, fhi, ends[:ne], within, bounded, lowest)
+    starts = _entering(is_start, pos_of_code, ptr, idx, order, drop, held)
+    ends = _entering(is_end, pos_of_code, ptr, idx, order, drop, held)
+    flo, fhi = reach(run, time, starts, within, bounded, highest)
+    lo, hi = spans(run, time, flo, fhi, ends, within, bounded, lowest)
+    ncodes = pos_of_code.shape[0]
     if slots:  # the events in a span, and every run
         inside = np.zeros(n, np.bool_)
         inside[ranges(lo, hi)] = True
+        pos = np.empty(n, pos_of_code.dtype)
+        for i in range(n):
+            c = codes[i]
+            p = pos_of_code[c] if c < ncodes else -1
+            if filters and p >= 0 and drop[order[i]]:
+                p = -1
+            pos[i] = held_pos if held[i] >= 0 else p
         keep = np.flatnonzero((inside & (pos >= 0)) | (held >= 0))
         return keep, pos[keep]
     total = 0
     for s in range(lo.shape[0]):
         total += hi[s] - lo[s]
     keep = np.empty(total, np.int64)  # the spans' matched rows, and their positions
-    kept = np.empty(total, pos.dtype)
+    kept = np.empty(total, pos_of_code.dtype)
     m = 0
     for s in range(lo.shape[0]):
         for j in range(lo[s], hi[s]):
+            c = codes[j]
+            p = pos_of_code[c] if c < ncodes else -1
+            if filters and p >= 0 and drop[order[j]]:
+                p = -1
             keep[m] = j
-            kept[m] = pos[j]
-            m += pos[j] >= 0
+            kept[m] = p
+            m += p >= 0
     return keep[:m], kept[:m]
 
 

@@ -102,7 +102,7 @@ class QueryRows:
             self._window_pruned = not w.full
             qidx, self.pos = typed_may_complete(
                 keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,
-                matcher.drop_mask(q), run, keys.time, w.within,
+                matcher.drop_mask(q), run, keys.time, w.within, by_code=keys.by_code,
             )  # fmt: skip
             self.rows, self.time, self.pid = keys.order[qidx], keys.time[qidx], keys.pid[qidx]
             macro_src = macro_seg = None

@@ -33,7 +33,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
-from gpu_hamlet.engine.pruning import typed_may_complete
+from gpu_hamlet.engine.pruning import rows_by_code, typed_may_complete
 from gpu_hamlet.engine.sharing import (
     Ahead,
     Injection,
@@ -436,6 +436,7 @@ class SharedStages:
             idx, pos = typed_may_complete(
                 sl.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, sl.rows,
                 matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst, int(block[0]),
+                self._by_code,
             )  # fmt: skip
         else:
             run = sl.burst >= 0
@@ -446,6 +447,13 @@ class SharedStages:
             idx = np.flatnonzero(pos >= 0)
             pos = pos[idx]
         return sl.idx[idx], sl.rows[idx], sl.time[idx], sl.pid[idx], sl.burst[idx], pos
+
+    @functools.cached_property
+    def _by_code(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of each type code, which every query of the Q-set prunes from."""
+        assert self.slots is not None, "only queries that read the slots prune them"
+        codes = self.slots.codes
+        return rows_by_code(codes, int(codes.max()) + 1 if codes.shape[0] else 0)
 
     def macro_position(self, name: str) -> int:
         """The state a block macro row stands at: the sub-pattern's entry."""
