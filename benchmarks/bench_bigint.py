@@ -103,7 +103,7 @@ def main() -> None:
             raise SystemExit(f"N={n}: the engine and the Python loop differ on {wrong}")
         bits = max(c.bit_length() for c in counts)
         n_primes = primes_for_bits(bits + 2.0)
-        passes = len(residue_passes(n_primes, lanes=True))
+        passes = len(residue_passes(n_primes))
         digits = max(len(str(c)) for c in counts)
         rows.append(
             {"events": n, "digits": digits, "primes": n_primes, "passes": passes,

@@ -70,7 +70,7 @@ def numba_type(name: str):
     if name.startswith("array("):
         dtype, ndim, layout = (p.strip() for p in name[len("array(") : -1].split(","))
         return nt.Array(numba_type(dtype), int(ndim[:-1]), layout)
-    if name.startswith("UniTuple("):  # a 'modps' kernel's primes: 'UniTuple(int64 x 32)'
+    if name.startswith("UniTuple("):  # a lane ring kernel's primes: 'UniTuple(int64 x 32)'
         dtype, count = name[len("UniTuple(") : -1].rsplit(" x ", 1)
         return nt.UniTuple(numba_type(dtype), int(count))
     return nt.boolean if name == "bool" else getattr(nt, name)

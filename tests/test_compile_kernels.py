@@ -22,13 +22,14 @@ def test_launches_are_recorded_with_what_rebuilds_their_kernels(tmp_path):
             "tests/test_gpu_kernels.py::test_engine_builds_weights_on_the_device_in_one_launch_per_"
             "column",
             "tests/test_gpu_kernels.py::test_bigint_lanes_on_every_step_equal_the_cpu_backend",
+            "tests/test_gpu_kernels.py::test_exact_lanes_on_every_step_equal_the_cpu_backend",
         ],
         out,
     )
     with open(out) as fh:
         launches = json.load(fh)
     made = {(m[1], m[2]) for m, _, _ in launches}
-    for ring in ("xfloat", "modp", "modps", "minreach"):
+    for ring in ("xfloat", "modp", "modps8", "modps", "minreach"):
         assert ("segment_kernel", repr([ring])) in made
         assert ("weights_kernel", repr([ring])) in made
     for made_by, name, types in launches:

@@ -165,6 +165,14 @@ def test_bigint_lanes_on_every_step_equal_the_cpu_backend():
     assert replay(calls) == {"xfloat", "modps", "minreach"}
 
 
+def test_exact_lanes_on_every_step_equal_the_cpu_backend():
+    """The exact mode's 8-prime lanes ('modps8'), which it takes from MODPS8_FROM primes on,
+    on the fixed workload's every step even with counts of one prime."""
+    with mock.patch.object(rings, "MODPS8_FROM", 1):
+        calls = record(shared_events(), SHARED_TEXT, numeric="exact", sharing="static")
+    assert replay(calls) == {"xfloat", "modps8", "minreach"}
+
+
 def test_bigint_lanes_on_next_conditions_and_event_snapshots_equal_the_cpu_backend():
     """The tree recursion in 'modps' lanes: per-window sharing with basis passes, tie readers
     and event-level snapshots (test_adjacent.py's TIES_TEXT), replayed on the device kernels."""
@@ -219,7 +227,9 @@ def test_decimal38_overflow_fixture(numeric):
     calls = record(
         overflow_events(), OVERFLOW_TEXT, numeric=numeric, sharing="static", on_overflow="null"
     )
-    assert replay(calls) >= {"xfloat", "modp"}  # (6 primes: bigint's lanes start at 24)
+    # bigint's 6 primes run in 8-prime lanes (its 32 start at 24); exact leaves the counts it
+    # knows are beyond decimal(38) out of the bound, and needs one prime
+    assert replay(calls) >= {"xfloat", "modps8" if numeric == "bigint" else "modp"}
 
 
 def _copied(args: tuple) -> tuple:

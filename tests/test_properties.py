@@ -159,6 +159,19 @@ def test_bigint_lanes_match_oracle_at_any_size(case, sharing):
 
 
 @PROPERTY_SMALL
+@given(case=cases(), sharing=st.sampled_from(SHARING_MODES))
+def test_exact_lanes_match_oracle_at_any_size(case, sharing):
+    """The exact mode's 8-prime lanes ('modps8') on every kernel the workload takes, however
+    small the counts: the engine runs them only from MODPS8_FROM primes on (one prime runs in
+    'modp')."""
+    text, wl, events = case
+    expected = oracle(events, wl, with_magnitudes=True)
+    with mock.patch.object(rings, "MODPS8_FROM", 1):
+        tables = run(events_to_table(events), text, sharing=sharing, numeric="exact")
+    assert_matches_oracle(tables, expected, wl, "exact")
+
+
+@PROPERTY_SMALL
 @given(cases(), st.randoms(use_true_random=False), st.sampled_from(NUMERIC_MODES))
 def test_input_order_does_not_matter(case, rnd, numeric):
     text, wl, events = case

@@ -1,12 +1,14 @@
-"""The 'modps' ring (bigint mode's residues, one prime per lane) against 'modp' lane by lane, and
-XFloat's plain-float path for shared blocks against its own arithmetic, in compiled code and in
-the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py, recursions.py)."""
+"""The lane rings 'modps8' and 'modps' (residues, one prime per lane) against 'modp' lane by
+lane, and XFloat's plain-float path for shared blocks against its own arithmetic, in compiled
+code and in the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py,
+recursions.py)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
@@ -14,8 +16,9 @@ from numba import njit
 from gpu_hamlet.core.numeric import CRT_BASIS_FROM, crt, primes
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
+    LANES,
+    MODPS8_FROM,
     MODPS_FROM,
-    MODPS_LANES,
     XF_TINY,
     lane_primes,
     make_tag,
@@ -48,12 +51,14 @@ compiled = njit(ops)
 
 @settings(max_examples=60, deadline=None)
 @given(
+    ring=st.sampled_from(sorted(LANES)),
     chunk=st.integers(0, 24),
     data=st.data(),
 )
-def test_modps_lanes_equal_modp_per_prime(chunk, data):
-    ps = lane_primes(chunk)
-    assert ps == primes((chunk + 1) * MODPS_LANES)[chunk * MODPS_LANES :]
+def test_lanes_equal_modp_per_prime(ring, chunk, data):
+    w = LANES[ring]
+    ps = lane_primes(ring, chunk)
+    assert ps == primes((chunk + 1) * w)[chunk * w :]
     edge = st.sampled_from(["zero", "max", "any"])
 
     def residue(p: int, kind: str) -> int:
@@ -61,13 +66,13 @@ def test_modps_lanes_equal_modp_per_prime(chunk, data):
             return 0
         return p - 1 if kind == "max" else data.draw(st.integers(0, p - 1))
 
-    kinds = data.draw(st.lists(edge, min_size=2 * MODPS_LANES, max_size=2 * MODPS_LANES))
-    X = np.zeros((6, 1, MODPS_LANES), np.int64)
+    kinds = data.draw(st.lists(edge, min_size=2 * w, max_size=2 * w))
+    X = np.zeros((6, 1, w), np.int64)
     for q, p in enumerate(ps):
         X[0, 0, q] = residue(p, kinds[q])
-        X[1, 0, q] = residue(p, kinds[MODPS_LANES + q])
-    X[5, 0, data.draw(st.integers(0, MODPS_LANES - 1))] = 1  # zero only if every lane is
-    tag = make_tag("modps", chunk)
+        X[1, 0, q] = residue(p, kinds[w + q])
+    X[5, 0, data.draw(st.integers(0, w - 1))] = 1  # zero only if every lane is
+    tag = make_tag(ring, chunk)
     got_c, got_py = X.copy(), X.copy()
     zeros_c = compiled(tag, got_c)
     zeros_py = ops(tag, got_py)
@@ -89,56 +94,55 @@ def _lane_rows(tag, A, B):
         r_store(tag, A, i, 2, r_add(tag, a, b))
 
 
-def test_vector_lanes_equal_the_exact_residues():
+@pytest.mark.parametrize("ring", sorted(LANES))
+def test_vector_lanes_equal_the_exact_residues(ring):
     """Over 20,000 rows per pass, residues drawn near 0, near p and at random: the compiled
     lanes' products and sums are the exact ones (NumPy's int64 a * b % p: below 2^62)."""
     rng = np.random.default_rng(5)
+    w = LANES[ring]
     for chunk in (0, 7, 30):
-        p = np.asarray(lane_primes(chunk), np.int64)
+        p = np.asarray(lane_primes(ring, chunk), np.int64)
         n = 20_000
-        kinds = rng.integers(0, 3, (2, n, MODPS_LANES))
-        low, high = (
-            rng.integers(0, 3, (2, n, MODPS_LANES)),
-            p - 1 - rng.integers(0, 3, (2, n, MODPS_LANES)),
-        )
-        vals = np.where(
-            kinds == 0, low, np.where(kinds == 1, high, rng.integers(0, p, (2, n, MODPS_LANES)))
-        )
-        A = np.zeros((n, 3, MODPS_LANES), np.int64)
+        kinds = rng.integers(0, 3, (2, n, w))
+        low, high = rng.integers(0, 3, (2, n, w)), p - 1 - rng.integers(0, 3, (2, n, w))
+        vals = np.where(kinds == 0, low, np.where(kinds == 1, high, rng.integers(0, p, (2, n, w))))
+        A = np.zeros((n, 3, w), np.int64)
         A[:, 0] = vals[0]
         B = vals[1][:, None, :].copy()
-        _lane_rows(make_tag("modps", chunk), A, B)
+        _lane_rows(make_tag(ring, chunk), A, B)
         np.testing.assert_array_equal(A[:, 1], vals[0] * vals[1] % p)
         np.testing.assert_array_equal(A[:, 2], (vals[0] + vals[1]) % p)
 
 
-def test_compiled_lanes_are_vectors():
-    """On the CPU, 'modps' sums, products and zero tests compile to operations on whole LLVM
-    vectors (gpu_hamlet/core/lane_vectors.py), not to 32 scalar ones."""
-    A = np.zeros((2, 3, MODPS_LANES), np.int64)
-    _lane_rows(make_tag("modps", 0), A, np.ones((2, 1, MODPS_LANES), np.int64))
-    code = _lane_rows.inspect_llvm(_lane_rows.signatures[0])
-    vec = f"<{MODPS_LANES} x i64>"
-    assert (
-        f"mul {vec}" in code and f"add {vec}" in code and f"fmul <{MODPS_LANES} x double>" in code
-    )
+@pytest.mark.parametrize("ring", sorted(LANES))
+def test_compiled_lanes_are_vectors(ring):
+    """On the CPU, lane rings' sums, products and zero tests compile to operations on whole LLVM
+    vectors (gpu_hamlet/core/lane_vectors.py), not to one scalar operation per lane."""
+    w = LANES[ring]
+    lane_rows = njit(_lane_rows.py_func)  # (one signature per lane count)
+    A = np.zeros((2, 3, w), np.int64)
+    lane_rows(make_tag(ring, 0), A, np.ones((2, 1, w), np.int64))
+    code = lane_rows.inspect_llvm(lane_rows.signatures[0])
+    vec = f"<{w} x i64>"
+    assert f"mul {vec}" in code and f"add {vec}" in code and f"fmul <{w} x double>" in code
     zero = njit(lambda tag, a: r_is_zero(tag, a))
-    tag = make_tag("modps", 0)
-    assert zero(tag, (np.int64(0),) * MODPS_LANES) and not zero(
-        tag, (np.int64(0),) * (MODPS_LANES - 1) + (np.int64(1),)
-    )
-    assert "llvm.vector.reduce.or" in zero.inspect_llvm(zero.signatures[0])
+    tag = make_tag(ring, 0)
+    assert zero(tag, (np.int64(0),) * w)
+    assert not zero(tag, (np.int64(0),) * (w - 1) + (np.int64(1),))
+    ir = zero.inspect_llvm(zero.signatures[0])  # (LLVM may expand the reduction in shuffles)
+    assert "llvm.vector.reduce.or" in ir or f"or {vec}" in ir
 
 
 def test_residue_passes_cover_the_primes_in_order():
-    assert residue_passes(3, lanes=False) == [("modp", p) for p in primes(3)]
-    assert residue_passes(MODPS_FROM - 1, lanes=True) == [
-        ("modp", p) for p in primes(MODPS_FROM - 1)
-    ]
-    passes = residue_passes(MODPS_LANES + 1, lanes=True)
-    assert passes == [("modps", 0), ("modps", 1)]
-    covered = [p for _, c in passes for p in lane_primes(c)]
-    assert covered == list(primes(2 * MODPS_LANES))
+    assert residue_passes(1) == [("modp", primes(1)[0])]
+    assert MODPS8_FROM == 2 and residue_passes(5) == [("modps8", 0)]
+    assert residue_passes(MODPS_FROM - 1) == [("modps8", c) for c in range(3)]
+    for n, ring in ((MODPS_FROM - 1, "modps8"), (LANES["modps"] + 1, "modps")):
+        passes = residue_passes(n)
+        assert {r for r, _ in passes} == {ring}
+        covered = [p for r, c in passes for p in lane_primes(r, c)]
+        assert covered == list(primes(len(passes) * LANES[ring]))
+        assert len(covered) - n < LANES[ring]
 
 
 def _value(m: float, e: float) -> tuple[float, int]:

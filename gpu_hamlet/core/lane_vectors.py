@@ -1,10 +1,11 @@
-"""The 'modps' ring's lane arithmetic as whole vectors on the CPU (docs/architecture.md section 2).
+"""The lane rings' arithmetic as whole vectors on the CPU (docs/architecture.md section 2).
 
-A 'modps' element is a tuple of residues, one per prime (gpu_hamlet/core/rings.py `ModPs`), and
+A 'modps8' or 'modps' element is a tuple of residues, one per prime (gpu_hamlet/core/rings.py
+`ModPs`), and
 its operations are written lane by lane there (`lane_add`, `lane_mul`). Compiled that way each
 lane is scalar code: numba leaves LLVM's SLP vectorizer off (it miscompiled code for numba's
 users), and that is the pass that would pack independent lanes into SIMD registers. Here the
-sum, product and zero test of 'modps' elements are overloaded for the CPU target alone, as
+sum, product and zero test of `ModPs` elements are overloaded for the CPU target alone, as
 intrinsics that emit the same operations on LLVM vectors, which LLVM's code generator lowers to
 the widest SIMD registers the host has (scalar code where it has none): the same integer and
 IEEE operations per lane, hence the same bits. numba prefers an overload for the CPU target over

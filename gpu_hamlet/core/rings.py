@@ -12,10 +12,11 @@ compiled kernel serves every prime.
   components exact-to-rounding next to huge ones (one shared exponent per state would flush them).
 - `ModP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
   primes by the Chinese remainder theorem (gpu_hamlet/core/numeric.py).
-- `ModPs`: `MODPS_LANES` such residues at once, one prime per lane (numeric='bigint', whose
-  counts need tens to hundreds of primes). A row's control flow (its state, predecessors and
-  branches) then serves every lane of a pass instead of being paid once per prime, and the lanes
-  are branch-free arithmetic the compiler can vectorise (docs/architecture.md section 4).
+- `ModPs`: several such residues at once, one prime per lane: 8 in ring 'modps8' (exact counts
+  that need 2 to 23 primes) and 32 in 'modps' (bigint counts of tens to hundreds of primes). A
+  row's control flow (its state, predecessors and branches) then serves every lane of a pass
+  instead of being paid once per prime, and the lanes are branch-free arithmetic the compiler
+  can vectorise (docs/architecture.md section 4).
 - `MinReach`: (reachable, min rank) pairs: reachability is the boolean semiring and the value is
   the min over the attribute ranks on the path, which gives MIN (and MAX, on negated ranks).
 
@@ -70,58 +71,79 @@ class MinReach(NamedTuple):
     unused: int = 0
 
 
-#: Primes per element of `ModPs`: pass c of a bigint run computes residues modulo primes
-#: 32c .. 32c+31 (gpu_hamlet/core/numeric.py `primes`). On the authors' workload at 20,000 events
-#: (`python benchmarks/bench_bigint.py --events 20000`), 32 lanes took 0.35 s, 8 and 16 about
-#: 0.5 s, and 64 0.42 s (docs/architecture.md section 2).
-MODPS_LANES = 32
+#: Primes per element of each `ModPs` ring: pass c of ring r computes residues modulo primes
+#: LANES[r] * c .. LANES[r] * (c + 1) - 1 (gpu_hamlet/core/numeric.py `primes`). 'modps': on the
+#: authors' workload at 20,000 events (`python benchmarks/bench_bigint.py --events 20000`), 32
+#: lanes took 0.35 s, 8 and 16 about 0.5 s, and 64 0.42 s; with the lanes as SIMD vectors, 8
+#: lanes took 1.18 s at 100,000 events against 32 lanes' 0.66 s. 'modps8': the exact mode's
+#: 1 to 5 primes, one 512-bit vector of int64; on bench_engine.py's 50 queries over 10^6 events
+#: the exact call took 2.66 s with 8 lanes, 3.71 s with 16, 2.80 s with 4 and 3.41 s with one
+#: prime per pass (docs/architecture.md section 2).
+LANES = {"modps8": 8, "modps": 32}
+MODPS_LANES = LANES["modps"]
 
 #: Storage of each ring: (dtype, lanes).
-LAYOUT = {
-    XFloat: (np.float64, 2),
-    ModP: (np.int64, 1),
-    ModPs: (np.int64, MODPS_LANES),
-    MinReach: (np.int64, 2),
+LAYOUT: dict[str, tuple[type, int]] = {
+    "xfloat": (np.float64, 2),
+    "modp": (np.int64, 1),
+    **{ring: (np.int64, lanes) for ring, lanes in LANES.items()},
+    "minreach": (np.int64, 2),
 }
-BY_NAME: dict[str, type] = {"xfloat": XFloat, "modp": ModP, "modps": ModPs, "minreach": MinReach}
+BY_NAME: dict[str, type] = {
+    "xfloat": XFloat,
+    "modp": ModP,
+    **{ring: ModPs for ring in LANES},
+    "minreach": MinReach,
+}
 
 
 @cache
-def lane_primes(chunk: int) -> tuple[int, ...]:
-    """The primes of pass `chunk` of the 'modps' ring, lane by lane."""
-    return primes((chunk + 1) * MODPS_LANES)[chunk * MODPS_LANES :]
+def lane_primes(ring: str, chunk: int) -> tuple[int, ...]:
+    """The primes of pass `chunk` of lane ring `ring`, lane by lane."""
+    w = LANES[ring]
+    return primes((chunk + 1) * w)[chunk * w :]
+
+
+def is_residue(ring: str) -> bool:
+    """Whether `ring` computes residues (one prime, or one per lane)."""
+    return ring == "modp" or ring in LANES
 
 
 def make_tag(ring: str, param: int = 0) -> tuple:
-    """The tag value for a ring name ('modp' takes the prime, 'modps' the pass number)."""
+    """The tag value for a ring name ('modp' takes the prime, a lane ring the pass number)."""
     cls = BY_NAME[ring]
     if cls is ModP:
         return ModP(int(param))
     if cls is ModPs:
-        return ModPs(lane_primes(int(param)))
+        return ModPs(lane_primes(ring, int(param)))
     return cls(0)
 
 
 def ring_primes(ring: str, param: int) -> tuple[int, ...]:
-    """The primes of a residue ring's lanes ('modp': its one prime; 'modps': its pass's)."""
-    return (int(param),) if ring == "modp" else lane_primes(int(param))
+    """The primes of a residue ring's lanes ('modp': its one prime; a lane ring: its pass's)."""
+    return (int(param),) if ring == "modp" else lane_primes(ring, int(param))
 
 
-#: With `lanes`, `residue_passes` runs 'modps' from this many primes on, where a pass's lanes are
-#: at least 3/4 used. A 32-lane pass costs as little as four one-prime passes where rows' control
-#: dominates (the HAMLET authors' workload, 87 to 431 primes) but up to 32 where arithmetic does
-#: (sliding windows' map products, several channels): on bench_engine.py's 50 queries over
-#: 300,000 events, 3 queries of 5 primes took 0.7 s more in 'modps' than 47 queries in 'modp'.
+#: `residue_passes` runs 'modps8' from `MODPS8_FROM` primes on and 'modps' from `MODPS_FROM` on;
+#: one prime runs in 'modp', whose rows cost about half an 8-lane row. A 32-lane pass costs as
+#: little as four one-prime passes where rows' control dominates (the HAMLET authors' workload,
+#: 87 to 431 primes) but up to 32 where arithmetic does (sliding windows' map products, several
+#: channels): on bench_engine.py's 50 queries over 300,000 events, 3 queries of 5 primes took
+#: 0.7 s more in 'modps' than 47 queries in 'modp'. From 24 primes a 32-lane pass is at least
+#: 3/4 used.
+MODPS8_FROM = 2
 MODPS_FROM = 24
 
 
-def residue_passes(n_primes: int, lanes: bool) -> list[tuple[str, int]]:
+def residue_passes(n_primes: int) -> list[tuple[str, int]]:
     """The (ring, param) runs whose lanes, in order, are residues modulo the first `n_primes`
-    primes or a few more: one prime per 'modp' run, or, with `lanes` and at least `MODPS_FROM`
-    primes, `MODPS_LANES` per 'modps' run."""
-    if not lanes or n_primes < MODPS_FROM:
-        return [("modp", p) for p in primes(n_primes)]
-    return [("modps", c) for c in range(-(-n_primes // MODPS_LANES))]
+    primes or a few more: 'modp' for one prime, 'modps8' passes from `MODPS8_FROM` primes,
+    'modps' passes from `MODPS_FROM`."""
+    if n_primes >= MODPS_FROM:
+        return [("modps", c) for c in range(-(-n_primes // LANES["modps"]))]
+    if n_primes >= MODPS8_FROM:
+        return [("modps8", c) for c in range(-(-n_primes // LANES["modps8"]))]
+    return [("modp", p) for p in primes(n_primes)]
 
 
 def ring_integers(ring: str, param: int, n: np.ndarray) -> np.ndarray:
@@ -146,7 +168,7 @@ def kernel_param(ring: str, param: int = 0) -> Any:
 
 
 def layout(ring: str) -> tuple[type, int]:
-    return LAYOUT[BY_NAME[ring]]
+    return LAYOUT[ring]
 
 
 # --- scalar arithmetic --------------------------------------------------------------------------

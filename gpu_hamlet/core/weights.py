@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.core.rings import NO_RANK, layout
+from gpu_hamlet.core.rings import LANES, NO_RANK, is_residue, layout
 
 
 class Columns(Protocol):
@@ -37,7 +37,7 @@ class Columns(Protocol):
 
     def residues(self, attr: str, p: int) -> np.ndarray: ...
 
-    def lane_residues(self, attr: str, chunk: int) -> np.ndarray: ...
+    def lane_residues(self, attr: str, ring: str, chunk: int) -> np.ndarray: ...
 
     def validity(self, form: str, attr: str) -> np.ndarray: ...
 
@@ -60,8 +60,8 @@ class Kind(IntEnum):
 @dataclass(frozen=True)
 class Source:
     """One column of the event table in one number form: 'float' (float64 values), 'residue'
-    (values mod `p`), 'lane_residues' ([rows, lanes]: values mod the primes of 'modps' pass `p`)
-    or 'key' (int64 order keys, NO_RANK for null), over all event rows; with
+    (values mod `p`), a lane ring's name such as 'modps' ([rows, lanes]: values mod the primes of
+    that ring's pass `p`) or 'key' (int64 order keys, NO_RANK for null), over all event rows; with
     `valid`, the column's validity (1, or 0 for null) in that form instead of its values."""
 
     attrs: Columns
@@ -82,8 +82,8 @@ class Source:
             return self.attrs.floats(self.attr)
         if self.form == "residue":
             return self.attrs.residues(self.attr, self.p)
-        if self.form == "lane_residues":
-            return self.attrs.lane_residues(self.attr, self.p)
+        if self.form in LANES:
+            return self.attrs.lane_residues(self.attr, self.form, self.p)
         return self.attrs.order_keys(self.attr)[0]
 
 
@@ -125,7 +125,7 @@ class EventWeights:
                     v = np.ones(size)
                 assert v is not None, "only COUNT(E) (Kind.ONE) has no source"
                 W[c, at, 0], W[c, at, 1] = np.frexp(np.abs(v) if kind == Kind.ABS else v)
-            elif self.ring in ("modp", "modps"):  # residues: one lane per prime
+            elif is_residue(self.ring):  # residues: one lane per prime
                 W[c, at, :] = 1 if v is None else v.reshape(size, -1 if size else 1)
             else:
                 assert v is not None, "MIN and MAX channels have a source"

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_hamlet.core.rings import NO_RANK, lane_primes
+from gpu_hamlet.core.rings import LANES, NO_RANK, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
@@ -25,7 +25,7 @@ class Attributes:
         self.ev = ev
         self._floats: dict[str, np.ndarray] = {}
         self._residues: dict[tuple[str, int], np.ndarray] = {}
-        self._lanes: dict[tuple[str, int], np.ndarray] = {}  # by (attr, 'modps' pass)
+        self._lanes: dict[tuple[str, str, int], np.ndarray] = {}  # (attr, lane ring, pass)
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._valid: dict[str, np.ndarray | None] = {}
         self._validity: dict[tuple[str, str], np.ndarray] = {}
@@ -93,11 +93,13 @@ class Attributes:
             self._residues[key] = r
         return self._residues[key]
 
-    def lane_residues(self, attr: str, chunk: int) -> np.ndarray:
-        """[events, lanes] values modulo the primes of 'modps' pass `chunk`, 0 for nulls."""
-        key = (attr, chunk)
+    def lane_residues(self, attr: str, ring: str, chunk: int) -> np.ndarray:
+        """[events, lanes] values modulo the primes of pass `chunk` of lane ring `ring`, 0 for
+        nulls."""
+        key = (attr, ring, chunk)
         if key not in self._lanes:  # every query and channel of the pass reads it
-            self._lanes[key] = np.stack([self.residues(attr, p) for p in lane_primes(chunk)], 1)
+            ps = lane_primes(ring, chunk)
+            self._lanes[key] = np.stack([self.residues(attr, p) for p in ps], 1)
         return self._lanes[key]
 
     def validity(self, form: str, attr: str) -> np.ndarray:
@@ -137,7 +139,7 @@ class Attributes:
         COUNT(E): 1 on E events; SUM: the value (0 for null); abs: |value|; count_valid: 1 where
         the value is not null; MIN/MAX: the (bit-inverted for MAX) order key, no weight for null.
         Channel 0 (the trend count) has no weight."""
-        form = {"xfloat": "float", "modp": "residue", "modps": "lane_residues"}.get(ring, "key")
+        form = {"xfloat": "float", "modp": "residue"}.get(ring, ring if ring in LANES else "key")
         kinds, on, sources = [], [], []
         for ch in channels:
             kinds.append(_KINDS[ch.kind])
@@ -151,7 +153,7 @@ class Attributes:
                     self,
                     form,
                     ch.attr,
-                    p if form in ("residue", "lane_residues") else 0,
+                    p if form == "residue" or form in LANES else 0,
                     valid=ch.kind == "count_valid",
                 )
                 if ch.attr is not None and ch.kind != "count_e"

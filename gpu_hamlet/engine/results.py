@@ -159,9 +159,7 @@ class QueryResults:
             if bound.size:
                 bits = max(bits, float(np.max(bound)))
         lanes = []  # [rows, channels, primes] per pass
-        for ring, param in residue_passes(
-            primes_for_bits(bits + 2.0), self.options.numeric == "bigint"
-        ):
+        for ring, param in residue_passes(primes_for_bits(bits + 2.0)):
             vals, _, _ = yield from self._run(ring, plan.exact, param)
             lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, axis=0))
         res = np.concatenate(lanes, axis=2)

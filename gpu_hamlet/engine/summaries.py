@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_hamlet.core.numeric import crt, primes_for_bits, xfloat_log2
-from gpu_hamlet.core.rings import NO_RANK, residue_passes, ring_primes
+from gpu_hamlet.core.rings import NO_RANK, is_residue, residue_passes, ring_primes
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
@@ -151,7 +151,7 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     if plan.exact:
         # Every exact entry is at most the float run's largest (sums have |value| channels).
         bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
-        passes = residue_passes(primes_for_bits(bits + 3.0), options.numeric == "bigint")
+        passes = residue_passes(primes_for_bits(bits + 3.0))
         res = np.concatenate([run.segment_maps(r, plan.exact, p)[0] for r, p in passes], axis=-1)
         res = np.moveaxis(res, -1, 0)  # [primes, runs, D, D]
         ints = crt(res.reshape(res.shape[0], -1), signed=True).reshape(res.shape[1:])
@@ -264,7 +264,7 @@ class SummaryMaps:
     def segment_steps(self, ring, channels, p=0):  # the maps are given: no kernel step
         if ring == "xfloat":
             maps = np.concatenate([x["xfloat"] for x in self._parts])
-        elif ring in ("modp", "modps"):
+        elif is_residue(ring):
             ints = np.concatenate([x["exact"] for x in self._parts])[..., None]
             maps = (ints % np.asarray(ring_primes(ring, p), ints.dtype)).astype(np.int64)
         else:

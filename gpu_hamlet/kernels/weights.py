@@ -20,7 +20,7 @@ import pyarrow as pa
 from numba import cuda, types
 from numba.extending import overload
 
-from gpu_hamlet.core.rings import NO_RANK, layout
+from gpu_hamlet.core.rings import NO_RANK, is_residue, layout
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.kernels.device_data import arrow_to_device, cudf_available
 from gpu_hamlet.kernels.launch import grid, to_device
@@ -30,7 +30,7 @@ _NO_RANK = int(NO_RANK)
 
 
 def lane(v, q):
-    """Lane q of a residue weight: a 'modps' column holds a row of lanes per event."""
+    """Lane q of a residue weight: a lane ring's column holds a row of lanes per event."""
     return v[q] if len(getattr(v, "shape", ())) else v  # (the simulator wraps arrays)
 
 
@@ -124,7 +124,7 @@ def weights_kernel(ring: str):
                 W[c, i, 1] = e
 
         one = 1.0
-    elif ring in ("modp", "modps"):  # one lane per prime: a column of residues has a lane axis
+    elif is_residue(ring):  # one lane per prime: a column of residues has a lane axis
 
         @cuda.jit(device=True)
         def put(W, c, i, kind, v):
