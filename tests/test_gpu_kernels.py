@@ -387,6 +387,7 @@ def test_burst_pieces_fold_alike_on_both_backends(monkeypatch, groups):
 WEIGHT_CHANNELS = {  # per ring, the channel kinds it weighs with
     "xfloat": ("count", "count_e", "sum", "abs", "count_valid"),
     "modp": ("count", "count_e", "sum", "count_valid"),
+    "modps8": ("count", "count_e", "sum", "count_valid"),
     "modps": ("count", "count_e", "sum", "count_valid"),
     "minreach": ("count", "min", "max"),
 }
@@ -419,7 +420,7 @@ def test_device_weights_equal_the_host_weights(data, ring):
     )
     wl = parse_workload("q: RETURN SUM(B.x), SUM(B.y), SUM(B.z) PATTERN SEQ(A, B+) WITHIN 1 h")
     attrs = Attributes(prepare_events(table, wl, "time", "type", True))
-    residues = ring in ("modp", "modps")
+    residues = ring != "xfloat" and ring != "minreach"
     attr_names = ("y", "z") if residues else ("x", "y", "z")  # residues of integers
     channel = st.builds(
         lambda kind, t, a: Channel(kind, t, a if kind != "count_e" else None),
@@ -441,7 +442,7 @@ def test_device_weights_equal_the_host_weights(data, ring):
         labels = np.asarray(
             data.draw(st.lists(st.sampled_from([0, 1, 1, -1]), min_size=m, max_size=m)), np.int64
         )
-        param = 1_000_000_007 if ring == "modp" else 1  # a prime, or the second 'modps' pass
+        param = 1_000_000_007 if ring == "modp" else 1  # a prime, or a lane ring's second pass
         w = attrs.weights(ring, chs, rows, labels, {"A": 0, "B": 1}, param)
         a = data.draw(st.integers(0, m))
         parts.append((w, a, data.draw(st.integers(a, m))))
