@@ -6,14 +6,23 @@ recursions.py)."""
 from __future__ import annotations
 
 import math
+from decimal import Context, Decimal
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from gpu_hamlet.core.numeric import CRT_BASIS_FROM, crt, primes
+from gpu_hamlet.core.numeric import (
+    CRT_BASIS_FROM,
+    SMALL_BITS,
+    crt,
+    decimal38_overflow,
+    decimal_array,
+    primes,
+)
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
     LANES,
@@ -404,3 +413,30 @@ def test_crt_recovers_the_integers_on_both_paths(data):
     values += [lo, half, 0]
     residues = np.asarray([[v % p for v in values] for p in ps], np.int64).reshape(P, -1)
     assert list(crt(residues, signed)) == values
+    # Values the caller marks as below 2^SMALL_BITS come from two primes in int64, the others
+    # from all of them: the same Python ints.
+    lim = min(2**SMALL_BITS, half)
+    values += data.draw(st.lists(st.integers(-lim + 1 if signed else 0, lim - 1), max_size=6))
+    values += [lim - 1] + ([-lim + 1] if signed else [])
+    residues = np.asarray([[v % p for v in values] for p in ps], np.int64).reshape(P, -1)
+    small = np.asarray([abs(v) < 2**SMALL_BITS for v in values], bool)
+    got = crt(residues, signed, small)
+    assert list(got) == values and all(type(v) is int for v in got)
+
+
+@pytest.mark.parametrize("scale", [0, 3])
+def test_decimal_columns_from_python_ints(scale):
+    """decimal(38) columns and their overflow mask from Python ints and None, through int64
+    (every value fits it) and through bytes per value (some do not)."""
+    small = [None, 0, -1, 5, 2**63 - 1, -(2**63)]
+    large = [None, 10**38 - 1, -(10**38) + 1, 2**64, 3]
+    for values in (small, large):
+        arr = decimal_array(np.asarray(values, object), scale)
+        assert arr.type == pa.decimal128(38, scale)
+        exact = Context(prec=60)  # (scaleb rounds to the context's precision)
+        assert arr.to_pylist() == [
+            None if v is None else Decimal(v).scaleb(-scale, exact) for v in values
+        ]
+    edges = np.asarray([None, 10**38, -(10**38), 10**38 - 1, 5, 2**70], object)
+    assert decimal38_overflow(edges).tolist() == [True, True, True, False, False, False]
+    assert decimal38_overflow(np.asarray([None, 1], object)).tolist() == [True, False]

@@ -18,9 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_hamlet.core.numeric import (
-    DECIMAL38_LIMIT,
+    SMALL_BITS,
     bigint_strings,
     crt,
+    decimal38_overflow,
     decimal_array,
     primes_for_bits,
     xfloat_log2,
@@ -140,6 +141,7 @@ class QueryResults:
         plan = self.plan
         bits = 1.0
         over: dict[Channel, np.ndarray] = {}
+        small: dict[Channel, np.ndarray] = {}  # below 2^SMALL_BITS: rebuilt in int64
         for ch in plan.exact:
             if ch.kind == "sum":
                 m, e = lin[Channel("abs", ch.type, ch.attr)]
@@ -153,6 +155,7 @@ class QueryResults:
                 m, e = lin[ch]
                 bound = xfloat_log2(m, e)
                 certain = bound > math.log2(1e38) + 1e-6
+            small[ch] = bound < SMALL_BITS
             if self.options.numeric == "exact":
                 over[ch] = certain
                 bound = np.where(certain, 0.0, bound)
@@ -165,7 +168,7 @@ class QueryResults:
         res = np.concatenate(lanes, axis=2)
         out = {}
         for i, ch in enumerate(plan.exact):
-            ints = crt(np.ascontiguousarray(res[:, i, :].T), signed=ch.kind == "sum")
+            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small[ch])
             if ch in over:
                 ints = _null_where(over[ch], ints)
             out[ch] = ints
@@ -214,7 +217,7 @@ class QueryResults:
             ints = exact[ch]
             if pa.types.is_string(typ):
                 return bigint_strings(_null_where(empty, ints), scale)
-            bad = np.array([v is None or abs(v) >= DECIMAL38_LIMIT for v in ints], bool) & ~empty
+            bad = decimal38_overflow(ints) & ~empty
             if bad.any():
                 if self.options.on_overflow == "error":
                     i = int(np.flatnonzero(bad)[0])

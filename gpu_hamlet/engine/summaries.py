@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.core.numeric import crt, primes_for_bits, xfloat_log2
+from gpu_hamlet.core.numeric import SMALL_BITS, crt, primes_for_bits, xfloat_log2
 from gpu_hamlet.core.rings import NO_RANK, is_residue, residue_passes, ring_primes
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
@@ -154,8 +154,10 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
         passes = residue_passes(primes_for_bits(bits + 3.0))
         res = np.concatenate([run.segment_maps(r, plan.exact, p)[0] for r, p in passes], axis=-1)
         res = np.moveaxis(res, -1, 0)  # [primes, runs, D, D]
-        ints = crt(res.reshape(res.shape[0], -1), signed=True).reshape(res.shape[1:])
-        summary["exact"] = ints.astype(np.int64) if bits < 60 else ints  # compact when small
+        flat = res.reshape(res.shape[0], -1)
+        small = np.full(flat.shape[1], bits < SMALL_BITS)
+        ints = crt(flat, True, small).reshape(res.shape[1:])
+        summary["exact"] = ints.astype(np.int64) if bits < SMALL_BITS else ints  # compact
     if plan.minmax:
         mm = run.segment_maps("minreach", plan.minmax)[0]
         summary["minreach"], summary["values"] = _ranks_to_values(mm, plan, ctx.attrs.order_keys)
