@@ -13,6 +13,7 @@ from oracle import oracle
 from strategies import event_streams, workload_cases, workload_types
 
 import gpu_hamlet
+from gpu_hamlet.engine.pruning import rows_in_runs
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.window_copies import window_copies
 
@@ -87,5 +88,15 @@ def test_window_copies_list_every_window_of_every_event(data, a, extra):
         for k in range(-100, 100)
         if k * a <= pane[e] < k * a + n
     )
-    rep, win = window_copies(pid, pane, a, n, len(want))
+    none = np.zeros(0, bool)
+    rep, win = window_copies(pid, pane, a, n, len(want), none, none, none)
     assert [(int(pid[e]), int(k), int(e)) for e, k in zip(rep, win)] == want
+    # Pruned as they are made: the copies `rows_in_runs` keeps among all of them.
+    flags = [
+        np.asarray(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)), bool)
+        for _ in range(3)
+    ]
+    kept = rows_in_runs(pid[rep], win, *(f[rep] for f in flags))
+    got_rep, got_win = window_copies(pid, pane, a, n, len(want), *flags)
+    assert got_rep.tolist() == rep[kept].tolist()
+    assert got_win.tolist() == win[kept].tolist()

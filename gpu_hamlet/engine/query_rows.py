@@ -337,16 +337,23 @@ class QueryRows:
         return copies < per_pane_maps
 
     def _into_windows(self) -> None:
-        """Copy every event into each window holding its pane; windows become the segments."""
+        """Copy every event into each window holding its pane; windows become the segments.
+        With pruning, each window keeps only the copies `rows_in_runs` would keep: made in the
+        same pass, where copying every event first and gathering the kept copies after took
+        two gathers of every per-event array (bench_engine.py's sliding windows)."""
         a, n = self.plan.windowing.a, self.plan.windowing.n
         seg = self.seg
         assert seg is not None, "events are segmented first"
         first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
         total = int((seg // a - first + 1).sum())
-        rep, k = window_copies(self.pid, seg, a, n, total)
+        none = np.zeros(0, bool)
+        rep, k = window_copies(
+            self.pid, seg, a, n, total, *(self._ends() if self.prune else (none, none, none))
+        )
         self._keep(rep, tuple(name for name in self._PER_EVENT if name != "seg"))
         self.seg = k
         self.full = False
+        self._window_pruned = self.prune
 
     # -- inputs --
 
