@@ -75,12 +75,11 @@ class MinReach(NamedTuple):
 #: LANES[r] * c .. LANES[r] * (c + 1) - 1 (gpu_hamlet/core/numeric.py `primes`). 'modps': on the
 #: authors' workload at 20,000 events (`python benchmarks/bench_bigint.py --events 20000`), 32
 #: lanes took 0.35 s, 8 and 16 about 0.5 s, and 64 0.42 s; with the lanes as SIMD vectors, 8
-#: lanes took 1.18 s at 100,000 events against 32 lanes' 0.66 s. 'modps8': the exact mode's
-#: 1 to 5 primes, one 512-bit vector of int64; on bench_engine.py's 50 queries over 10^6 events
-#: the exact call took 2.66 s with 8 lanes, 3.71 s with 16, 2.80 s with 4 and 3.41 s with one
-#: prime per pass (docs/architecture.md section 2).
+#: lanes took 1.18 s at 100,000 events against 32 lanes' 0.66 s. 'modps8': sized for the exact
+#: mode's 2 to 5 primes, one 512-bit vector of int64; on bench_engine.py's 50 queries over
+#: 10^6 events the exact call took 2.66 s with 8 lanes, 3.71 s with 16, 2.80 s with 4 and 3.41 s
+#: with one prime per pass (docs/architecture.md section 2).
 LANES = {"modps8": 8, "modps": 32}
-MODPS_LANES = LANES["modps"]
 
 #: Storage of each ring: (dtype, lanes).
 LAYOUT: dict[str, tuple[type, int]] = {
