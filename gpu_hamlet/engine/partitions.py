@@ -63,7 +63,7 @@ class SortedKeys:
         """The sorted rows of each type code (`pruning.rows_by_code`): a flat query's starts
         and ends are read from these lists rather than found in a pass over every row of the
         call per query."""
-        return rows_by_code(self.codes, int(self.codes.max()) + 1 if self.codes.shape[0] else 0)
+        return rows_by_code(self.codes)
 
     @cached_property
     def gid_of_pid(self) -> np.ndarray:

@@ -99,7 +99,7 @@ def typed_may_complete(
     args = bound(tmax, within, time.dtype)
     drop = np.zeros(0, np.bool_) if drop is None else drop
     held = np.zeros(0, np.int64) if held is None else held
-    ptr, idx = rows_by_code(codes, pos_of_code.shape[0]) if by_code is None else by_code
+    ptr, idx = rows_by_code(codes) if by_code is None else by_code
     return _typed_may_complete(
         codes, pos_of_code, is_start, is_end, ptr, idx, order, drop, held, held_pos, run, time,
         *args,
@@ -107,23 +107,21 @@ def typed_may_complete(
 
 
 @njit(cache=True, nogil=True)
-def rows_by_code(codes: np.ndarray, ncodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of each type code, ascending: code c's are idx[ptr[c]:ptr[c + 1]] (a counting
-    sort; codes from `ncodes` on are left out)."""
+def rows_by_code(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each type code (0 to the largest), ascending: code c's are
+    idx[ptr[c]:ptr[c + 1]] (a counting sort)."""
+    ncodes = codes.max() + 1 if codes.shape[0] else 0
     ptr = np.zeros(ncodes + 1, np.int64)
     for i in range(codes.shape[0]):
-        c = codes[i]
-        if c < ncodes:
-            ptr[c + 1] += 1
+        ptr[codes[i] + 1] += 1
     for c in range(ncodes):
         ptr[c + 1] += ptr[c]
     at = ptr[:-1].copy()
     idx = np.empty(ptr[ncodes], np.int64)
     for i in range(codes.shape[0]):
         c = codes[i]
-        if c < ncodes:
-            idx[at[c]] = i
-            at[c] += 1
+        idx[at[c]] = i
+        at[c] += 1
     return ptr, idx
 
 

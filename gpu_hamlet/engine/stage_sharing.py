@@ -452,8 +452,7 @@ class SharedStages:
     def _by_code(self) -> tuple[np.ndarray, np.ndarray]:
         """The slots of each type code, which every query of the Q-set prunes from."""
         assert self.slots is not None, "only queries that read the slots prune them"
-        codes = self.slots.codes
-        return rows_by_code(codes, int(codes.max()) + 1 if codes.shape[0] else 0)
+        return rows_by_code(self.slots.codes)
 
     def macro_position(self, name: str) -> int:
         """The state a block macro row stands at: the sub-pattern's entry."""
