@@ -15,6 +15,9 @@ Measures, on the backend's own kernels:
   reading it), measured end to end: static sharing minus no sharing over 300 events (nothing to
   gain), for 10 and 50 of bench_engine.py's queries: the difference grows by query_s per run of
   a query reading a set, and set_s per set;
+- set_row_s, set_run_s: the analysis of a set (`SharedBursts`: burst ids, extents, the
+  collapsed stream) per sorted row and per run of its Kleene type, fitted over two sizes and two
+  burst lengths;
 - the engine's cost of a query row end to end (`row_cost`): how `aggregate` with no sharing
   grows with the events, 50 queries less 10, per row their kernels run.
 Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
@@ -35,11 +38,13 @@ from bench_engine import TYPES, kleene_queries
 from harness import best_time
 
 import gpu_hamlet
-from gpu_hamlet.datagen import kleene_stream
+from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream
 from gpu_hamlet.engine.backend import select_backend
+from gpu_hamlet.engine.burst_slots import run_lengths
 from gpu_hamlet.engine.evaluate import Context
+from gpu_hamlet.engine.optimizer import COST_MODELS
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats, query_runs
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, query_runs
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
@@ -128,6 +133,7 @@ def main() -> None:
     # coefficient pass (count channel) and the bookkeeping.
     class_s = max((shared - alone) / max(classes, 1) - coef_s, 0.0)
     set_s, query_s = fixed_costs(args.backend)
+    set_row_s, set_run_s = analysis_cost(args.backend, n)
     row_s, width = row_cost(args.backend, n)
     scale = row_s / (base_s + width * event_s)
     print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
@@ -140,7 +146,8 @@ def main() -> None:
         base_s, event_s = base_s * scale, event_s * scale
     print(
         f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
-        f"class_s={class_s:.2e}, macro={macro:.2f}, set_s={set_s:.2e}, query_s={query_s:.2e})"
+        f"class_s={class_s:.2e}, macro={macro:.2f}, set_s={set_s:.2e}, query_s={query_s:.2e}, "
+        f"set_row_s={set_row_s:.2e}, set_run_s={set_run_s:.2e})"
     )
 
 
@@ -171,6 +178,36 @@ def fixed_costs(backend: str) -> tuple[float, float]:
     assert s1 == s2, "the same sets at both sizes"
     query_s = (d2 - d1) / (q2 - q1)
     return max((d1 - query_s * q1) / s1, 0.0), max(query_s, 0.0)
+
+
+def analysis_cost(backend: str, n: int) -> tuple[float, float]:
+    """(set_row_s, set_run_s): seconds of analysing a set (constructing `SharedBursts`) per
+    sorted row and per run of its Kleene type (`run_lengths`: burst ids, extents and slots grow
+    with both), a plane fitted to the best of five at n / 4 and n events of five queries of
+    HAMLET's Kleene-sharing workload over bursts of mean 5 and 50."""
+    points = []
+    for burst in (5.0, 50.0):
+        for size in (n // 4, n):
+            ev = kleene_stream(size, seed=3, types=TYPES, mean_burst=burst, mean_other_run=3.0)
+            wl = kleene_sharing_workload(5, "B", [t for t in TYPES if t != "B"])
+            options = Options(backend, "static", "float", "null", "time", "type")
+            ctx = Context.of(ev, wl, options)
+            sset = analyze(ctx.runs).sets[0]
+            q0 = sset.queries[0]
+            keys = ctx.parts.keys(q0.partition_attrs, len(q0.groupby))
+            role = np.where(ctx.matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
+            role[ctx.ev.code_of("B")] = 1
+            runs = int(run_lengths(keys.codes, keys.pid, role).sum())
+            args = (ctx.ev, ctx.attrs, ctx.be, sset, keys, ctx.plans, ctx.matcher, "static")
+
+            def analyse(args: tuple = args) -> None:
+                SharedBursts(*args, COST_MODELS[ctx.be.name])
+
+            analyse()
+            points.append((keys.codes.shape[0], runs, best_time(analyse, 5)))
+    rows, runs, seconds = (np.asarray(x, np.float64) for x in zip(*points))
+    fit = np.linalg.lstsq(np.stack([np.ones_like(rows), rows, runs], 1), seconds, rcond=None)[0]
+    return max(float(fit[1]), 0.0), max(float(fit[2]), 0.0)
 
 
 def row_cost(backend: str, n: int) -> tuple[float, float]:

@@ -107,7 +107,7 @@ def evaluate(
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))  # (the queries' own sort)
             if options.sharing == "dynamic" and not sset.conditions:
-                if not may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name]):
+                if not may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name], be):
                     if stats is not None:  # its queries run alone, as with sharing="none"
                         stats.sets.append(
                             SharingStats(sset.kleene_type, sset.names, below_fixed_costs=True)

@@ -51,12 +51,16 @@ class EngineCostModel:
     coef_s: float
     class_s: float
     macro: float
-    #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`), and each
+    #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`, plus
+    #: `set_row_s` per sorted row of its partitioning and `set_run_s` per run of its Kleene
+    #: type: burst ids, extents, the collapsed stream), and each
     #: query reading it rather than its own events, per kernel run it makes (`query_s`: its
-    #: group's stream, and per run its coefficients and macro rows). Only small calls notice them
-    #: (`may_pay`).
+    #: group's stream, and per run its coefficients and macro rows). Small calls and sets whose
+    #: queries prune most bursts away notice them (`may_pay`).
     set_s: float = 0.0
     query_s: float = 0.0
+    set_row_s: float = 0.0
+    set_run_s: float = 0.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
@@ -72,11 +76,13 @@ class EngineCostModel:
     def benefit(self, b, k, width, channels):
         return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
 
-    def may_pay(self, gain: float, runs: int) -> bool:
-        """Whether the most that sharing a set's bursts could gain in a call (`gain`: each burst
-        with all the set's queries as one class) exceeds the fixed costs of analysing the set
-        and of its queries' `runs` (kernel runs) reading it."""
-        return gain > self.set_s + runs * self.query_s
+    def fixed(self, rows: int, kleene_runs: int, runs: int) -> float:
+        """The fixed costs of sharing a set in a call: analysing its `rows` sorted rows and
+        `kleene_runs` runs of its Kleene type, and its queries' `runs` (kernel runs) reading
+        it."""
+        return (
+            self.set_s + rows * self.set_row_s + kleene_runs * self.set_run_s + runs * self.query_s
+        )
 
 
 #: Calibrated on the CPU backend with `python benchmarks/calibrate_costs.py` (2-core x86-64
@@ -95,6 +101,8 @@ CPU_COSTS = EngineCostModel(
     macro=1.04,
     set_s=9.3e-04,
     query_s=5.2e-05,
+    set_row_s=1.6e-08,
+    set_run_s=2.5e-07,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
