@@ -92,7 +92,9 @@ class EngineCostModel:
 #: runs at c010526, after a filter group's queries read one stream of the set's slots
 #: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
 #: set_s and query_s (per kernel run of a query): the mean of three runs of the same script's
-#: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt).
+#: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
+#: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
+#: at 57958a1 (calibrate_cpu_57958a1.txt).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
@@ -101,8 +103,8 @@ CPU_COSTS = EngineCostModel(
     macro=1.04,
     set_s=9.3e-04,
     query_s=5.2e-05,
-    set_row_s=1.6e-08,
-    set_run_s=2.5e-07,
+    set_row_s=1.5e-08,
+    set_run_s=6.0e-08,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
