@@ -44,7 +44,7 @@ from gpu_hamlet.engine.burst_slots import run_lengths
 from gpu_hamlet.engine.evaluate import Context
 from gpu_hamlet.engine.optimizer import COST_MODELS
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, query_runs
+from gpu_hamlet.engine.sharing import RunStats, SharableSet, SharedBursts, analyze, query_runs
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
@@ -197,14 +197,16 @@ def analysis_cost(backend: str, n: int) -> tuple[float, float]:
             keys = ctx.parts.keys(q0.partition_attrs, len(q0.groupby))
             role = np.where(ctx.matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
             role[ctx.ev.code_of("B")] = 1
-            runs = int(run_lengths(keys.codes, keys.pid, role).sum())
-            args = (ctx.ev, ctx.attrs, ctx.be, sset, keys, ctx.plans, ctx.matcher, "static")
+            kleene_runs = int(run_lengths(keys.codes, keys.pid, role).sum())
 
-            def analyse(args: tuple = args) -> None:
-                SharedBursts(*args, COST_MODELS[ctx.be.name])
+            def analyse(ctx: Context = ctx, sset: SharableSet = sset, keys=keys) -> None:
+                SharedBursts(
+                    ctx.ev, ctx.attrs, ctx.be, sset, keys, ctx.plans, ctx.matcher, "static",
+                    COST_MODELS[ctx.be.name],
+                )  # fmt: skip
 
             analyse()
-            points.append((keys.codes.shape[0], runs, best_time(analyse, 5)))
+            points.append((keys.codes.shape[0], kleene_runs, best_time(analyse, 5)))
     rows, runs, seconds = (np.asarray(x, np.float64) for x in zip(*points))
     fit = np.linalg.lstsq(np.stack([np.ones_like(rows), rows, runs], 1), seconds, rcond=None)[0]
     return max(float(fit[1]), 0.0), max(float(fit[2]), 0.0)

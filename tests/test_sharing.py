@@ -25,7 +25,6 @@ from gpu_hamlet.engine.burst_slots import (
     run_lengths,
 )
 from gpu_hamlet.engine.evaluate import Context
-from gpu_hamlet.engine.kept_share import SAMPLE_BLOCKS, SAMPLE_ROWS, kept_share, sample_rows
 from gpu_hamlet.engine.optimizer import (
     COST_MODELS,
     CPU_COSTS,
@@ -36,6 +35,7 @@ from gpu_hamlet.engine.optimizer import (
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.pruning import may_complete
 from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.row_sample import SAMPLE_BLOCKS, SAMPLE_ROWS, RowSample, sample_rows
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, may_pay
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
@@ -467,11 +467,11 @@ def _context(events: pa.Table, text: str, sharing: str = "dynamic") -> Context:
     return Context.of(events, text, Options("cpu", sharing, "float", "null", "time", "type"))
 
 
-def test_kept_share_is_what_each_query_keeps_alone():
-    """Up to SAMPLE_ROWS rows, `kept_share` prunes every row: for up to SAMPLE_QUERIES queries
-    it is the mean share of the Kleene events that each one's rows keep when it runs alone
-    (`QueryRows` with sharing="none"), over tumbling and sliding windows, with and without
-    filters."""
+def test_a_small_row_sample_is_every_row():
+    """Up to SAMPLE_ROWS rows, a `RowSample` is every row: its runs are `run_lengths`' over
+    all rows, and for up to SAMPLE_QUERIES queries `kept_share` is the mean share of the Kleene
+    events that each one's rows keep when it runs alone (`QueryRows` with sharing="none"), over
+    tumbling and sliding windows, with and without filters."""
     events = kleene_stream(3_000, seed=5, types=("A", "B", "C", "D"), mean_burst=8.0)
     shapes = ["SEQ(A, B+, C)", "SEQ(D, B+)", "SEQ(B+, C)", "SEQ(C, B+, D)"]
     windows = ["WITHIN 20 s", "WITHIN 40 s SLIDE 10 s", "WITHIN 15 s", "WITHIN 1 min"]
@@ -490,15 +490,20 @@ def test_kept_share_is_what_each_query_keeps_alone():
             ctx.be,
         ).rows  # fmt: skip
         alone.append(np.count_nonzero(ctx.ev.type_codes[rows] == code))
-    share = kept_share(sset.queries, code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
+    sample = RowSample.of(keys)
+    role = np.zeros(4, np.int8)
+    role[code], role[ctx.ev.code_of("C")] = 1, -1
+    assert sample.scale == 1.0
+    assert sample.run_lengths(role).tolist() == run_lengths(keys.codes, keys.pid, role).tolist()
+    share = sample.kept_share(sset.queries, code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
     total = np.count_nonzero(ctx.ev.type_codes == code)
     assert 0 < share < 1
     assert share == pytest.approx(np.mean(alone) / total, rel=1e-12)
 
 
-def test_kept_share_samples_blocks_of_a_long_stream():
+def test_a_row_sample_takes_blocks_of_a_long_stream():
     """Beyond SAMPLE_ROWS rows the sample is SAMPLE_BLOCKS runs of consecutive rows spread
-    evenly, and on a stationary stream its share is within a tenth of the exact one."""
+    evenly, and on a stationary stream its kept share is within a tenth of the exact one."""
     rows, first = sample_rows(100_000)
     size = SAMPLE_ROWS // SAMPLE_BLOCKS
     assert rows.shape[0] == SAMPLE_ROWS and np.all(np.diff(rows) > 0)
@@ -517,15 +522,17 @@ def test_kept_share_samples_blocks_of_a_long_stream():
     exact = np.count_nonzero(ctx.ev.type_codes[rows] == code) / np.count_nonzero(
         ctx.ev.type_codes == code
     )
-    share = kept_share((q,), code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
+    sample = RowSample.of(keys)
+    assert sample.scale == keys.codes.shape[0] / SAMPLE_ROWS
+    share = sample.kept_share((q,), code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
     assert 0.1 < exact < 0.9 and share == pytest.approx(exact, rel=0.1)  # 0.40 and 0.43
 
 
 def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():
     """Over long bursts, a query SEQ(X, B+, Y) keeps only the bursts between an X and a Y
-    within its window: the gain that `may_pay` bounds with every query running every burst
-    passes the fixed costs, but scaled by the share the queries keep (`kept_share`) it does
-    not, so `dynamic` runs them alone (bench_sharing.py's bursts of 50 at 5 queries took
+    within its window: the gain that `may_pay` estimates with every query running every burst
+    passes the fixed costs, but scaled by the share the queries keep (`RowSample.kept_share`)
+    it does not, so `dynamic` runs them alone (bench_sharing.py's bursts of 50 at 5 queries took
     1.2-1.3x `none` shared). Results equal sharing="none"."""
     events = kleene_stream(50_000, seed=3, types=tuple("ABCDEFGH"), mean_burst=50.0,
                            mean_other_run=3.0)  # fmt: skip
@@ -534,7 +541,7 @@ def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():
     (sset,) = analyze(ctx.runs).sets
     keys = ctx.parts.keys(sset.queries[0].partition_attrs, 0)
     args = (sset, ctx.ev, keys, ctx.plans, ctx.matcher, CPU_COSTS, ctx.be)
-    with patch("gpu_hamlet.engine.sharing.kept_share", return_value=1.0):
+    with patch.object(RowSample, "kept_share", return_value=1.0):
         assert may_pay(*args)
     assert not may_pay(*args)
     stats = RunStats()

@@ -32,14 +32,13 @@ from gpu_hamlet.engine.burst_slots import (
     burst_extents,
     collapsed_stream,
     matched_slots,
-    run_lengths,
 )
 from gpu_hamlet.engine.events import EventFrame
-from gpu_hamlet.engine.kept_share import kept_share
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
+from gpu_hamlet.engine.row_sample import RowSample
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
 
@@ -253,32 +252,34 @@ def may_pay(
     model: EngineCostModel,
     be: Backend,
 ) -> bool:
-    """Whether `dynamic` should analyse the set in this call at all: the most that sharing its
-    Kleene type's runs could gain must beat the fixed costs of sharing (`EngineCostModel.fixed`,
-    which grow with the sorted rows and the runs). The runs come from one pass over the sorted
-    type codes (`run_lengths`: each burst lies in one), each gaining at most what the
-    optimizer's model gives all the set's queries as one class. A query only runs the events its
-    pruning keeps, so where that bound passes, it is scaled by the share of the Kleene events the
-    queries keep, from a sample (`kept_share`). Small calls fail it (bench_small.py's 50 queries
-    over 2,100 events took 1.3x `none`'s time shared), and so do short bursts that only a few
-    queries share (bench_sharing.py's filters at 5 queries, where the analysis took about
-    10 ms and shared nothing), and bursts that most queries prune away (its bursts of 50 at
-    5 queries, where each query keeps 2% of them and sharing took 1.2-1.3x `none`'s time)."""
+    """Whether `dynamic` should analyse the set in this call at all: what sharing its Kleene
+    type's runs could gain must beat the fixed costs of sharing (`EngineCostModel.fixed`, which
+    grow with the sorted rows and the runs). Each run (`run_lengths`: each burst lies in one)
+    gains at most what the optimizer's model gives all the set's queries as one class; but a
+    query only runs the events its pruning keeps, so where that bound passes, it is scaled by
+    the share of the Kleene events the queries keep. Runs and share come from a sample of the
+    sorted rows (`RowSample`; every row up to 8,192). Small calls fail it (bench_small.py's
+    50 queries over 2,100 events took 1.3x `none`'s time shared), and so do short bursts that
+    only a few queries share (bench_sharing.py's filters at 5 queries, where the analysis took
+    about 10 ms and shared nothing), and bursts that most queries prune away (its bursts of 50
+    at 5 queries, where each query keeps 2% of them and sharing took 1.2-1.3x `none`'s time)."""
     role = np.where(matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
     code = ev.code_of(sset.kleene_type)
     if code < 0:
         return False
     role[code] = 1
-    lengths = run_lengths(keys.codes, keys.pid, role)
+    sample = RowSample.of(keys)
+    lengths = sample.run_lengths(role)
     width = sum(query_width(plans[n]) for n in sset.names)
     weighted = max(len(plans[n].linear) - 1 for n in sset.names)
     b = np.arange(lengths.shape[0], dtype=np.float64)
     gain = float(lengths @ np.maximum(model.benefit(b, len(sset.names), width, weighted), 0.0))
+    gain *= sample.scale
     runs = sum(query_runs(plans[n]) for n in sset.names)
-    fixed = model.fixed(keys.codes.shape[0], int(lengths.sum()), runs)
+    fixed = model.fixed(keys.codes.shape[0], round(sample.scale * lengths.sum()), runs)
     if gain <= fixed:
         return False
-    return gain * kept_share(sset.queries, code, keys, plans, matcher, be.segments) > fixed
+    return gain * sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments) > fixed
 
 
 class Ahead:
