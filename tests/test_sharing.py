@@ -36,7 +36,7 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.pruning import may_complete
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_sample import SAMPLE_BLOCKS, SAMPLE_ROWS, RowSample, sample_rows
-from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, sharing_model
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, may_pay
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
 PAPER_QUERIES = (
@@ -450,8 +450,7 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
     assert s.below_fixed_costs and (s.bursts, s.shared) == (0, 0)
     assert "not analysed" in stats.describe()
     assert all(got[n].equals(alone[n]) for n in alone)
-    # Analysed (a negative set_s lets the set through sharing_model), every burst worth sharing
-    # alone,
+    # Analysed (a negative set_s lets the set through may_pay), every burst worth sharing alone,
     # but the queries' reading of the set costs more than all of their gains.
     costly = replace(CPU_COSTS, set_s=-100.0, query_s=1.0)
     for model, shared in ((NO_FIXED_COSTS, 6), (costly, 0)):
@@ -531,8 +530,8 @@ def test_a_row_sample_takes_blocks_of_a_long_stream():
 
 def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():
     """Over long bursts, a query SEQ(X, B+, Y) keeps only the bursts between an X and a Y
-    within its window: the gain that `sharing_model` estimates with every query running every
-    burst passes the fixed costs, but with the share the queries keep (`RowSample.kept_share`)
+    within its window: the gain that `may_pay` estimates with every query running every burst
+    passes the fixed costs, but scaled by the share the queries keep (`RowSample.kept_share`)
     it does not, so `dynamic` runs them alone (bench_sharing.py's bursts of 50 at 5 queries took
     1.2-1.3x `none` shared). Results equal sharing="none"."""
     events = kleene_stream(50_000, seed=3, types=tuple("ABCDEFGH"), mean_burst=50.0,
@@ -543,8 +542,8 @@ def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():
     keys = ctx.parts.keys(sset.queries[0].partition_attrs, 0)
     args = (sset, ctx.ev, keys, ctx.plans, ctx.matcher, CPU_COSTS, ctx.be)
     with patch.object(RowSample, "kept_share", return_value=1.0):
-        assert sharing_model(*args) == CPU_COSTS
-    assert sharing_model(*args) is None
+        assert may_pay(*args)
+    assert not may_pay(*args)
     stats = RunStats()
     got = gpu_hamlet.aggregate(events, text, stats=stats, backend="cpu")
     alone = gpu_hamlet.aggregate(events, text, sharing="none", backend="cpu")
@@ -596,7 +595,7 @@ def test_run_lengths_bound_the_bursts(data):
     end one (role -1) within a partition, going over the types the set's stream may drop (role
     0); and every burst `burst_ids` finds in the stream left without those types lies in one
     run, so a convex gain with no gain at 0 (the optimizer's, per burst) sums to no more over
-    the bursts than over the runs (`sharing_model`)."""
+    the bursts than over the runs (`may_pay`)."""
     n = data.draw(st.integers(0, 50))
     codes = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
     pid = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), int))

@@ -33,13 +33,7 @@ from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
-from gpu_hamlet.engine.sharing import (
-    RunStats,
-    SharedBursts,
-    SharingStats,
-    analyze,
-    sharing_model,
-)
+from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
@@ -112,21 +106,18 @@ def evaluate(
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))  # (the queries' own sort)
-            model = COST_MODELS[be.name]
             if options.sharing == "dynamic" and not sset.conditions:
-                scaled = sharing_model(sset, ev, keys, plans, matcher, model, be)
-                if scaled is None:
+                if not may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name], be):
                     if stats is not None:  # its queries run alone, as with sharing="none"
                         stats.sets.append(
                             SharingStats(sset.kleene_type, sset.names, below_fixed_costs=True)
                         )
                     continue
-                model = scaled  # its decisions count the share of bursts its queries keep
             args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)
             sb: SharedBursts | SharedWindows = (
                 SharedWindows(*args, WINDOW_COSTS[be.name])
                 if sset.conditions
-                else SharedBursts(*args, model)
+                else SharedBursts(*args, COST_MODELS[be.name])
             )
             if stats is not None:
                 stats.sets.append(sb.stats)

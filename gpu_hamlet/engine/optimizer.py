@@ -43,10 +43,7 @@ class EngineCostModel:
     events: b * (k * base_s + width * event_s). Shared, the coefficients are computed once (b *
     coef_s per weighted channel, plus the count), each query applies one macro event (which costs
     `macro` events), and the class pays fixed bookkeeping (class_s). The paper's n^2 terms do not
-    apply here: there is no predecessor scan (docs/architecture.md section 2). A query runs only
-    the bursts its pruning keeps: `kept`, the share of a set's Kleene events its queries keep in
-    a call (`sharing.sharing_model`; 1 in the calibrated models), scales what the queries pay
-    per burst either way.
+    apply here: there is no predecessor scan (docs/architecture.md section 2).
     """
 
     base_s: float
@@ -56,28 +53,25 @@ class EngineCostModel:
     macro: float
     #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`, plus
     #: `set_row_s` per sorted row of its partitioning and `set_run_s` per run of its Kleene
-    #: type: burst ids, extents, the collapsed stream), and each query reading it rather than
-    #: its own events, per kernel run it makes (`query_s`: its group's stream, and per run its
-    #: coefficients and macro rows). Small calls and sets whose queries prune most bursts away
-    #: notice them (`sharing.sharing_model`).
+    #: type: burst ids, extents, the collapsed stream), and each
+    #: query reading it rather than its own events, per kernel run it makes (`query_s`: its
+    #: group's stream, and per run its coefficients and macro rows). Small calls and sets whose
+    #: queries prune most bursts away notice them (`may_pay`).
     set_s: float = 0.0
     query_s: float = 0.0
     set_row_s: float = 0.0
     set_run_s: float = 0.0
-    kept: float = 1.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
 
     def shared(self, b, k, width, channels):
         return (
-            b * self.coef_s * (channels + 1)
-            + self.kept * self.macro * self.per_event(k, width)
-            + self.class_s
+            b * self.coef_s * (channels + 1) + self.macro * self.per_event(k, width) + self.class_s
         )
 
     def nonshared(self, b, k, width):
-        return self.kept * b * self.per_event(k, width)
+        return b * self.per_event(k, width)
 
     def benefit(self, b, k, width, channels):
         return self.nonshared(b, k, width) - self.shared(b, k, width, channels)
@@ -119,7 +113,7 @@ CPU_COSTS = EngineCostModel(
 #: kernel figures say (1.07x end to end: the host work per row, as on the CPU), while the
 #: coefficients (one thread per burst) are about 6x cheaper than on the CPU. The fixed costs of
 #: sharing are the device's: analysing a set launches its kernels and moves its arrays, 18 ms a
-#: set against the CPU's 0.9 ms, so `sharing_model` leaves small sets alone.
+#: set against the CPU's 0.9 ms, so `may_pay` leaves small sets alone.
 GPU_COSTS = EngineCostModel(
     base_s=7.26e-08,
     event_s=2.83e-09,

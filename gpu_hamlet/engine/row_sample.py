@@ -1,14 +1,13 @@
 """What sharing a set's bursts could gain in a call, estimated from a sample of its sorted rows.
 
-`sharing.sharing_model` decides whether `dynamic` analyses a set at all. Its estimate of the
-gain gave every query every burst of the set's Kleene type, from the runs that type forms (each
-burst lies in one), but a query only runs the events its pruning keeps (`pruning.py`): over
+`sharing.may_pay` decides whether `dynamic` analyses a set at all. Its estimate of the gain gives
+every query every burst of the set's Kleene type, from the runs that type forms (each burst lies
+in one), and a query only runs the events its pruning keeps (`pruning.py`): over
 bench_sharing.py's bursts of 50, a query SEQ(X, B+, Y) within a minute keeps 2% of the B events,
 so the estimate gave 89 ms of gain to 5 queries whose whole `none` call took 23 ms, and `dynamic`
 lost 1.2-1.3x to `none` there. Both come from a few blocks of the sorted rows: the runs (a pass
 over all 500,000 rows took 1.2 ms of a 23 ms call) and the share of the Kleene events a few of
-the queries keep when pruned there, which the optimizer's per-burst decisions then count too
-(`EngineCostModel.kept`; docs/architecture.md section 4, step 2).
+the queries keep when pruned there (docs/architecture.md section 4, step 2).
 """
 
 from __future__ import annotations

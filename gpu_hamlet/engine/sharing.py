@@ -196,7 +196,7 @@ class SharingStats:
     event_snapshots: int = 0
     burst_events: int = 0
     #: dynamic shared nothing because sharing could not pay for its fixed costs in this call
-    #: (`sharing_model` before the analysis, or query_s after it)
+    #: (`may_pay` before the analysis, or query_s after it)
     below_fixed_costs: bool = False
 
     def as_dict(self) -> dict:
@@ -243,7 +243,7 @@ def query_runs(plan: QueryPlan) -> int:
     return 1 + bool(plan.exact) + bool(plan.minmax)
 
 
-def sharing_model(
+def may_pay(
     sset: SharableSet,
     ev: EventFrame,
     keys: SortedKeys,
@@ -251,14 +251,13 @@ def sharing_model(
     matcher: Matcher,
     model: EngineCostModel,
     be: Backend,
-) -> EngineCostModel | None:
-    """The cost model of the set's bursts in this call (`model` with the share of the set's
-    Kleene events its queries keep after pruning, `EngineCostModel.kept`), or None where
-    `dynamic` should not analyse the set at all: what sharing its Kleene type's runs could gain
-    must beat the fixed costs of sharing (`EngineCostModel.fixed`, which grow with the sorted
-    rows and the runs). Each run (`run_lengths`: each burst lies in one) gains at most what the
-    model gives all the set's queries as one class, first with every query keeping every burst,
-    then, where that passes, with the share they keep. Runs and share come from a sample of the
+) -> bool:
+    """Whether `dynamic` should analyse the set in this call at all: what sharing its Kleene
+    type's runs could gain must beat the fixed costs of sharing (`EngineCostModel.fixed`, which
+    grow with the sorted rows and the runs). Each run (`run_lengths`: each burst lies in one)
+    gains at most what the optimizer's model gives all the set's queries as one class; but a
+    query only runs the events its pruning keeps, so where that bound passes, it is scaled by
+    the share of the Kleene events the queries keep. Runs and share come from a sample of the
     sorted rows (`RowSample`; every row up to 8,192). Small calls fail it (bench_small.py's
     50 queries over 2,100 events took 1.3x `none`'s time shared), and so do short bursts that
     only a few queries share (bench_sharing.py's filters at 5 queries, where the analysis took
@@ -267,25 +266,20 @@ def sharing_model(
     role = np.where(matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
     code = ev.code_of(sset.kleene_type)
     if code < 0:
-        return None
+        return False
     role[code] = 1
     sample = RowSample.of(keys)
     lengths = sample.run_lengths(role)
     width = sum(query_width(plans[n]) for n in sset.names)
     weighted = max(len(plans[n].linear) - 1 for n in sset.names)
     b = np.arange(lengths.shape[0], dtype=np.float64)
+    gain = float(lengths @ np.maximum(model.benefit(b, len(sset.names), width, weighted), 0.0))
+    gain *= sample.scale
     runs = sum(query_runs(plans[n]) for n in sset.names)
     fixed = model.fixed(keys.codes.shape[0], round(sample.scale * lengths.sum()), runs)
-
-    def gain(m: EngineCostModel) -> float:
-        per_run = np.maximum(m.benefit(b, len(sset.names), width, weighted), 0.0)
-        return sample.scale * float(lengths @ per_run)
-
-    if gain(model) <= fixed:
-        return None
-    kept = sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments)
-    scaled = replace(model, kept=kept)
-    return scaled if gain(scaled) > fixed else None
+    if gain <= fixed:
+        return False
+    return gain * sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments) > fixed
 
 
 class Ahead:
