@@ -54,9 +54,10 @@ def host_map(
     would do, when the work is over fewer than PARALLEL_ROWS `rows`, and when this is one of
     the pool's threads already (waiting there for the pool could wait for ever)."""
     items = list(items)
-    threads = cpu_threads() if threads is None else threads
-    small = rows is not None and rows < PARALLEL_ROWS
-    if len(items) < 2 or threads < 2 or small or _in_pool():
+    if len(items) < 2 or (rows is not None and rows < PARALLEL_ROWS) or _in_pool():
+        return [fn(x) for x in items]
+    threads = cpu_threads() if threads is None else threads  # (reads the environment)
+    if threads < 2:
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))
 

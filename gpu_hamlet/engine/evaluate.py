@@ -170,15 +170,19 @@ def evaluate(
 
         # Queries' rows are built on the host's threads, a few queries at a time (each sort
         # is made first, once); a batch takes no more queries once they hold BATCH_EVENTS events.
-        runs, width = list(ctx.runs), getattr(be, "threads", cpu_threads())
+        runs = list(ctx.runs)
+        width = be.threads if hasattr(be, "threads") else cpu_threads()
         for q in runs:
             parts.keys(q.partition_attrs, len(q.groupby))
+        held = 0  # the rows of the queries in `group`
         for i in range(0, len(runs), width):
             some = runs[i : i + width]
             for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
                 group[q.name] = built
-                if sum(rows.pos.shape[0] for rows in group.values()) >= limit:
+                held += built.pos.shape[0]
+                if held >= limit:
                     run_group()
+                    held = 0
         run_group()
     else:  # one query at a time: only its arrays are alive
         for q in ctx.runs:

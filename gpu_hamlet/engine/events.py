@@ -247,8 +247,9 @@ def _encoded(col: pa.ChunkedArray) -> pa.DictionaryArray:
     # Hashing strings is the longest step of preparing large inputs: slices of the column are
     # encoded on the host's threads, and their dictionaries unified in order, which keeps
     # Arrow's first-appearance codes.
-    n, threads = len(col), cpu_threads()
-    if n < 2 * ENCODE_SLICE or threads < 2:
+    n = len(col)
+    threads = cpu_threads() if n >= 2 * ENCODE_SLICE else 1
+    if threads < 2:
         return pc.dictionary_encode(col).combine_chunks()
     step = -(-n // threads)
     slices = [col.slice(i, step) for i in range(0, n, step)]
