@@ -53,10 +53,10 @@ class EngineCostModel:
     macro: float
     #: Fixed costs of sharing in a call, whatever the bursts: analysing a set (`set_s`, plus
     #: `set_row_s` per sorted row of its partitioning and `set_run_s` per run of its Kleene
-    #: type: burst ids, extents, the collapsed stream), and each
-    #: query reading it rather than its own events, per kernel run it makes (`query_s`: its
-    #: group's stream, and per run its coefficients and macro rows). Small calls and sets whose
-    #: queries prune most bursts away notice them (`may_pay`).
+    #: type: burst ids, extents, the collapsed stream), and each query reading it rather than
+    #: its own events, per kernel run it makes (`query_s`: its group's stream, and per run its
+    #: coefficients and macro rows). Small calls and sets whose queries prune most bursts away
+    #: notice them (`sharing.may_pay`).
     set_s: float = 0.0
     query_s: float = 0.0
     set_row_s: float = 0.0
