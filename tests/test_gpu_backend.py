@@ -298,3 +298,34 @@ def test_gpu_window_shared_bursts_equal_cpu(budget):
         for name in ("up1", "up2", "up3"):
             assert got[name].num_rows > 0
             assert repr(got[name].to_pylist()) == repr(cpu[name].to_pylist()), (numeric, name)
+
+
+def test_row_sample_kept_share_is_the_same_on_both_backends():
+    """`dynamic`'s gate prunes a sample of the rows by the windows the backend's `segments`
+    step gives (gpu_hamlet/engine/row_sample.py): the GPU backend's kernel gives the CPU's share,
+    over tumbling and sliding windows, with and without filters."""
+    from gpu_hamlet.datagen import kleene_stream
+    from gpu_hamlet.engine.evaluate import Context
+    from gpu_hamlet.engine.options import Options
+    from gpu_hamlet.engine.row_sample import RowSample
+    from gpu_hamlet.engine.sharing import analyze
+
+    events = kleene_stream(400, seed=5, types=("A", "B", "C", "D"), mean_burst=8.0)
+    text = ";".join(
+        f"q{i}: RETURN COUNT(*) PATTERN {p}{' WHERE B.x < 4' if i % 2 else ''} {w}"
+        for i, (p, w) in enumerate(
+            [("SEQ(A, B+, C)", "WITHIN 20 s"), ("SEQ(D, B+)", "WITHIN 40 s SLIDE 10 s"),
+             ("SEQ(B+, C)", "WITHIN 15 s")]
+        )
+    )  # fmt: skip
+    shares = []
+    for backend in ("cpu", "gpu"):
+        ctx = Context.of(events, text, Options(backend, "dynamic", "float", "null", "time", "type"))
+        (sset,) = analyze(ctx.runs).sets
+        keys = ctx.parts.keys(sset.queries[0].partition_attrs, 0)
+        sample = RowSample.of(keys)
+        code = ctx.ev.code_of("B")
+        shares.append(
+            sample.kept_share(sset.queries, code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
+        )
+    assert 0 < shares[0] < 1 and shares[0] == shares[1]
