@@ -1,13 +1,13 @@
 """What sharing a set's bursts could gain in a call, estimated from a sample of its sorted rows.
 
-`sharing.may_pay` decides whether `dynamic` analyses a set at all. Its estimate of the gain gives
-every query every burst of the set's Kleene type, from the runs that type forms (each burst lies
-in one), and a query only runs the events its pruning keeps (`pruning.py`): over
+`sharing.may_pay` decides whether `dynamic` analyses a set at all, from an estimate of the gain
+over the runs the set's Kleene type forms (each burst lies in one). That estimate gave every
+query every burst, but a query only runs the events its pruning keeps (`pruning.py`): over
 bench_sharing.py's bursts of 50, a query SEQ(X, B+, Y) within a minute keeps 2% of the B events,
-so the estimate gave 89 ms of gain to 5 queries whose whole `none` call took 23 ms, and `dynamic`
-lost 1.2-1.3x to `none` there. Both come from a few blocks of the sorted rows: the runs (a pass
-over all 500,000 rows took 1.2 ms of a 23 ms call) and the share of the Kleene events a few of
-the queries keep when pruned there (docs/architecture.md section 4, step 2).
+so it gave 89 ms of gain to 5 queries whose whole `none` call took 23 ms, and `dynamic` lost
+1.2-1.3x to `none` there. Both the runs and the share of the Kleene events that a few of the
+queries keep come from a few blocks of the sorted rows (a pass over all 500,000 rows for the
+runs took 1.2 ms of that 23 ms call; docs/architecture.md section 4, step 2).
 """
 
 from __future__ import annotations
