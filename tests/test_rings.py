@@ -21,6 +21,7 @@ from gpu_hamlet.core.numeric import (
     crt,
     decimal38_overflow,
     decimal_array,
+    float_nulls,
     primes,
 )
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
@@ -440,3 +441,26 @@ def test_decimal_columns_from_python_ints(scale):
     edges = np.asarray([None, 10**38, -(10**38), 10**38 - 1, 5, 2**70], object)
     assert decimal38_overflow(edges).tolist() == [True, True, True, False, False, False]
     assert decimal38_overflow(np.asarray([None, 1], object)).tolist() == [True, False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_float_nulls_follow_their_definition(data):
+    """`float_nulls`: null where there is no value or it is beyond float64, the first row
+    beyond float64 that has a value, and the null rows zeroed, as the NumPy steps it replaced
+    give them."""
+    n = data.draw(st.integers(0, 30))
+    vals = np.asarray(
+        data.draw(st.lists(st.sampled_from([0.5, -2.0, np.inf, -np.inf, np.nan]), min_size=n,
+                           max_size=n)),
+        np.float64,
+    )  # fmt: skip
+    null = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    bad = ~np.isfinite(vals) & ~null
+    want_mask = bad | null
+    want_vals = np.where(want_mask, 0.0, vals)
+    got = vals.copy()
+    mask, first, masked = float_nulls(got, null)
+    assert mask.tolist() == want_mask.tolist() and masked == bool(want_mask.any())
+    assert first == (int(np.flatnonzero(bad)[0]) if bad.any() else -1)
+    assert got.tolist() == want_vals.tolist()

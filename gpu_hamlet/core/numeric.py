@@ -210,6 +210,27 @@ def xfloat_to_float(m: np.ndarray, e: np.ndarray) -> np.ndarray:
         return np.ldexp(m, np.minimum(np.maximum(e, -2000), 2000).astype(np.int64))
 
 
+@njit(cache=True, nogil=True)
+def float_nulls(vals: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """Where a float64 result column is null: where there is no value (`null`) or it is beyond
+    float64 (infinite or NaN). Returns that mask, the first row beyond float64 that has a value
+    (-1: none) and whether any row is null, and zeroes the null rows' `vals` in place (Arrow
+    keeps a value under a null). One pass: per column of a small call, the NumPy steps it
+    replaces cost more than the rows (bench_small.py)."""
+    mask = np.empty(vals.shape[0], np.bool_)
+    first = -1
+    masked = False
+    for i in range(vals.shape[0]):
+        beyond = not np.isfinite(vals[i])
+        if beyond and not null[i] and first < 0:
+            first = i
+        mask[i] = beyond or null[i]
+        if mask[i]:
+            vals[i] = 0.0
+            masked = True
+    return mask, first, masked
+
+
 def xfloat_log2(m: np.ndarray, e: np.ndarray) -> np.ndarray:
     """log2 |value| of (mantissa, exponent) pairs (-inf for zero)."""
     with np.errstate(divide="ignore"):

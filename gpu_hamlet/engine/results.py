@@ -23,6 +23,7 @@ from gpu_hamlet.core.numeric import (
     crt,
     decimal38_overflow,
     decimal_array,
+    float_nulls,
     primes_for_bits,
     xfloat_log2,
     xfloat_ratio,
@@ -233,19 +234,15 @@ class QueryResults:
     def _float_column(
         self, agg, vals: np.ndarray, win: Windows, keep, null: np.ndarray
     ) -> pa.Array:
-        """float64 results, null where `null` (no value to aggregate) or, with
-        on_overflow='null', beyond the float64 range."""
-        bad = ~np.isfinite(vals) & ~null
-        if bad.any() and self.options.on_overflow == "error":
-            i = int(np.flatnonzero(bad)[0])
+        """float64 results `vals` (a fresh array: null rows are zeroed in it), null where `null`
+        (no value to aggregate) or, with on_overflow='null', beyond the float64 range."""
+        mask, bad, masked = float_nulls(vals, null)
+        if bad >= 0 and self.options.on_overflow == "error":
             raise NumericOverflowError(
-                self._overflow_message(agg, "is beyond the float64 range", win, keep, i)
+                self._overflow_message(agg, "is beyond the float64 range", win, keep, bad)
             )
-        mask = bad | null
         typ = self.plan.outputs[agg.name].type
-        if not mask.any():
-            return pa.array(vals, typ)
-        return pa.array(np.where(mask, 0.0, vals), typ, mask=mask)
+        return pa.array(vals, typ, mask=mask) if masked else pa.array(vals, typ)
 
     def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
         q = self.plan.query
