@@ -44,7 +44,14 @@ from gpu_hamlet.engine.burst_slots import run_lengths
 from gpu_hamlet.engine.evaluate import Context
 from gpu_hamlet.engine.optimizer import COST_MODELS
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats, SharableSet, SharedBursts, analyze, query_runs
+from gpu_hamlet.engine.sharing import (
+    RunStats,
+    SharableSet,
+    SharedBursts,
+    analyze,
+    kleene_roles,
+    query_runs,
+)
 from gpu_hamlet.query.pattern import PatternElement, Seq
 from gpu_hamlet.query.plan import Template
 
@@ -195,8 +202,8 @@ def analysis_cost(backend: str, n: int) -> tuple[float, float]:
             sset = analyze(ctx.runs).sets[0]
             q0 = sset.queries[0]
             keys = ctx.parts.keys(q0.partition_attrs, len(q0.groupby))
-            role = np.where(ctx.matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
-            role[ctx.ev.code_of("B")] = 1
+            role = kleene_roles(sset, ctx.ev, ctx.matcher)
+            assert role is not None, "the stream has B events"
             kleene_runs = int(run_lengths(keys.codes, keys.pid, role).sum())
 
             def analyse(ctx: Context = ctx, sset: SharableSet = sset, keys=keys) -> None:

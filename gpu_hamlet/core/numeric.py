@@ -111,14 +111,11 @@ SMALL_BITS = 60
 
 @njit(cache=True)
 def _crt_small(r0, r1, p0, p1, inv, signed):
-    """int64 values from residues modulo p0 and p1 (p1 = 0: one prime), in (-p0*p1/2, p0*p1/2]
-    when `signed`."""
+    """int64 values from residues modulo p0 and p1, in (-p0*p1/2, p0*p1/2] when `signed`."""
     out = np.empty(r0.shape[0], np.int64)
-    M = p0 * (p1 if p1 else 1)
+    M = p0 * p1
     for v in range(r0.shape[0]):
-        x = r0[v]
-        if p1:
-            x += ((r1[v] - x) % p1) * inv % p1 * p0
+        x = r0[v] + ((r1[v] - r0[v]) % p1) * inv % p1 * p0
         out[v] = x - M if signed and x > M // 2 else x
     return out
 

@@ -243,6 +243,18 @@ def query_runs(plan: QueryPlan) -> int:
     return 1 + bool(plan.exact) + bool(plan.minmax)
 
 
+def kleene_roles(sset: SharableSet, ev: EventFrame, matcher: Matcher) -> np.ndarray | None:
+    """Per type code, its role in the runs of the set's Kleene type (`run_lengths`): 1 for
+    that type, -1 for a type some query of the set matches whole (it ends a run), 0 for one
+    the set's stream may drop; None where the events hold no Kleene event."""
+    code = ev.code_of(sset.kleene_type)
+    if code < 0:
+        return None
+    role = np.where(matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
+    role[code] = 1
+    return role
+
+
 def may_pay(
     sset: SharableSet,
     ev: EventFrame,
@@ -263,11 +275,10 @@ def may_pay(
     only a few queries share (bench_sharing.py's filters at 5 queries, where the analysis took
     about 10 ms and shared nothing), and bursts that most queries prune away (its bursts of 50
     at 5 queries, where each query keeps 2% of them and sharing took 1.2-1.3x `none`'s time)."""
-    role = np.where(matcher.matched_whole(sset.queries), -1, 0).astype(np.int8)
-    code = ev.code_of(sset.kleene_type)
-    if code < 0:
+    role = kleene_roles(sset, ev, matcher)
+    if role is None:
         return False
-    role[code] = 1
+    code = ev.code_of(sset.kleene_type)
     sample = RowSample.of(keys)
     lengths = sample.run_lengths(role)
     width = sum(query_width(plans[n]) for n in sset.names)
