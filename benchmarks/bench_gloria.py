@@ -21,7 +21,7 @@ mixed 2:1, COUNT(*), each over the stream of L body types (column L); off it, SE
 (Kleene length 4) take no L. Windows of 30 min sliding by 10 min (1 min by 30 s on the
 bursty stream); float mode (`--numeric exact` for the engine's default) with on_overflow='null'
 (counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
-runs of `aggregate` on the CPU backend (more for cases under half a second a round, up to 15),
+runs of `aggregate` on the CPU backend (more for short cases: about 4 s of rounds, up to 30),
 each round running the four modes in turn;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
 events), the best of 3, and "pools" the pools it may share (stage_sharing.py's SEARCH_S);

@@ -54,8 +54,10 @@ def best_time(fn: Callable[[], Any], repeat: int) -> float:
 
 
 #: Rounds of short cases (`best_in_turn`): at most SHORT_ROUNDS, about SHORT_S seconds in all.
-SHORT_ROUNDS = 15
-SHORT_S = 2.0
+#: With 15 rounds and 2 s, bench_gloria.py's rows of 20 queries (four modes of 35-40 ms doing
+#: the same work) still differed by up to 9% in their best times (BENCHMARKS.md, GLORIA).
+SHORT_ROUNDS = 30
+SHORT_S = 4.0
 
 
 def best_in_turn(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:

@@ -951,3 +951,16 @@ def test_next_is_reserved() -> None:
         error("RETURN COUNT(*) PATTERN NEXT WITHIN 1 h")
     )
     assert one("RETURN COUNT(*) PATTERN `NEXT`+ WITHIN 1 h").types == ("NEXT",)
+
+
+def test_a_workload_hashes_as_its_queries_once_and_pickles_without_the_hash() -> None:
+    """Plan caches look a workload up on every call, so its hash is kept; a pickled workload
+    (Spark ships them) hashes again where it is loaded, where strings hash differently."""
+    import pickle
+
+    wl = parse_workload("a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 9 s SLIDE 9 s")
+    assert hash(wl) == hash(wl.queries)
+    assert "_hash" in wl.__dict__
+    back = pickle.loads(pickle.dumps(wl))
+    assert back == wl and "_hash" not in back.__dict__
+    assert hash(back) == hash(wl)

@@ -24,6 +24,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.optimizer import CPU_COSTS
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.engine.stage_sharing import (
+    GATE_SAMPLE,
     SAMPLE,
     SharedStages,
     block_of,
@@ -399,6 +400,40 @@ def test_stage_plan_searches_only_where_a_stage_could_pay():
     # Runs of one A or C event save nothing; the cycle's run of 40 does.
     assert plan is not None
     assert [(key, names) for key, _, names in qsets] == [("SEQ(P, T)+", ("q0", "q1", "q2", "q3"))]
+
+
+def test_the_gate_reads_the_first_events_and_the_search_the_whole_sample():
+    """The gate counts runs over the sample's first GATE_SAMPLE events only; where it opens,
+    the search and the cut weigh the whole sample (its statistics name their events)."""
+    names = ["A", "C", "D", "P", "T"]
+    some = gpu_hamlet.parse_workload(
+        ";\n".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, SEQ(P, T)+) WITHIN 9 s SLIDE 9 s"
+            for i, first in enumerate("ACAC")
+        )
+    )
+    unit = [0] + [3, 4] * 20 + [1]  # runs of 40: the gate opens
+    n = min(SAMPLE, 2 * GATE_SAMPLE) // len(unit) * len(unit)
+    assert n > GATE_SAMPLE
+    sizes: list[int] = []
+    of_codes = stage_sharing.StreamStats.of_codes
+
+    def spy(codes, type_names):
+        sizes.append(codes.shape[0])
+        return of_codes(codes, type_names)
+
+    for stream in (unit, [0, 3, 4, 1]):  # runs of 40, then of 2: the gate stays shut
+        ev = SimpleNamespace(
+            type_codes=np.asarray(stream * (n // len(stream)), np.int32), type_names=names
+        )
+        sizes.clear()
+        with patch.object(stage_sharing.StreamStats, "of_codes", staticmethod(spy)):
+            plan, _ = stage_plan(some, cast(EventFrame, ev), CPU_COSTS)
+        if stream is unit:
+            assert plan is not None and plan.source == f"{n:,} events"
+            assert sizes == [GATE_SAMPLE, n]
+        else:
+            assert plan is None and sizes == [GATE_SAMPLE]
 
 
 def test_a_search_runs_only_where_a_stage_could_pay_for_it():

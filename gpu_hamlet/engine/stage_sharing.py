@@ -49,6 +49,10 @@ from gpu_hamlet.query.workload import Query, Workload
 
 #: Events of the sample that GLORIA's statistics come from (the first ones, as given).
 SAMPLE = 100_000
+#: The first events of that sample that the gate before the search reads (`stage_plan`). Most
+#: workloads stop there, and counting their runs over the whole sample cost a warm `dynamic`
+#: call 2-3% of 20 queries over 100,000 ridesharing events (bench_gloria.py).
+GATE_SAMPLE = 25_000
 
 #: Seconds per query and row it reads on the shared path (the Q-set's stream with each shared
 #: run one slot, `SharedStages.compressed`), and per event of a Q-set's stream to cut it into
@@ -142,8 +146,10 @@ def stage_plan(
     template, pools, stretches, space = shareable_stages(workload)
     if not pools:
         return None, []
+    type_names = list(ev.type_names)
     codes = ev.type_codes[:SAMPLE]
-    stats = StreamStats.of_codes(codes[codes >= 0], list(ev.type_names))
+    codes = codes[codes >= 0]
+    stats = StreamStats.of_codes(codes[:GATE_SAMPLE], type_names)
 
     def gains(stages: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[float]:
         # Per (types, queries): the sample's runs, at their mean length, must save the queries'
@@ -177,12 +183,16 @@ def stage_plan(
     # of consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
     # runs are known only from the plan: its runs may be long where each pool's are not.) The
     # search's own least cost is for the whole stream: on the sample, its share.
-    floor = MIN_GAIN + SEARCH_S * len(pools) * codes.shape[0] / max(ev.type_codes.shape[0], 1)
+    floor = MIN_GAIN + SEARCH_S * len(pools) * min(codes.shape[0], GATE_SAMPLE) / max(
+        ev.type_codes.shape[0], 1
+    )
     whole = [(pool.types, g) for pool, groups in pools for g in groups]
     if all(g <= floor for g in gains(whole)) and all(
         g <= floor for g in gains([(types_of(c), n) for c, n in stretches.items()])
     ):
         return None, []
+    if codes.shape[0] > GATE_SAMPLE:  # the search and the cut weigh the whole sample
+        stats = StreamStats.of_codes(codes, type_names)
     plan = find_plan(template, stats, space=space)
     by_set: dict[tuple[str, ...], list[Pool]] = {}
     for pool, _ in pools:

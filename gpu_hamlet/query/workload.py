@@ -211,3 +211,16 @@ class Workload:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(q.name for q in self.queries)
+
+    def __hash__(self) -> int:
+        """The queries' hash, computed once: the caches of compiled plans and of GLORIA's
+        stages look a workload up on every call (120 us at 100 queries). Not pickled: a string's
+        hash differs from process to process."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self.queries)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {"queries": self.queries}
