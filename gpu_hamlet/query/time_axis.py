@@ -7,6 +7,7 @@ every error about a duration names the query and clause at fault.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -18,6 +19,16 @@ from gpu_hamlet.query.workload import Query
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _INT64_MAX = 2**63 - 1
+
+
+@functools.lru_cache(maxsize=32)
+def _value_range(t: pa.DataType) -> tuple[int, int]:
+    """The smallest and largest value an integer or timestamp time column holds (kept per
+    type: every call checks its windows' bounds, and NumPy's iinfo costs microseconds)."""
+    if pa.types.is_timestamp(t):
+        return -_INT64_MAX - 1, _INT64_MAX
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max)
 
 
 @dataclass(frozen=True)
@@ -65,11 +76,7 @@ class TimeAxis:
         if self.is_float:
             return None
         t = self.arrow_type
-        lo, hi = (
-            (-_INT64_MAX - 1, _INT64_MAX)
-            if pa.types.is_timestamp(t)
-            else (int(np.iinfo(t.to_pandas_dtype()).min), int(np.iinfo(t.to_pandas_dtype()).max))
-        )
+        lo, hi = _value_range(t)
         tmin, tmax = int(tmin), int(tmax)
         start = ((tmin - within) // slide + 1) * slide  # the first window holding tmin
         if start < lo:
