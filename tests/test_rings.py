@@ -23,6 +23,8 @@ from gpu_hamlet.core.numeric import (
     decimal_array,
     float_nulls,
     primes,
+    xfloat_ratio,
+    xfloat_to_float,
 )
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
@@ -464,3 +466,31 @@ def test_float_nulls_follow_their_definition(data):
     assert mask.tolist() == want_mask.tolist() and masked == bool(want_mask.any())
     assert first == (int(np.flatnonzero(bad)[0]) if bad.any() else -1)
     assert got.tolist() == want_vals.tolist()
+
+
+XF_VALUES = [0.0, -0.0, 0.5, -0.75, 1.0, 1e300, 5e-324, np.inf, -np.inf, np.nan]
+XF_EXPONENTS = [0.0, 3.7, -1.0, 1024.0, -1075.0, 2000.0, 2001.0, -2001.0, 1e9, -1e9, np.inf,
+                np.nan]  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_xfloat_conversions_are_numpys_steps(data):
+    """The compiled `xfloat_to_float` and `xfloat_ratio` give what the NumPy steps they
+    replaced gave, bit for bit, on every kind of mantissa (zeros, infinities, NaN) and exponent
+    (fractions, beyond +-2000, infinite, NaN), over strided views as the results read them."""
+    n = data.draw(st.integers(0, 12))
+
+    def column(choices):
+        x = np.asarray(data.draw(st.lists(st.sampled_from(choices), min_size=n, max_size=n)))
+        wide = np.zeros((n, 2))
+        wide[:, 1] = x
+        return wide[:, 1]  # a strided view
+
+    m, e, dm, de = column(XF_VALUES), column(XF_EXPONENTS), column(XF_VALUES), column(XF_EXPONENTS)
+    with np.errstate(all="ignore"):
+        want = np.ldexp(m, np.minimum(np.maximum(e, -2000), 2000).astype(np.int64))
+        want_r = np.ldexp(m / dm, np.minimum(np.maximum(e - de, -2000), 2000).astype(np.int64))
+    for got, exp in ((xfloat_to_float(m, e), want), (xfloat_ratio(m, e, dm, de), want_r)):
+        assert np.array_equal(got, exp, equal_nan=True)
+        assert np.signbit(got).tolist() == np.signbit(exp).tolist()  # -0.0 stays -0.0

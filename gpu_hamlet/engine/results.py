@@ -70,6 +70,12 @@ class Windows:
     grouped: bool  # whether several partitions add up into one row
 
 
+def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
+    """Float results of a decimal column's unscaled sums, divided by 10^scale (a fresh array:
+    `_float_column` zeroes its null rows in place)."""
+    return values / 10.0**scale if scale else values
+
+
 def _null_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
     """`values` as an object array, None where `mask`."""
     return np.where(mask, np.array(None, dtype=object), values)
@@ -211,8 +217,7 @@ class QueryResults:
                 ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
                 if ok.all():
                     return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)], typ)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                vals = xfloat_ratio(*lin[ch], *lin[d]) / 10.0**scale
+            vals = _unscaled(xfloat_ratio(*lin[ch], *lin[d]), scale)
             return self._float_column(agg, vals, win, keep, empty)
         if not pa.types.is_floating(typ):  # exact digits: the exact runs computed them
             ints = exact[ch]
@@ -228,7 +233,7 @@ class QueryResults:
                         )
                     )
             return decimal_array(_null_where(bad | empty, ints), typ.scale)
-        vals = xfloat_to_float(*lin[ch]) / 10.0**scale
+        vals = _unscaled(xfloat_to_float(*lin[ch]), scale)
         return self._float_column(agg, vals, win, keep, empty)
 
     def _float_column(
