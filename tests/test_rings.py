@@ -23,6 +23,7 @@ from gpu_hamlet.core.numeric import (
     decimal_array,
     float_nulls,
     primes,
+    xfloat_log2,
     xfloat_ratio,
     xfloat_to_float,
 )
@@ -476,9 +477,10 @@ XF_EXPONENTS = [0.0, 3.7, -1.0, 1024.0, -1075.0, 2000.0, 2001.0, -2001.0, 1e9, -
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_xfloat_conversions_are_numpys_steps(data):
-    """The compiled `xfloat_to_float` and `xfloat_ratio` give what the NumPy steps they
-    replaced gave, bit for bit, on every kind of mantissa (zeros, infinities, NaN) and exponent
-    (fractions, beyond +-2000, infinite, NaN), over strided views as the results read them."""
+    """The compiled `xfloat_to_float`, `xfloat_ratio` and `xfloat_log2` give what the NumPy
+    steps they replaced gave, bit for bit, on every kind of mantissa (zeros, infinities, NaN)
+    and exponent (fractions, beyond +-2000, infinite, NaN), over strided views as the results
+    read them."""
     n = data.draw(st.integers(0, 12))
 
     def column(choices):
@@ -491,6 +493,11 @@ def test_xfloat_conversions_are_numpys_steps(data):
     with np.errstate(all="ignore"):
         want = np.ldexp(m, np.minimum(np.maximum(e, -2000), 2000).astype(np.int64))
         want_r = np.ldexp(m / dm, np.minimum(np.maximum(e - de, -2000), 2000).astype(np.int64))
-    for got, exp in ((xfloat_to_float(m, e), want), (xfloat_ratio(m, e, dm, de), want_r)):
+        want_l = np.log2(np.abs(m)) + e
+    for got, exp in (
+        (xfloat_to_float(m, e), want),
+        (xfloat_ratio(m, e, dm, de), want_r),
+        (xfloat_log2(m, e), want_l),
+    ):
         assert np.array_equal(got, exp, equal_nan=True)
         assert np.signbit(got).tolist() == np.signbit(exp).tolist()  # -0.0 stays -0.0

@@ -216,7 +216,7 @@ def _ldexp_clipped(x: float, e: float) -> float:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def xfloat_to_float(m: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """float64 values of (mantissa, exponent) pairs; inf where beyond the float64 range.
+    """float64 values of (mantissa, exponent) pairs, 1-D; inf where beyond the float64 range.
     Compiled: per result column of a small call, NumPy's five steps (and its error state) cost
     more than the rows (bench_small.py)."""
     out = np.empty(m.shape[0])
@@ -246,16 +246,20 @@ def float_nulls(vals: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, int, bo
     return mask, first, masked
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
 def xfloat_log2(m: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """log2 |value| of (mantissa, exponent) pairs (-inf for zero)."""
-    with np.errstate(divide="ignore"):
-        return np.log2(np.abs(m)) + e
+    """log2 |value| of (mantissa, exponent) pairs, 1-D (-inf for zero). Compiled, as
+    `xfloat_to_float` is."""
+    out = np.empty(m.shape[0])
+    for i in range(m.shape[0]):
+        out[i] = np.log2(abs(m[i])) + e[i]
+    return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def xfloat_ratio(nm: np.ndarray, ne: np.ndarray, dm: np.ndarray, de: np.ndarray) -> np.ndarray:
-    """num / den for (mantissa, exponent) pairs: the scales cancel, so it holds beyond float64.
-    (x / 0 is inf or NaN, as in NumPy.)"""
+    """num / den for (mantissa, exponent) pairs, 1-D: the scales cancel, so it holds beyond
+    float64. (x / 0 is inf or NaN, as in NumPy.)"""
     out = np.empty(nm.shape[0])
     for i in range(nm.shape[0]):
         out[i] = _ldexp_clipped(nm[i] / dm[i], ne[i] - de[i])

@@ -150,7 +150,7 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     }
     if plan.exact:
         # Every exact entry is at most the float run's largest (sums have |value| channels).
-        bits = float(np.max(xfloat_log2(xf[..., 0], xf[..., 1]), initial=0.0))
+        bits = float(np.max(xfloat_log2(xf[..., 0].ravel(), xf[..., 1].ravel()), initial=0.0))
         passes = residue_passes(primes_for_bits(bits + 3.0))
         res = np.concatenate([run.segment_maps(r, plan.exact, p)[0] for r, p in passes], axis=-1)
         res = np.moveaxis(res, -1, 0)  # [primes, runs, D, D]
