@@ -106,8 +106,11 @@ class TimeAxis:
         """Window bounds (in ticks) as an array of the time column's own type."""
         if self.ticks_per_second is None:
             return pa.array(values.astype(np.float64)).cast(self.arrow_type)
+        ticks = np.ascontiguousarray(values, np.int64)
+        if self.arrow_type.bit_width == 64:  # the ticks' own bytes (a fifth of pa.array's time)
+            return pa.Array.from_buffers(self.arrow_type, len(ticks), [None, pa.py_buffer(ticks)])
         # (Straight into the type, no cast: it raises on overflow of a narrower integer type.)
-        return pa.array(values.astype(np.int64, copy=False), self.arrow_type)
+        return pa.array(ticks, self.arrow_type)
 
 
 def column_ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
