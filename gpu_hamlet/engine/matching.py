@@ -19,6 +19,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Template
+from gpu_hamlet.query.time_axis import value_range
 from gpu_hamlet.query.workload import Filter, Literal, Query
 
 _OPS = {
@@ -37,8 +38,7 @@ def _integer_range(t: pa.DataType) -> tuple[int, int, int]:
     if pa.types.is_decimal(t):
         most = 10**t.precision - 1
         return -most, most, t.scale
-    info = np.iinfo(t.to_pandas_dtype())
-    return int(info.min), int(info.max), 0
+    return (*value_range(t), 0)
 
 
 def _exact_compare(col: pa.ChunkedArray, op: str, value: Fraction) -> pa.ChunkedArray:

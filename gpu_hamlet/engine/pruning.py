@@ -20,7 +20,10 @@ window length share one `reach`.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
+
+from gpu_hamlet.query.time_axis import value_range
 
 
 def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple:
@@ -35,8 +38,8 @@ def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple
         b = dtype.type(within) + 16 * np.spacing(max(float(time_max), float(within)))
         return b, True, dtype.type(-np.inf), dtype.type(np.inf)
     # Integers: t + within and t - within are computed only where they cannot overflow.
-    info = np.iinfo(dtype)
-    return dtype.type(within), True, dtype.type(info.min + within), dtype.type(info.max - within)
+    lo, hi = value_range(pa.from_numpy_dtype(dtype))
+    return dtype.type(within), True, dtype.type(lo + within), dtype.type(hi - within)
 
 
 def may_complete(

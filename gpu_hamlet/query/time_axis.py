@@ -22,9 +22,9 @@ _INT64_MAX = 2**63 - 1
 
 
 @functools.lru_cache(maxsize=32)
-def _value_range(t: pa.DataType) -> tuple[int, int]:
-    """The smallest and largest value an integer or timestamp time column holds (kept per
-    type: every call checks its windows' bounds, and NumPy's iinfo costs microseconds)."""
+def value_range(t: pa.DataType) -> tuple[int, int]:
+    """The smallest and largest value an integer or timestamp column holds (kept per type:
+    the checks that ask run per query and call, and NumPy's iinfo costs microseconds)."""
     if pa.types.is_timestamp(t):
         return -_INT64_MAX - 1, _INT64_MAX
     info = np.iinfo(t.to_pandas_dtype())
@@ -76,7 +76,7 @@ class TimeAxis:
         if self.is_float:
             return None
         t = self.arrow_type
-        lo, hi = _value_range(t)
+        lo, hi = value_range(t)
         tmin, tmax = int(tmin), int(tmax)
         start = ((tmin - within) // slide + 1) * slide  # the first window holding tmin
         if start < lo:
