@@ -290,3 +290,24 @@ def test_tumbling_windows_pruned_at_once_as_in_two_passes(
     got, got_pos = typed_may_complete(codes, *args, drop_arg, runs, time, w)
     assert got.tolist() == first[again].tolist()
     assert got_pos.tolist() == first_pos[again].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(-60, 60)), max_size=40),
+    st.integers(1, 25),
+    st.booleans(),
+)
+def test_panes_are_the_floored_quotients_and_their_runs(rows, width, floats):
+    """`panes`: floor(time / width) in the time column's arithmetic (negative times too), and
+    the first event of every run of equal (partition, pane), as the NumPy steps define them."""
+    rows.sort()
+    pid = np.asarray([p for p, _ in rows], np.int64)
+    time = np.asarray([t for _, t in rows], np.float64 if floats else np.int64)
+    w = width / 4 if floats else width
+    seg, starts = panes(pid, time, w)
+    want = np.floor(time / w).astype(np.int64) if floats else time // np.int64(w)
+    change = np.ones(len(rows), bool)
+    change[1:] = (pid[1:] != pid[:-1]) | (want[1:] != want[:-1])
+    assert seg.tolist() == want.tolist()
+    assert starts.dtype == np.int64 and starts.tolist() == np.flatnonzero(change).tolist()
