@@ -4,7 +4,8 @@ workload kinds over three streams; throughput and optimisation time against the 
 queries, as in GLORIA's Figures 10 to 13.
 
     python benchmarks/bench_gloria.py [--events 100000] [--queries 20 50 100] [--lengths 2 4]
-        [--repeat 2] [--streams ridesharing bursty NASDAQ] [--out benchmarks/results/gloria]
+        [--repeat 2] [--seconds S] [--streams ridesharing bursty NASDAQ]
+        [--out benchmarks/results/gloria]
 
 Streams of `--events` events:
 - *ridesharing*: the HAMLET paper's generator. Its types are interleaved, so runs of a
@@ -21,8 +22,10 @@ mixed 2:1, COUNT(*), each over the stream of L body types (column L); off it, SE
 (Kleene length 4) take no L. Windows of 30 min sliding by 10 min (1 min by 30 s on the
 bursty stream); float mode (`--numeric exact` for the engine's default) with on_overflow='null'
 (counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
-runs of `aggregate` on the CPU backend (more for short cases: about 4 s of rounds, up to 30),
-each round running the four modes in turn;
+runs of `aggregate` on the CPU backend (more for short cases: about 4 s of rounds, up to 30;
+`--seconds S`: about S seconds of rounds per row, however many), each round running the four
+modes in turn and `none` once more: "A/A" is that control's best time over `none`'s, how far
+apart two best times of the same work land;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
 events), the best of 3, and "pools" the pools it may share (stage_sharing.py's SEARCH_S);
 "plan ms" what `dynamic` decides on top of `hamlet` in a warm call (`stage_plan`: the gate,
@@ -62,6 +65,9 @@ from gpu_hamlet.engine.transitions import TransitionTemplate
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 MODES = ("none", "static", "hamlet", "dynamic")
+#: `none` once more in every round: its best time over `none`'s ("A/A") is how far apart two
+#: best times of the same work land in the run.
+CONTROL = "none again"
 Workload = Callable[[int, int], str]  # (queries, length) -> workload text
 
 
@@ -125,11 +131,12 @@ def workloads(stream: str, v: Vocabulary) -> dict[str, Workload]:
 
 
 def timed(
-    events: pa.Table, text: str, repeat: int, numeric: str = "float"
+    events: pa.Table, text: str, repeat: int, numeric: str = "float", seconds: float | None = None
 ) -> tuple[dict[str, float], RunStats]:
-    """Each mode's best of at least `repeat` rounds that run the modes in turn
-    (harness.py `best_in_turn`), after a warm-up call per mode; and the statistics of one
-    more, untimed, run of `dynamic`."""
+    """Each mode's best of at least `repeat` rounds that run the modes in turn, and `none` once
+    more as CONTROL (harness.py `best_in_turn`; `seconds`: about that long in rounds, however
+    many), after a warm-up call per mode; and the statistics of one more, untimed, run of
+    `dynamic`."""
 
     def once(mode: str, stats: RunStats | None = None) -> None:
         gpu_hamlet.aggregate(
@@ -146,7 +153,10 @@ def timed(
         gpu_hamlet.aggregate(
             events.slice(0, 2000), text, sharing=mode, numeric=numeric, on_overflow="null"
         )
-    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat)
+    calls = {mode: functools.partial(once, mode) for mode in MODES}
+    calls[CONTROL] = calls["none"]
+    long = {} if seconds is None else {"seconds": seconds, "most": None}
+    best = best_in_turn(calls, repeat, **long)
     stats = RunStats()
     once("dynamic", stats)  # untimed: recording every snapshot costs a few percent
     return best, stats
@@ -214,6 +224,7 @@ def main() -> None:
     ap.add_argument("--streams", nargs="+", default=["ridesharing", "bursty", "NASDAQ"])
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gloria")
     ap.add_argument("--numeric", default="float", choices=["float", "exact"])
+    ap.add_argument("--seconds", type=float, default=None)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -223,7 +234,7 @@ def main() -> None:
     )
     head = " ".join(f"{m:>8}" for m in MODES)
     print(
-        f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} "
+        f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} {'A/A':>5} "
         f"{'none/dyn':>9} {'opt ms':>7} {'pools':>5} {'plan ms':>7} shared runs"
     )
     points = []
@@ -252,7 +263,7 @@ def main() -> None:
                 stats = StreamStats.of(sample)
                 for n in args.queries:
                     text = make(n, L)
-                    secs, rs = timed(table, text, args.repeat, args.numeric)
+                    secs, rs = timed(table, text, args.repeat, args.numeric, args.seconds)
                     st = [s for s in rs.sets if s.is_stage]
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
                     opt, decide = search_ms(text, stats), plan_ms(table, text)
@@ -262,7 +273,8 @@ def main() -> None:
                     shown = f"{L:3d}" if takes_length else "  -"
                     print(
                         f"{stream:<12} {kind:<10} {n:4d} {shown} {cells} "
-                        f"{secs['dynamic'] / best:9.2f} {secs['none'] / secs['dynamic']:9.2f} "
+                        f"{secs['dynamic'] / best:9.2f} {secs[CONTROL] / secs['none']:5.2f} "
+                        f"{secs['none'] / secs['dynamic']:9.2f} "
                         f"{opt:7.1f} {pools:5d} {decide:7.1f} {runs}",
                         flush=True,
                     )

@@ -60,13 +60,19 @@ SHORT_ROUNDS = 30
 SHORT_S = 4.0
 
 
-def best_in_turn(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+def best_in_turn(
+    calls: dict[str, Callable[[], Any]],
+    repeat: int,
+    seconds: float = SHORT_S,
+    most: int | None = SHORT_ROUNDS,
+) -> dict[str, float]:
     """Each call's best wall time over rounds that run every call in turn, so that the
     machine's drift falls on all of them alike, every other round in reverse order, so that no
-    call always follows the same one. Short cases take more rounds than `repeat`, up to
-    SHORT_ROUNDS and about SHORT_S seconds in all: on the 2-core development machine, modes
+    call always follows the same one. Short cases take more rounds than `repeat`: about
+    `seconds` in all, at most `most` (None: no cap). On the 2-core development machine, modes
     doing the same work differed by up to 25% in the best of 2 runs each, one mode after the
-    other (bench_sharing.py), and by up to 15% in the best of 3 rounds (bench_gloria.py)."""
+    other (bench_sharing.py), by up to 15% in the best of 3 rounds and by up to 9% in the
+    best of 15 (bench_gloria.py); over 149 rounds, by 1.2% (BENCHMARKS.md, GLORIA)."""
     best = dict.fromkeys(calls, float("inf"))
     order = list(calls.items())
     rounds = repeat
@@ -78,7 +84,8 @@ def best_in_turn(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, 
             fn()
             best[name] = min(best[name], time.perf_counter() - t1)
         if r == 0:
-            rounds = max(repeat, min(SHORT_ROUNDS, math.ceil(SHORT_S / (time.perf_counter() - t0))))
+            fill = math.ceil(seconds / (time.perf_counter() - t0))
+            rounds = max(repeat, fill if most is None else min(most, fill))
         r += 1
     return best
 
