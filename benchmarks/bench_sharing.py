@@ -1,7 +1,7 @@
 """HAMLET sharing (issue 3): dynamic vs static vs none, in one run on one machine.
 
     python benchmarks/bench_sharing.py [--events 200000] [--queries 5 25 50 100]
-        [--bursts 5 20 50] [--backend cpu] [--json OUT.json]
+        [--bursts 5 20 50] [--backend cpu] [--seconds S] [--json OUT.json]
 
 Two streams from `gpu_hamlet.datagen.kleene_stream` (types A..H, Kleene type B):
 - *kleene-sharing*: the workload of HAMLET 6.1, queries with different patterns that share B+
@@ -10,7 +10,7 @@ Two streams from `gpu_hamlet.datagen.kleene_stream` (types A..H, Kleene type B):
   sharing does not pay.
 Every mode answers the same workload over the same events; each mode's best counts, over at
 least `--repeat` rounds that run the three modes in turn (more for short cases: harness.py
-`best_in_turn`).
+`best_in_turn`; `--seconds S`: about S seconds of rounds per row, however many).
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ MODES = ("none", "static", "dynamic")
 
 
 def run(
-    events, workload: str, repeat: int, backend: str
+    events, workload: str, repeat: int, backend: str, seconds: float | None = None
 ) -> tuple[dict[str, float], dict[str, RunStats]]:
     """Each mode's best time over rounds that run the three in turn (harness.py
-    `best_in_turn`), and each mode's sharing statistics from one more run (collecting them
-    records every burst's snapshot, which no timed call pays: 7-9% of `dynamic` at 100
-    queries)."""
+    `best_in_turn`; `seconds`: about that long in rounds, however many), and each mode's
+    sharing statistics from one more run (collecting them records every burst's snapshot,
+    which no timed call pays: 7-9% of `dynamic` at 100 queries)."""
 
     def once(mode: str, stats: RunStats | None = None) -> None:
         gpu_hamlet.aggregate(
@@ -64,7 +64,8 @@ def run(
             stats=stats,
         )
 
-    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat)
+    long = {} if seconds is None else {"seconds": seconds, "most": None}
+    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat, **long)
     stats = {mode: RunStats() for mode in MODES}
     for mode in MODES:
         once(mode, stats[mode])
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--bursts", type=float, nargs="+", default=[5, 20, 50])
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     print(
@@ -103,7 +105,9 @@ def main() -> None:
     rows = []
     for label, events, filters in streams:
         for n in args.queries:
-            res, stats = run(events, kleene_sharing(n, filters), args.repeat, args.backend)
+            res, stats = run(
+                events, kleene_sharing(n, filters), args.repeat, args.backend, args.seconds
+            )
             for mode in MODES:
                 dt, st = res[mode], stats[mode]
                 s = st.sets[0] if st.sets else None

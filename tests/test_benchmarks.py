@@ -311,6 +311,28 @@ def test_small_call_benchmark_times_every_case(tmp_path):
     assert all(r["seconds"] > 0 for r in rows)
 
 
+def test_sharing_benchmark_runs_every_mode(tmp_path):
+    """`benchmarks/bench_sharing.py` on a small stream, with rounds for a given time: every case
+    timed in each mode, and static shares every burst it analyses."""
+    out = tmp_path / "sharing.json"
+    run_script(
+        "bench_sharing.py",
+        *("--events", "3000", "--queries", "2", "4", "--bursts", "20", "--repeat", "1"),
+        *("--seconds", "0.05", "--json", str(out)),
+    )
+    rows = json.loads(out.read_text())
+    cases = [(r["stream"].split(",")[0], r["queries"], r["sharing"]) for r in rows]
+    assert cases == [
+        (stream, n, mode)
+        for stream in ("kleene-sharing", "short bursts + per-query filters")
+        for n in (2, 4)
+        for mode in ("none", "static", "dynamic")
+    ]
+    assert all(r["seconds"] > 0 for r in rows)
+    static = [r["stats"] for r in rows if r["sharing"] == "static"]
+    assert all(s["shared"] == s["bursts"] > 0 for s in static[:2])  # the Kleene stream's
+
+
 def test_next_sharing_benchmark_runs_every_mode(tmp_path):
     """`benchmarks/bench_next_sharing.py` on a small stream: every case timed in each mode, and
     static shares every burst of the set."""
