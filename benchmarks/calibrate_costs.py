@@ -18,6 +18,8 @@ Measures, on the backend's own kernels:
 - set_row_s, set_run_s: the analysis of a set (`SharedBursts`: burst ids, extents, the
   collapsed stream) per sorted row and per run of its Kleene type, fitted over two sizes and two
   burst lengths;
+- stream_row_s: a filter group's own stream of the set's rows (where it shares some bursts and
+  not others) per row of the set, fitted over two sizes;
 - the engine's cost of a query row end to end (`row_cost`): how `aggregate` with no sharing
   grows with the events, 50 queries less 10, per row their kernels run.
 Prints an `EngineCostModel(...)` line to paste into optimizer.py with this command and machine.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import platform
+import time
 
 import numpy as np
 from bench_engine import TYPES, kleene_queries
@@ -141,6 +144,7 @@ def main() -> None:
     class_s = max((shared - alone) / max(classes, 1) - coef_s, 0.0)
     set_s, query_s = fixed_costs(args.backend)
     set_row_s, set_run_s = analysis_cost(args.backend, n)
+    stream_row_s = stream_cost(args.backend, n)
     row_s, width = row_cost(args.backend, n)
     scale = row_s / (base_s + width * event_s)
     print(f"machine: {platform.machine()}, backend {be.name}, {n:,} events")
@@ -154,7 +158,7 @@ def main() -> None:
     print(
         f"EngineCostModel(base_s={base_s:.2e}, event_s={event_s:.2e}, coef_s={coef_s:.2e}, "
         f"class_s={class_s:.2e}, macro={macro:.2f}, set_s={set_s:.2e}, query_s={query_s:.2e}, "
-        f"set_row_s={set_row_s:.2e}, set_run_s={set_run_s:.2e})"
+        f"set_row_s={set_row_s:.2e}, set_run_s={set_run_s:.2e}, stream_row_s={stream_row_s:.2e})"
     )
 
 
@@ -217,6 +221,47 @@ def analysis_cost(backend: str, n: int) -> tuple[float, float]:
     rows, runs, seconds = (np.asarray(x, np.float64) for x in zip(*points))
     fit = np.linalg.lstsq(np.stack([np.ones_like(rows), rows, runs], 1), seconds, rcond=None)[0]
     return max(float(fit[1]), 0.0), max(float(fit[2]), 0.0)
+
+
+def stream_cost(backend: str, n: int) -> float:
+    """stream_row_s: seconds per row of a set for each filter group that reads a stream of its
+    own (`SharedBursts._group_stream`, with its slots by type and its filters' drops). A set
+    that shares no burst gives every group one; the first query of a group to read its slots
+    (`compressed`) makes them, a second one reuses them: the difference, summed over the
+    groups, grows with the set's rows from n / 4 to n events (bench_sharing.py's short bursts,
+    18 queries in 9 filter groups; best of 3)."""
+    per_size = []
+    for size in (n // 4, n):
+        ev = kleene_stream(size, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0)
+        wl = kleene_sharing_workload(
+            18,
+            "B",
+            [t for t in TYPES if t != "B"],
+            returns="COUNT(*), SUM(B.x)",
+            per_query_where=[f"B.x < {1 + j}" for j in range(9)],
+        )
+        ctx = Context.of(ev, wl, Options(backend, "dynamic", "float", "null", "time", "type"))
+        sset = analyze(ctx.runs).sets[0]
+        keys = ctx.parts.keys(sset.queries[0].partition_attrs, len(sset.queries[0].groupby))
+        best = float("inf")
+        for _ in range(3):
+            sb = SharedBursts(
+                ctx.ev, ctx.attrs, ctx.be, sset, keys, ctx.plans, ctx.matcher, "none",
+                COST_MODELS[ctx.be.name],
+            )  # fmt: skip
+            first: dict[int, float] = {}  # per group: its first query's read, and a second's
+            again: dict[int, float] = {}
+            for q in sset.queries:
+                w = ctx.plans[q.name].windowing
+                window = {} if w.full else {"window": w.seg}  # as QueryRows reads the slots
+                t0 = time.perf_counter()
+                sb.compressed(q, ctx.plans[q.name].template, ctx.matcher, w.within, **window)
+                g = int(sb.group[sb.index[q.name]])
+                (again if g in first else first)[g] = time.perf_counter() - t0
+            best = min(best, sum(first[g] - again[g] for g in first) / len(first))
+        per_size.append((sb.set_idx.shape[0], best))
+    (r1, c1), (r2, c2) = per_size
+    return max((c2 - c1) / (r2 - r1), 0.0)
 
 
 def row_cost(backend: str, n: int) -> tuple[float, float]:

@@ -164,23 +164,36 @@ def test_splits_and_merges_are_counted():
         assert got[name].equals(alone[name])
 
 
+#: Bursts of 4 events pay shared, of 1 do not (`_mixed_groups`).
+MIXED_GROUPS_MODEL = EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=0.0, macro=1.5)
+
+
+def _mixed_groups(groups: str = "uf") -> tuple[str, list[dict]]:
+    """Three queries `u` without filters and three `f` with B.x < 5 (those of `groups`), and
+    three bursts of 4 B after an A: u matches 4 B in each, f 4, 1 and 4."""
+    text = ";".join(
+        [f"u{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 100 s" for i in range(3)]
+        * ("u" in groups)
+        + [f"f{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 5 WITHIN 100 s" for i in range(3)]
+        * ("f" in groups)
+    )
+    events, t = [], 0
+    for xs in ([0] * 4, [9, 9, 1, 9], [0] * 4):
+        events.append({"time": t, "type": "A", "x": 0})
+        t += 1
+        for x in xs:
+            events.append({"time": t, "type": "B", "x": x})
+            t += 1
+    return text, events
+
+
 def test_a_group_that_mixes_shared_and_unshared_bursts_reads_its_own_stream():
     """A filter group that shares some analysed bursts and runs others alone reads the set's
     slots with those others expanded into their events (`SharedBursts._group_stream`), cached
     for the group's queries, rather than each query rebuilding its rows from all events: the
     unshared burst's one matching event is a plain row, the shared bursts macro rows, and the
     results equal the oracle's and sharing="none"'s in every numeric mode."""
-    text = ";".join(
-        [f"u{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 100 s" for i in range(3)]
-        + [f"f{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 5 WITHIN 100 s" for i in range(3)]
-    )
-    events, t = [], 0
-    for xs in ([0] * 4, [9, 9, 1, 9], [0] * 4):  # f matches 4, 1 and 4 B
-        events.append({"time": t, "type": "A", "x": 0})
-        t += 1
-        for x in xs:
-            events.append({"time": t, "type": "B", "x": x})
-            t += 1
+    text, events = _mixed_groups()
     table = events_to_table(events)
     real = SharedBursts.compressed
     read: dict[str, tuple] = {}
@@ -189,8 +202,7 @@ def test_a_group_that_mixes_shared_and_unshared_bursts_reads_its_own_stream():
         read[q.name] = got = real(self, q, *args, **kwargs)
         return got
 
-    # Bursts of 4 pay, of 1 do not.
-    model = {"cpu": EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_s=0.0, macro=1.5)}
+    model = {"cpu": MIXED_GROUPS_MODEL}
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl)
     for numeric in ("exact", "float", "bigint"):
@@ -210,6 +222,30 @@ def test_a_group_that_mixes_shared_and_unshared_bursts_reads_its_own_stream():
         assert (seg >= 0).sum() == 2  # the outer bursts; plain rows: the A's and the middle 1
         assert sorted(np.asarray(rows)[seg < 0].tolist()) == [0, 5, 8, 10]
         assert (read["u0"][4] >= 0).sum() == 3  # u shares every burst
+
+
+def test_dynamic_weighs_the_streams_filter_groups_read_of_their_own():
+    """A filter group that shares some bursts and not others reads a stream of its own, made
+    per row of the set (EngineCostModel.stream_row_s; bench_sharing.py's 100 queries over
+    short bursts in 9 filter groups spent about 10 ms on each, more than sharing gained).
+    Where those streams cost more than all the gains, `dynamic` shares none; a set whose
+    groups share all the bursts they match builds no such stream and still shares; the results
+    equal sharing="none" either way."""
+    costly = replace(MIXED_GROUPS_MODEL, stream_row_s=1e3)
+    for groups, model, shared in (
+        ("uf", MIXED_GROUPS_MODEL, 3),  # f runs the middle burst alone: a stream of its own
+        ("uf", costly, 0),
+        ("u", costly, 3),  # u shares every burst: it reads the set's slots
+    ):
+        text, events = _mixed_groups(groups)
+        table = events_to_table(events)
+        stats = RunStats()
+        with patch.dict(COST_MODELS, {"cpu": model}):
+            got = gpu_hamlet.aggregate(table, text, stats=stats, backend="cpu")
+        (s,) = stats.sets
+        assert (s.bursts, s.shared, s.below_fixed_costs) == (3, shared, not shared)
+        alone = gpu_hamlet.aggregate(table, text, sharing="none", backend="cpu")
+        assert all(got[n].equals(alone[n]) for n in alone)
 
 
 @st.composite

@@ -61,6 +61,10 @@ class EngineCostModel:
     query_s: float = 0.0
     set_row_s: float = 0.0
     set_run_s: float = 0.0
+    #: A filter group that shares some of its bursts and runs others unshared reads a stream of
+    #: its own (the set's rows with those bursts expanded back), made at this cost per row of
+    #: the set (`SharedBursts._group_stream`).
+    stream_row_s: float = 0.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
@@ -94,7 +98,9 @@ class EngineCostModel:
 #: set_s and query_s (per kernel run of a query): the mean of three runs of the same script's
 #: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
 #: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
-#: at 57958a1 (calibrate_cpu_57958a1.txt).
+#: at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a filter group's own stream, per row
+#: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs at 8a9c6e0
+#: (calibrate_cpu_8a9c6e0.txt holds the script's whole output of one of them).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
@@ -105,6 +111,7 @@ CPU_COSTS = EngineCostModel(
     query_s=5.2e-05,
     set_row_s=1.5e-08,
     set_run_s=6.0e-08,
+    stream_row_s=2.2e-08,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
@@ -114,8 +121,9 @@ CPU_COSTS = EngineCostModel(
 #: coefficients (one thread per burst) are about 6x cheaper than on the CPU. The fixed costs of
 #: sharing are the device's: analysing a set launches its kernels and moves its arrays, 18 ms a
 #: set against the CPU's 0.9 ms, so `may_pay` leaves small sets alone.
-#: set_row_s and set_run_s are not measured on a device yet (0: the analysis's growth with the
-#: input is left out; the same script prints them).
+#: set_row_s, set_run_s and stream_row_s are not measured on a device yet (0: the analysis's
+#: growth with the input, and the filter groups' own streams, are left out; the same script
+#: prints them).
 GPU_COSTS = EngineCostModel(
     base_s=7.26e-08,
     event_s=2.83e-09,

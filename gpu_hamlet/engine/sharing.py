@@ -464,11 +464,16 @@ class SharedBursts:
         decide[is_rep] = choose_shared(mode, *classes, model)
         if mode == "dynamic" and decide.any():
             # The decisions per burst leave out what each query pays once per run for reading
-            # the set (EngineCostModel.query_s): where all their gains add up to less, share none.
+            # the set (EngineCostModel.query_s), and the stream of its own that a filter group
+            # reads where it runs some of its bursts unshared (`stream_row_s`): where all their
+            # gains add up to less, share none.
             gain = model.benefit(*classes)[decide[is_rep]].sum()
-            reads = (decide[rep, cols] & (counts > 0)).any(axis=1)  # groups with a shared burst
+            shared_g = decide[rep, cols] & (counts > 0)
+            reads = shared_g.any(axis=1)  # groups with a shared burst
+            own = reads & ((counts > 0) & ~shared_g).any(axis=1)  # ... and an unshared one
             runs = np.asarray([query_runs(plans[n]) for n in names], np.float64)
-            if gain < model.query_s * np.bincount(self.group, runs, nf)[reads].sum():
+            cost = model.query_s * np.bincount(self.group, runs, nf)[reads].sum()
+            if gain < cost + model.stream_row_s * self.set_idx.shape[0] * own.sum():
                 decide[:] = False
                 self.stats.below_fixed_costs = True
         seg_of_rep = np.full((nf, nsh), -1, np.int64)
