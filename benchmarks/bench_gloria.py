@@ -155,8 +155,11 @@ def timed(
         )
     calls = {mode: functools.partial(once, mode) for mode in MODES}
     calls[CONTROL] = calls["none"]
-    long = {} if seconds is None else {"seconds": seconds, "most": None}
-    best = best_in_turn(calls, repeat, **long)
+    best = (
+        best_in_turn(calls, repeat)
+        if seconds is None
+        else best_in_turn(calls, repeat, seconds, most=None)
+    )
     stats = RunStats()
     once("dynamic", stats)  # untimed: recording every snapshot costs a few percent
     return best, stats

@@ -64,8 +64,12 @@ def run(
             stats=stats,
         )
 
-    long = {} if seconds is None else {"seconds": seconds, "most": None}
-    best = best_in_turn({mode: functools.partial(once, mode) for mode in MODES}, repeat, **long)
+    calls = {mode: functools.partial(once, mode) for mode in MODES}
+    best = (
+        best_in_turn(calls, repeat)
+        if seconds is None
+        else best_in_turn(calls, repeat, seconds, most=None)
+    )
     stats = {mode: RunStats() for mode in MODES}
     for mode in MODES:
         once(mode, stats[mode])

@@ -253,9 +253,9 @@ def stream_cost(backend: str, n: int) -> float:
             again: dict[int, float] = {}
             for q in sset.queries:
                 w = ctx.plans[q.name].windowing
-                window = {} if w.full else {"window": w.seg}  # as QueryRows reads the slots
+                window = None if w.full else w.seg  # as QueryRows reads the slots
                 t0 = time.perf_counter()
-                sb.compressed(q, ctx.plans[q.name].template, ctx.matcher, w.within, **window)
+                sb.compressed(q, ctx.plans[q.name].template, ctx.matcher, w.within, window=window)
                 g = int(sb.group[sb.index[q.name]])
                 (again if g in first else first)[g] = time.perf_counter() - t0
             best = min(best, sum(first[g] - again[g] for g in first) / len(first))

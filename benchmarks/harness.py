@@ -19,7 +19,7 @@ import ctypes.util
 import gc
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ SHORT_S = 4.0
 
 
 def best_in_turn(
-    calls: dict[str, Callable[[], Any]],
+    calls: Mapping[str, Callable[[], Any]],
     repeat: int,
     seconds: float = SHORT_S,
     most: int | None = SHORT_ROUNDS,

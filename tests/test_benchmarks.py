@@ -439,4 +439,4 @@ def test_cost_calibration_prints_a_model_to_paste():
     figures = [getattr(model, f) for f in ("base_s", "event_s", "coef_s", "macro")]
     assert all(math.isfinite(x) for x in figures)
     assert model.set_s >= 0 and model.query_s >= 0 and model.class_s >= 0
-    assert model.set_row_s >= 0 and model.set_run_s >= 0
+    assert model.set_row_s >= 0 and model.set_run_s >= 0 and model.stream_row_s >= 0

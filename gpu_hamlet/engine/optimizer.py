@@ -99,8 +99,8 @@ class EngineCostModel:
 #: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
 #: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
 #: at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a filter group's own stream, per row
-#: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs at 8a9c6e0
-#: (calibrate_cpu_8a9c6e0.txt holds the script's whole output of one of them).
+#: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs of 1e29b9b's code
+#: (calibrate_cpu_1e29b9b.txt holds the whole output of one of them).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
