@@ -2,7 +2,7 @@
 dynamic vs static vs none, in one run on one machine.
 
     python benchmarks/bench_next_sharing.py [--events 200000] [--queries 5 25 50]
-        [--windows 1 10 60] [--burst 20] [--backend cpu] [--json OUT.json]
+        [--windows 1 10 60] [--burst 20] [--backend cpu] [--seconds S] [--json OUT.json]
         [--non-strict 0.5] [--attr y]
 
 Queries with different patterns around B+ (HAMLET 6.1's Kleene-sharing workload,
@@ -11,7 +11,8 @@ Queries with different patterns around B+ (HAMLET 6.1's Kleene-sharing workload,
 tumbling windows of `--windows` minutes: the more bursts a window holds, the more each query's
 resolution (a pass over the earlier snapshots of its window) costs against its own tree pass.
 Every mode answers the same workload over the same events; float mode; each mode's best over at
-least `--repeat` rounds that run the three modes in turn (bench_sharing.py `run`).
+least `--repeat` rounds that run the three modes in turn (bench_sharing.py `run`; `--seconds S`:
+about S seconds of rounds per row, however many).
 The constants of the optimizer's model (gpu_hamlet/engine/optimizer.py `WindowCostModel`) are
 fitted to this benchmark's none and static columns; `shared` is the bursts dynamic shared.
 
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--burst", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--non-strict", type=float, default=0.0)
     ap.add_argument("--attr", default="y", choices=["x", "y", "r"])
@@ -83,7 +85,7 @@ def main() -> None:
     for minutes in args.windows:
         for q in args.queries:
             text = workload(q, minutes, a, args.non_strict)
-            times, stats = run(events, text, args.repeat, args.backend)
+            times, stats = run(events, text, args.repeat, args.backend, args.seconds)
             st = stats["static"].sets[0]
             windows = max(1, args.events // (60 * minutes))
             dyn = stats["dynamic"].sets[0]

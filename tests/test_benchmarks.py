@@ -340,7 +340,7 @@ def test_next_sharing_benchmark_runs_every_mode(tmp_path):
     run_script(
         "bench_next_sharing.py",
         *("--events", "3000", "--queries", "2", "4", "--windows", "1", "--repeat", "1"),
-        *("--json", str(out)),
+        *("--seconds", "0.05", "--json", str(out)),
     )
     rows = json.loads(out.read_text())["rows"]
     assert [(r["window_min"], r["queries"]) for r in rows] == [(1, 2), (1, 4)]
