@@ -227,9 +227,9 @@ def stream_cost(backend: str, n: int) -> float:
     """stream_row_s: seconds per row of a set for each filter group that reads a stream of its
     own (`SharedBursts._group_stream`, with its slots by type and its filters' drops). A set
     that shares no burst gives every group one; the first query of a group to read its slots
-    (`compressed`) makes them, a second one reuses them: the difference, summed over the
-    groups, grows with the set's rows from n / 4 to n events (bench_sharing.py's short bursts,
-    18 queries in 9 filter groups; best of 3)."""
+    (`compressed`) makes them, a second one reuses them: the difference, a group's mean, grows
+    with the set's rows from n / 4 to n events (bench_sharing.py's short bursts, 18 queries in
+    9 filter groups; best of 3)."""
     per_size = []
     for size in (n // 4, n):
         ev = kleene_stream(size, seed=4, types=TYPES, mean_burst=1.5, mean_other_run=3.0)
