@@ -156,7 +156,6 @@ class SharedWindows:
         end = np.searchsorted(key, b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, stop))
         e_bid = bid[e_at]
         self._rows, self._time = rows[e_at], t[e_at]
-        self._ranks = KeyRanks(sset.queries[0], ev.table, self._rows)  # each E event once
         reach_end = e_start[end]  # per burst: where its basis pass stops (an index of e_at)
         basis_rows = (reach_end - e_start[:-1]).astype(np.float64)
         pairs = (end - np.arange(nb)).astype(np.float64)
@@ -188,7 +187,8 @@ class SharedWindows:
         # reach of a shared burst holds shared bursts only.
         number = np.where(share, np.cumsum(share) - 1, -1)
         self.burst_of = np.full(keys.order.shape[0], -1, np.int64)
-        self.burst_of[set_idx[e_at]] = number[e_bid]
+        if share.any():  # (none shared: every row's is -1)
+            self.burst_of[set_idx[e_at]] = number[e_bid]
         s = np.flatnonzero(share)
         self.nshared, self.nevents = s.shape[0], tie.shape[0]
         self._layout(e_start, e_bid, end, s, tie, number)
@@ -225,6 +225,12 @@ class SharedWindows:
         self.goff = (self._gstart - self._jlo).astype(np.int64)
         self.eptr = np.searchsorted(number[tb], np.arange(s.shape[0] + 1)).astype(np.int64)
         self._e_bid = e_bid
+
+    @cached_property
+    def _ranks(self) -> KeyRanks:
+        """The set's E events ranked by the conditions' keys, each event once; made when some
+        burst is shared (ties and basis passes read it), not for a set that shares none."""
+        return KeyRanks(self.sset.queries[0], self.ev.table, self._rows)
 
     def _tie_targets(
         self, pid: np.ndarray, t: np.ndarray, bid: np.ndarray, end: np.ndarray
