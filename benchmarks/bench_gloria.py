@@ -155,11 +155,7 @@ def timed(
         )
     calls = {mode: functools.partial(once, mode) for mode in MODES}
     calls[CONTROL] = calls["none"]
-    best = (
-        best_in_turn(calls, repeat)
-        if seconds is None
-        else best_in_turn(calls, repeat, seconds, most=None)
-    )
+    best = best_in_turn(calls, repeat, seconds)
     stats = RunStats()
     once("dynamic", stats)  # untimed: recording every snapshot costs a few percent
     return best, stats

@@ -65,11 +65,7 @@ def run(
         )
 
     calls = {mode: functools.partial(once, mode) for mode in MODES}
-    best = (
-        best_in_turn(calls, repeat)
-        if seconds is None
-        else best_in_turn(calls, repeat, seconds, most=None)
-    )
+    best = best_in_turn(calls, repeat, seconds)
     stats = {mode: RunStats() for mode in MODES}
     for mode in MODES:
         once(mode, stats[mode])

@@ -63,16 +63,16 @@ SHORT_S = 4.0
 def best_in_turn(
     calls: Mapping[str, Callable[[], Any]],
     repeat: int,
-    seconds: float = SHORT_S,
-    most: int | None = SHORT_ROUNDS,
+    seconds: float | None = None,
 ) -> dict[str, float]:
     """Each call's best wall time over rounds that run every call in turn, so that the
     machine's drift falls on all of them alike, every other round in reverse order, so that no
-    call always follows the same one. Short cases take more rounds than `repeat`: about
-    `seconds` in all, at most `most` (None: no cap). On the 2-core development machine, modes
-    doing the same work differed by up to 25% in the best of 2 runs each, one mode after the
-    other (bench_sharing.py), by up to 15% in the best of 3 rounds and by up to 9% in the
-    best of 15 (bench_gloria.py); over 149 rounds, by 1.2% (BENCHMARKS.md, GLORIA)."""
+    call always follows the same one. Short cases take more rounds than `repeat`: about SHORT_S
+    seconds in all, at most SHORT_ROUNDS; with `seconds`, about that long, however many. On the
+    2-core development machine, modes doing the same work differed by up to 25% in the best of
+    2 runs each, one mode after the other (bench_sharing.py), by up to 15% in the best of 3
+    rounds and by up to 9% in the best of 15 (bench_gloria.py); over 149 rounds, by 1.2%
+    (BENCHMARKS.md, GLORIA)."""
     best = dict.fromkeys(calls, float("inf"))
     order = list(calls.items())
     rounds = repeat
@@ -84,8 +84,8 @@ def best_in_turn(
             fn()
             best[name] = min(best[name], time.perf_counter() - t1)
         if r == 0:
-            fill = math.ceil(seconds / (time.perf_counter() - t0))
-            rounds = max(repeat, fill if most is None else min(most, fill))
+            fill = math.ceil((SHORT_S if seconds is None else seconds) / (time.perf_counter() - t0))
+            rounds = max(repeat, min(SHORT_ROUNDS, fill) if seconds is None else fill)
         r += 1
     return best
 
