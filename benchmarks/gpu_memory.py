@@ -11,11 +11,12 @@ largest input that fits, and what happens beyond it.
    grows with the event columns held for the call: two sizes fit it as fixed bytes plus bytes
    per event, and that line gives the largest input that fits in the device's free memory.
 2. Beyond: the device is filled by this process until only --leave-mb MiB are free (as another
-   task's memory would fill it; by default 1.5 times the per-event bytes of the larger size,
-   room for its event columns). The larger size then runs with a launch budget above what is
-   left, and must fail within seconds with a GpuHamletError naming GPU_HAMLET_DEVICE_BYTES (never
-   a hang, never a silent fall back to the CPU); then with a budget an eighth of what is left,
-   and must return the CPU backend's table.
+   task's memory would fill it; by default half of what the larger size held at its peak: with
+   room for its event columns, as on the H100 and H200 runs of 2026-11-26, every launch fitted
+   and the error was never reached). The larger size then runs with a launch budget above what
+   is left, and must fail within seconds with a GpuHamletError naming GPU_HAMLET_DEVICE_BYTES
+   (never a hang, never a silent fall back to the CPU); then with a budget an eighth of what is
+   left, and must return the CPU backend's table or fail the same way.
 Needs a CUDA device and NVML's Python binding (nvidia-ml-py, `pynvml`), as the GPU machines have.
 """
 
@@ -156,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     expected = run(events, "cpu")
     release()
     free, _ = device_memory()
-    # Room for the event columns of the call with half again to spare, unless --leave-mb says.
-    leave = args.leave_mb * MB if args.leave_mb else int(1.5 * max(per_event, 0) * n2)
+    # Half of what the call held at its peak, unless --leave-mb says.
+    leave = args.leave_mb * MB if args.leave_mb else p2 // 2
     ballast = cuda.device_array(max(free - leave, 0), np.uint8)
     free, _ = device_memory()
     print(f"device filled: {free / MB:,.0f} MiB left")

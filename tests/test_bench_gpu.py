@@ -162,5 +162,42 @@ def test_device_steps_script_parses_and_knows_its_steps():
     script = ROOT / "benchmarks" / "gpu_steps.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     text = script.read_text()
-    for step in ("tests", "bench", "calibrate", "stages", "sharing", "memory", "profile", "fma"):
+    for step in (
+        "tests",
+        "bench",
+        "calibrate",
+        "stages",
+        "sharing",
+        "memory",
+        "profile",
+        "fma",
+        "host",
+    ):
         assert f"\n    {step})\n" in text, step
+
+
+def test_device_tests_step_collects_without_pyspark():
+    """The device machines have no PySpark: gpu_steps.sh's tests step leaves out the modules its
+    pattern finds, and what is left must collect with pyspark unimportable."""
+    import re
+
+    text = (ROOT / "benchmarks" / "gpu_steps.sh").read_text()
+    pattern = re.search(r'grep -l -E "([^"]+)" tests/test_\*\.py', text)
+    assert pattern is not None
+    found = subprocess.run(
+        ["grep", "-l", "-E", pattern.group(1), *sorted(map(str, ROOT.glob("tests/test_*.py")))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.split()
+    assert "tests/test_spark.py" in {str(Path(f).relative_to(ROOT)) for f in found}
+    block = "import sys, pytest; sys.modules['pyspark'] = None; sys.exit(pytest.main(sys.argv[1:]))"
+    args = ["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "not spark", "tests"]
+    done = subprocess.run(
+        [sys.executable, "-c", block, *args, *(f"--ignore={f}" for f in found)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
