@@ -1,5 +1,6 @@
-"""Calibrate the bookkeeping of GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py:
-ROW_S, STREAM_S and BLOCK_S, the costs a Q-set's runs must save) on a backend.
+"""Calibrate the bookkeeping of GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py) on
+a backend: the costs a Q-set's runs must save, its cost model's stage_row_s, stage_stream_s and
+stage_block_s (gpu_hamlet/engine/optimizer.py).
 
     python benchmarks/calibrate_stages.py [--backend cpu] [--events 50000] [--repeat 3]
 
@@ -17,10 +18,10 @@ no coefficient below zero, as
 over the Q-sets built: saved what the per-run model (`SharedStages.saved_per_run`) says their
 shared runs save, nq a Q-set's queries, slots the rows each reads (events outside shared runs,
 one per shared run), stream the events of its stream (cut into runs whether or not any is
-shared). A Q-set pays when alpha * saved exceeds its costs, so ROW_S = per_row / alpha and
-STREAM_S = per_event / alpha. BLOCK_S = per_block / alpha is a block row's cost per query
-beyond its multiply-adds; the timed runs use BLOCK_S = 0, and so does `saved`. Prints each
-case, the fit, and the lines to paste into stage_sharing.py.
+shared). A Q-set pays when alpha * saved exceeds its costs, so stage_row_s = per_row / alpha
+and stage_stream_s = per_event / alpha. stage_block_s = per_block / alpha is a block row's cost
+per query beyond its multiply-adds; the timed runs use stage_block_s = 0, and so does `saved`.
+Prints each case, the fit, and the fields to paste into the backend's EngineCostModel.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import math
 import platform
 import time
+from dataclasses import replace
 from unittest.mock import patch
 
 import numpy as np
@@ -77,7 +79,7 @@ def timed(events: pa.Table, text: str, mode: str, backend: str, repeat: int) -> 
 
 
 def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[float, float, list]:
-    """dynamic's time with the gate open and BLOCK_S at 0 (which is fitted here), the plan's
+    """dynamic's time with the gate open and stage_block_s at 0 (which is fitted here), the plan's
     time in it (the least of its calls), and (model savings, nq * slots, stream events,
     nq * shared runs) per Q-set built."""
     sets: list[SharedStages] = []
@@ -97,7 +99,7 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
 
     with (
         patch.object(stage_sharing, "MIN_GAIN", -np.inf),
-        patch.object(stage_sharing, "BLOCK_S", 0.0),
+        patch.dict(COST_MODELS, {backend: replace(COST_MODELS[backend], stage_block_s=0.0)}),
         patch.object(SharedStages, "__init__", spy),
         patch.object(evaluate, "stage_plan", timed_plan),
     ):
@@ -170,7 +172,11 @@ def main() -> None:
     print(f"\nalpha = {alpha:.3g} (measured seconds saved per modelled second)")
     if alpha <= 0.0:  # small or noisy streams: no saving measured, so none would pay
         print("# no Q-set saved measurable time: every threshold is infinite; take more events")
-    for name, cost in (("ROW_S", per_row), ("STREAM_S", per_event), ("BLOCK_S", per_block)):
+    for name, cost in (
+        ("stage_row_s", per_row),
+        ("stage_stream_s", per_event),
+        ("stage_block_s", per_block),
+    ):
         print(f"{name} = {cost / alpha if alpha > 0.0 else math.inf:.2g}")
 
 

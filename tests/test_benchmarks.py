@@ -413,12 +413,12 @@ def test_gloria_benchmark_writes_every_cell_and_plot(tmp_path):
 
 def test_stage_calibration_fits_its_constants():
     """`benchmarks/calibrate_stages.py` on small streams: a line per case, the fit of each case
-    where a Q-set was built, and the constants to paste into stage_sharing.py."""
+    where a Q-set was built, and the cost model's stage fields to paste."""
     done = run_script("calibrate_stages.py", "--events", "3000", "--repeat", "1")
     lines = done.stdout.splitlines()
     cases = [line for line in lines if line.startswith(("bursty", "ridesharing"))]
     assert len(cases) == 2 * 30  # 26 bursty and 4 ridesharing cases, then their fit
-    names = ("ROW_S", "STREAM_S", "BLOCK_S")
+    names = ("stage_row_s", "stage_stream_s", "stage_block_s")
     consts = dict(line.split(" = ") for line in lines if line.startswith(names))
     assert set(consts) == set(names)
     assert all(float(v) == float(v) for v in consts.values())  # numbers, not NaN

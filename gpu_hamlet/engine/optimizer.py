@@ -65,6 +65,18 @@ class EngineCostModel:
     #: its own (the set's rows with those bursts expanded back), made at this cost per row of
     #: the set (`SharedBursts._group_stream`).
     stream_row_s: float = 0.0
+    #: GLORIA's shared stages (stage_sharing.py), in seconds of the per-run model
+    #: (`SharedStages.saved_per_run`): per query and row a Q-set reads on the shared path (its
+    #: stream with each shared run one slot, `SharedStages.compressed`), and per event of its
+    #: stream to cut it into runs (paid once the Q-set is built, whether or not it shares). A
+    #: Q-set is built only when its runs could save both, and shares no run unless they save the
+    #: first. `stage_block_s`: per query and shared run beyond the block row's multiply-adds
+    #: (scaling its inputs to one exponent and fixing its outputs, `xf_block_terms`). Fitted
+    #: together, with no cost below zero, by `python benchmarks/calibrate_stages.py` (the gate
+    #: open, `MIN_GAIN`, against sharing="hamlet").
+    stage_row_s: float = 0.0
+    stage_stream_s: float = 0.0
+    stage_block_s: float = 0.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
@@ -100,7 +112,11 @@ class EngineCostModel:
 #: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
 #: at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a filter group's own stream, per row
 #: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs of 1e29b9b's code
-#: (calibrate_cpu_1e29b9b.txt holds the whole output of one of them).
+#: (calibrate_cpu_1e29b9b.txt holds the whole output of one of them). The stage constants: the
+#: mean of three runs of `calibrate_stages.py` (gloria/calibrate_stages_cpu_block.txt); the
+#: rows' cost fits at 0, since XFloat sums lost their branches (what a row costs is in the
+#: per-event terms and stage_block_s). Without stage_block_s, Q-sets shared runs that cost more
+#: shared (bench_gloria.py, bursty SEQ over a body of 10 types: 1.26-1.44x the best fixed mode).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
@@ -112,26 +128,34 @@ CPU_COSTS = EngineCostModel(
     set_row_s=1.5e-08,
     set_run_s=6.0e-08,
     stream_row_s=2.2e-08,
+    stage_row_s=0.0,
+    stage_stream_s=1.0e-08,
+    stage_block_s=5.7e-08,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
-#: NVIDIA H100 (16-core host, numba-cuda 0.30.4; 400,000 events; raw output in
-#: benchmarks/results/gpu/2026-11-26_h100/call2/calibrate_gpu.txt). A row costs about what the
-#: kernel figures say (1.07x end to end: the host work per row, as on the CPU), while the
-#: coefficients (one thread per burst) are about 6x cheaper than on the CPU. The fixed costs of
-#: sharing are the device's: analysing a set launches its kernels and moves its arrays, 18 ms a
-#: set against the CPU's 0.9 ms, so `may_pay` leaves small sets alone.
-#: set_row_s, set_run_s and stream_row_s are not measured on a device yet (0: the analysis's
-#: growth with the input, and the filter groups' own streams, are left out; the same script
-#: prints them).
+#: NVIDIA H200 (16-core host, numba-cuda 0.30.4; 400,000 events; one run at 0700dca,
+#: benchmarks/results/gpu/2026-11-26_h200/call1/calibrate_gpu.txt; the H100's of call2 in
+#: 2026-11-26_h100/ were within 1.3x, set_s 18 ms). A row costs what the kernel figures say
+#: (0.98x end to end), the coefficients (one thread per burst) are about 3x cheaper than on the
+#: CPU, and the fixed costs of sharing are the device's: analysing a set launches its kernels
+#: and moves its arrays, 14.5 ms a set against the CPU's 0.9 ms, so `may_pay` leaves small sets
+#: alone. The stage constants: one run of `calibrate_stages.py --backend gpu` on the same
+#: machine (call4/calibrate_stages_gpu.txt, alpha 1.79), with these constants in the model.
 GPU_COSTS = EngineCostModel(
-    base_s=7.26e-08,
-    event_s=2.83e-09,
-    coef_s=1.36e-09,
-    class_s=1.56e-06,
-    macro=1.10,
-    set_s=1.83e-02,
-    query_s=1.40e-04,
+    base_s=5.82e-08,
+    event_s=8.03e-10,
+    coef_s=2.73e-09,
+    class_s=1.16e-06,
+    macro=1.03,
+    set_s=1.45e-02,
+    query_s=5.00e-05,
+    set_row_s=3.41e-08,
+    set_run_s=1.69e-07,
+    stream_row_s=4.81e-08,
+    stage_row_s=8.6e-08,
+    stage_stream_s=1.3e-07,
+    stage_block_s=0.0,
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

@@ -54,30 +54,11 @@ SAMPLE = 100_000
 #: call 2-3% of 20 queries over 100,000 ridesharing events (bench_gloria.py).
 GATE_SAMPLE = 25_000
 
-#: Seconds per query and row it reads on the shared path (the Q-set's stream with each shared
-#: run one slot, `SharedStages.compressed`), and per event of a Q-set's stream to cut it into
-#: runs (paid once the Q-set is built, whether or not it shares): a Q-set is built only when its
-#: runs could save both, and shares no run unless they save the first. In seconds of the per-run
-#: model (`SharedStages.saved_per_run`): fitted, with no cost below zero, by
-#: `python benchmarks/calibrate_stages.py` (the gate open, `MIN_GAIN`, against sharing="hamlet"
-#: on bursty and ridesharing workloads, CPU, 2-core development machine; the mean of three runs,
-#: benchmarks/results/gloria/calibrate_stages_cpu_block.txt). The rows' cost fits at 0: since
-#: XFloat sums lost their branches, what a row costs is in the model's per-event terms
-#: (optimizer.py CPU_COSTS) and BLOCK_S. Uncalibrated on the GPU (the same values).
-ROW_S = 0.0
-STREAM_S = 1.0e-8
-#: Seconds of the per-run model per query and shared run beyond the block row's multiply-adds:
-#: scaling its inputs to one exponent and fixing its outputs (`xf_block_terms`), fitted with
-#: ROW_S and STREAM_S. Once XFloat sums lost their branches, an unshared event cost about a
-#: third of before and a block row did not, so without this term Q-sets shared runs that cost
-#: more shared (bench_gloria.py, bursty SEQ over a body of 10 types: 1.26-1.44x the best fixed
-#: mode).
-BLOCK_S = 5.7e-8
-
-#: What a Q-set's runs must save beyond those two costs, in the model's seconds, for the Q-set
-#: to be searched for, kept by the cut, and share any run. `benchmarks/calibrate_stages.py`
-#: lowers it to -inf to time the Q-sets the model would not build, with the plan and the cut's
-#: ranking left as they are.
+#: What a Q-set's runs must save beyond its bookkeeping and the pass that cuts its stream (the
+#: backend's `EngineCostModel.stage_row_s` and `stage_stream_s`), in the model's seconds, for
+#: the Q-set to be searched for, kept by the cut, and share any run.
+#: `benchmarks/calibrate_stages.py` lowers it to -inf to time the Q-sets the model would not
+#: build, with the plan and the cut's ranking left as they are.
 MIN_GAIN = 0.0
 
 #: The least GLORIA's search costs per pool a Q-set may share, in the model's seconds: a
@@ -88,11 +69,11 @@ MIN_GAIN = 0.0
 SEARCH_S = 1.6e-5
 
 
-def bookkeeping(nq: int, slots: float) -> float:
+def bookkeeping(nq: int, slots: float, model: EngineCostModel) -> float:
     """Seconds the shared path costs nq queries that each read `slots` rows of the set's
     stream (its events outside shared runs, and one per shared run), beyond the runs' own
     work: what a Q-set's runs must save to share any."""
-    return nq * ROW_S * slots
+    return nq * model.stage_row_s * slots
 
 
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
@@ -161,11 +142,11 @@ def stage_plan(
         for i, (types, names) in enumerate(stages):
             seen = template.types_of(frozenset(names))
             nt, ns, nq = stats.n(types), stats.n(seen), len(names)
-            cut = STREAM_S * ns
+            cut = model.stage_stream_s * ns
             per_event = nq * (model.base_s + model.event_s) - (
                 model.base_s + (len(types) + 2) * model.event_s
             )
-            out.append(nt * per_event - cut - bookkeeping(nq, ns - nt))
+            out.append(nt * per_event - cut - bookkeeping(nq, ns - nt, model))
             if out[-1] > 0:
                 past.append((i, (frozenset(types), seen), nt, ns, nq, cut))
         stats.prefetch(key for _, key, *_ in past)
@@ -173,7 +154,7 @@ def stage_plan(
             runs = stats.runs(*key)
             mean = np.full(1, nt / max(runs, 1.0))
             saved = runs * SharedStages.saved_per_run(mean, len(key[0]), nq, model)[0]
-            out[i] = float(saved - bookkeeping(nq, ns - nt + runs) - cut)
+            out[i] = float(saved - bookkeeping(nq, ns - nt + runs, model) - cut)
         return out
 
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
@@ -369,7 +350,7 @@ class SharedStages:
         worth = self._worth(length, len(names), model)
         slots = rows.size - length[worth].sum() + worth.sum()
         if (
-            self._saved(length[worth], len(names), model) - bookkeeping(len(names), slots)
+            self._saved(length[worth], len(names), model) - bookkeeping(len(names), slots, model)
             < MIN_GAIN
         ):
             # (The pass that cut the stream is spent: only the queries' bookkeeping counts.)
@@ -408,11 +389,11 @@ class SharedStages:
         queries, in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
         shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
         each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
-        column (`run_segments`) and BLOCK_S, plus the class's bookkeeping."""
+        column (`run_segments`) and `stage_block_s`, plus the class's bookkeeping."""
         unshared = nq * length * (model.base_s + model.event_s)
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
-            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s + BLOCK_S)
+            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s + model.stage_block_s)
             + model.class_s
         )
         return unshared - shared
