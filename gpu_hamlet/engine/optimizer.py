@@ -135,8 +135,9 @@ CPU_COSTS = EngineCostModel(
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
 #: NVIDIA H200 (16-core host, numba-cuda 0.30.4; 400,000 events; one run at 0700dca,
-#: benchmarks/results/gpu/2026-11-26_h200/call1/calibrate_gpu.txt; the H100's of call2 in
-#: 2026-11-26_h100/ were within 1.3x, set_s 18 ms). A row costs what the kernel figures say
+#: benchmarks/results/gpu/2026-11-26_h200/call1/calibrate_gpu.txt; the H100's, of older code in
+#: 2026-11-26_h100/call2/, had base_s, class_s and set_s within 1.3x of these, event_s, coef_s
+#: and query_s 2-3.5x apart). A row costs what the kernel figures say
 #: (0.98x end to end), the coefficients (one thread per burst) are about 3x cheaper than on the
 #: CPU, and the fixed costs of sharing are the device's: analysing a set launches its kernels
 #: and moves its arrays, 14.5 ms a set against the CPU's 0.9 ms, so `may_pay` leaves small sets
