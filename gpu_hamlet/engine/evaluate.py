@@ -35,7 +35,7 @@ from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
-from gpu_hamlet.engine.window_sharing import SharedWindows
+from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.query.parser import parse_workload
@@ -106,13 +106,15 @@ def evaluate(
         for sset in analyze(ctx.runs).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))  # (the queries' own sort)
-            if options.sharing == "dynamic" and not sset.conditions:
-                if not may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name], be):
-                    if stats is not None:  # its queries run alone, as with sharing="none"
-                        stats.sets.append(
-                            SharingStats(sset.kleene_type, sset.names, below_fixed_costs=True)
-                        )
-                    continue
+            if options.sharing == "dynamic" and not (
+                windows_may_pay(sset, ev, keys, plans, matcher, WINDOW_COSTS[be.name], be)
+                if sset.conditions
+                else may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name], be)
+            ):
+                if stats is not None:  # its queries run alone, as with sharing="none"
+                    why = "loses_on_sample" if sset.conditions else "below_fixed_costs"
+                    stats.sets.append(SharingStats(sset.kleene_type, sset.names, **{why: True}))
+                continue
             args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)
             sb: SharedBursts | SharedWindows = (
                 SharedWindows(*args, WINDOW_COSTS[be.name])

@@ -198,6 +198,9 @@ class SharingStats:
     #: dynamic shared nothing because sharing could not pay for its fixed costs in this call
     #: (`may_pay` before the analysis, or query_s after it)
     below_fixed_costs: bool = False
+    #: dynamic did not analyse a window set (NEXT conditions): on a sample of the rows, sharing
+    #: its bursts cost more than the queries' own trees (`window_sharing.windows_may_pay`)
+    loses_on_sample: bool = False
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -810,6 +813,13 @@ class RunStats:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
             # transition `tran(A, B)` or a chain of them) is named as written.
             name = s.kleene_type if s.is_stage else s.kleene_type + "+"
+            if s.loses_on_sample:
+                out.append(
+                    f"{name} shared by {', '.join(s.queries)}: not analysed, on a sample of the "
+                    "rows sharing its bursts window by window cost more than the queries' own "
+                    "trees"
+                )
+                continue
             if s.below_fixed_costs and not s.bursts:
                 out.append(
                     f"{name} shared by {', '.join(s.queries)}: not analysed, sharing could not "

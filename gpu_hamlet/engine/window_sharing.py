@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,7 +42,9 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import WindowCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
+from gpu_hamlet.engine.row_sample import RowSample
 from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse
+from gpu_hamlet.engine.window_bursts import window_bursts, window_presence
 from gpu_hamlet.query.plan import Adjacency, Channel, QueryPlan
 from gpu_hamlet.query.workload import NextCondition
 
@@ -95,24 +98,145 @@ BASIS_TIES_TREES = np.array([[0, 0], [0, 0], [-1, -1]], np.int64)
 _TIE = "<tie reader>"
 
 
-def window_bursts(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
-    """Burst number of every E event of a set stream sorted by partition and time (-1 for other
-    events): maximal runs of timestamp groups of E events only, within a partition and pane; the
-    E events of a timestamp group that mixes types form a burst of their own (they all read the
-    state before the group, so one snapshot serves them)."""
-    n = t.shape[0]
-    if n == 0:
-        return np.zeros(0, np.int64)
-    part = np.ones(n, bool)
-    part[1:] = (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])
-    group = part.copy()
-    group[1:] |= t[1:] != t[:-1]
-    first = np.flatnonzero(group)
-    pure = np.logical_and.reduceat(is_e, first)
-    has_e = np.logical_or.reduceat(is_e, first)
-    starts = has_e & (part[first] | ~pure | ~np.r_[False, pure[:-1]])
-    number = np.cumsum(starts) - 1
-    return np.where(is_e, number[np.cumsum(group) - 1], -1)
+#: `dynamic` analyses a window set only where, on a sample of its rows (`RowSample`), the
+#: model's basis passes and resolutions cost less than this many times the queries' own trees.
+#: The analysis reads every row of the set: on bench_next_sharing.py's 5 queries in 1-minute
+#: windows it took 3.1 ms of a 23 ms call, where not sharing took 20 ms, and the model's shared
+#: cost was 3.6x the queries' own. Sharing paid in the rows where that ratio was 0.7-1.0, and
+#: a sample's ratio is off by well under this margin there (windows cut at a block's edges make
+#: the basis passes look shorter, so the sample errs towards analysing).
+GATE_MARGIN = 1.5
+
+
+class BurstReach(NamedTuple):
+    """The bursts of a set's Kleene type over its rows (sorted by partition and time) and how
+    far each one's basis pass reaches."""
+
+    bid: np.ndarray  # per row: its burst (-1: not an E event)
+    e_at: np.ndarray  # the rows of E events, bursts ascending
+    e_start: np.ndarray  # per burst: its first E event (an index of e_at); then e_at's length
+    b_pid: np.ndarray  # per burst: its partition
+    end: np.ndarray  # per burst: the first burst past its reach
+
+    def basis_rows(self) -> np.ndarray:
+        """Per burst: the E events its basis pass runs."""
+        return (self.e_start[self.end] - self.e_start[:-1]).astype(np.float64)
+
+    def pairs(self) -> np.ndarray:
+        """Per burst: the bursts its snapshot is resolved against."""
+        return (self.end - np.arange(self.b_pid.shape[0])).astype(np.float64)
+
+
+def burst_reach(
+    be: Backend,
+    ev: EventFrame,
+    sset: SharableSet,
+    pid: np.ndarray,
+    t: np.ndarray,
+    codes: np.ndarray,
+) -> BurstReach:
+    """Burst s reaches the bursts of its partition before the end of the last window that holds
+    it: windows [k * slide, k * slide + within) in panes, for every query."""
+    panes, _ = be.segments(pid, t, ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane"))
+    bid = window_bursts(pid, panes, t, codes == ev.code_of(sset.kleene_type))
+    e_at = np.flatnonzero(bid >= 0)
+    e_start = np.r_[np.flatnonzero(np.diff(bid[e_at], prepend=-1) != 0), e_at.size]
+    b_pid = pid[e_at[e_start[:-1]]]
+    b_pane = panes[e_at[e_start[:-1]]]
+    stop = np.zeros_like(b_pane)
+    for q in sset.queries:
+        slide, within = q.slide_ms // sset.pane_ms, q.within_ms // sset.pane_ms
+        stop = np.maximum(stop, b_pane // slide * slide + within)
+    uniq = np.unique(b_pane)  # (pid, pane rank) as one ascending key
+    key = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane)
+    end = np.searchsorted(key, b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, stop))
+    return BurstReach(bid, e_at, e_start, b_pid, end)
+
+
+def alone_rows(
+    sset: SharableSet,
+    ev: EventFrame,
+    plans: dict[str, QueryPlan],
+    pid: np.ndarray,
+    t: np.ndarray,
+    codes: np.ndarray,
+    is_e: np.ndarray,
+) -> np.ndarray:
+    """Per partition (by pid), the E events the queries would run alone, each weighted by its
+    window copies and channels: alone, a query keeps only the E events of windows that hold one
+    of its start types and one of its end types (pruning, engine/pruning.py; the order within
+    the window is not checked here)."""
+    out = np.zeros(int(pid.max()) + 1 if pid.size else 0)
+    ntypes = max(len(ev.type_names), 1)
+    windows: dict[int | float, tuple[np.ndarray, ...]] = {}  # by window length
+    for q in sset.queries:
+        within = ev.axis.ticks(q.within_ms, q, "WITHIN")
+        if within not in windows:  # per window: its partition, types present, E events
+            windows[within] = window_presence(pid, t // within, codes, is_e, ntypes)
+        wpid, present, e_count = windows[within]
+        tpl = plans[q.name].template
+        whole = np.ones(present.shape[0], bool)
+        for flags in (tpl.is_start, tpl.is_end):
+            names = [name for name, p in tpl.labels.items() if flags[p]]
+            cols = [c if c >= 0 else ntypes for c in map(ev.code_of, names)]
+            whole &= present[:, cols].any(axis=1)
+        weight = q.within_ms / q.slide_ms * _width(plans[q.name])
+        out += np.bincount(wpid, weights=e_count * whole * weight, minlength=out.shape[0])
+    return out
+
+
+def window_costs(
+    sset: SharableSet,
+    model: WindowCostModel,
+    plans: dict[str, QueryPlan],
+    b_pid: np.ndarray,
+    alone: np.ndarray,
+    basis_rows: np.ndarray,
+    pairs: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each burst's partition among those with bursts, and per such partition the model's cost
+    of sharing its bursts and of its queries' own trees)."""
+    copies = np.asarray([q.within_ms / q.slide_ms for q in sset.queries])
+    width = np.asarray([_width(plans[q.name]) for q in sset.queries], np.float64)
+    distinct = {_channels(plans[q.name]): plans[q.name] for q in sset.queries}
+    basis_width = sum(_width(plan) for plan in distinct.values())
+    parts, at = np.unique(b_pid, return_inverse=True)
+    basis = np.bincount(at, weights=basis_rows, minlength=parts.shape[0])
+    npairs = np.bincount(at, weights=pairs, minlength=parts.shape[0])
+    bursts = np.bincount(at, minlength=parts.shape[0])
+    levels = np.log2(basis / np.maximum(bursts, 1) + 2.0)
+    width_q = float((copies * width).sum())
+    shared = model.shared(basis, levels, basis_width, bursts, npairs, width_q)
+    return at, shared, model.nonshared(alone[parts], levels)
+
+
+def windows_may_pay(
+    sset: SharableSet,
+    ev: EventFrame,
+    keys: SortedKeys,
+    plans: dict[str, QueryPlan],
+    matcher: Matcher,
+    model: WindowCostModel,
+    be: Backend,
+) -> bool:
+    """Whether `dynamic` should analyse a window set at all: on a sample of the sorted rows (its
+    blocks' edges cut partitions), sharing must cost less than GATE_MARGIN times the queries'
+    own trees. A call small enough to be sampled whole is analysed whole."""
+    sample = RowSample.of(keys)
+    if sample.scale == 1.0:
+        return True
+    rows = sample.rows
+    sub = SortedKeys(keys.order[rows], sample.part, keys.gid[rows], keys.time[rows], sample.codes)
+    idx = np.flatnonzero(matcher.matched_by_any(sset.queries, sub))
+    pid, t, codes = sample.part[idx], sub.time[idx], sample.codes[idx]
+    reach = burst_reach(be, ev, sset, pid, t, codes)
+    if reach.b_pid.shape[0] == 0:
+        return False
+    alone = alone_rows(sset, ev, plans, pid, t, codes, reach.bid >= 0)
+    _, shared, own = window_costs(
+        sset, model, plans, reach.b_pid, alone, reach.basis_rows(), reach.pairs()
+    )
+    return float(shared.sum()) < GATE_MARGIN * float(own.sum())
 
 
 class SharedWindows:
@@ -138,29 +262,15 @@ class SharedWindows:
         self.names = set(sset.names)
         self._responses: dict[tuple, np.ndarray] = {}
         set_idx, rows, spid, t, codes = keys.select(matcher.matched_by_any(sset.queries, keys))
-        panes, _ = be.segments(spid, t, ev.axis.ticks(sset.pane_ms, sset.queries[0], "pane"))
-        bid = window_bursts(spid, panes, t, codes == ev.code_of(E))
-        e_at = np.flatnonzero(bid >= 0)  # the set stream's E events, bursts ascending
-        nb = int(bid[e_at[-1]]) + 1 if e_at.size else 0
-        e_start = np.r_[np.flatnonzero(np.diff(bid[e_at], prepend=-1) != 0), e_at.size]
-        b_pid = spid[e_at[e_start[:-1]]]
-        b_pane = panes[e_at[e_start[:-1]]]
-        # Burst s reaches the bursts of its partition before the end of the last window that
-        # holds it: windows [k * slide, k * slide + within) in panes, for every query.
-        stop = np.zeros_like(b_pane)
-        for q in sset.queries:
-            slide, within = q.slide_ms // sset.pane_ms, q.within_ms // sset.pane_ms
-            stop = np.maximum(stop, b_pane // slide * slide + within)
-        uniq = np.unique(b_pane)  # (pid, pane rank) as one ascending key
-        key = b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, b_pane)
-        end = np.searchsorted(key, b_pid * (uniq.shape[0] + 1) + np.searchsorted(uniq, stop))
+        reach = burst_reach(be, ev, sset, spid, t, codes)
+        bid, e_at, e_start, b_pid, end = reach
+        nb = b_pid.shape[0]
         e_bid = bid[e_at]
         self._rows, self._time = rows[e_at], t[e_at]
         reach_end = e_start[end]  # per burst: where its basis pass stops (an index of e_at)
-        basis_rows = (reach_end - e_start[:-1]).astype(np.float64)
-        pairs = (end - np.arange(nb)).astype(np.float64)
+        basis_rows, pairs = reach.basis_rows(), reach.pairs()
         alone = (
-            self._alone_rows(plans, spid, t, codes, bid >= 0)
+            alone_rows(sset, ev, plans, spid, t, codes, bid >= 0)
             if mode == "dynamic" and nb
             else np.zeros(0)
         )
@@ -274,49 +384,13 @@ class SharedWindows:
         work = {q.name: q.within_ms / q.slide_ms * _width(plans[q.name]) for q in self.sset.queries}
         return sum(work[name] for name in self.sset.ties) / sum(work.values())
 
-    def _alone_rows(
-        self,
-        plans: dict[str, QueryPlan],
-        spid: np.ndarray,
-        t: np.ndarray,
-        codes: np.ndarray,
-        is_e: np.ndarray,
-    ) -> np.ndarray:
-        """Per partition (by pid), the E events the queries would run alone, each weighted by
-        its window copies and channels: alone, a query keeps only the E events of windows that
-        hold one of its start types and one of its end types (pruning, engine/pruning.py; the
-        order within the window is not checked here)."""
-        out = np.zeros(int(spid.max()) + 1 if spid.size else 0)
-        ntypes = max(len(self.ev.type_names), 1)
-        windows: dict[int | float, tuple[np.ndarray, ...]] = {}  # by window length
-        for q in self.sset.queries:
-            within = self.ev.axis.ticks(q.within_ms, q, "WITHIN")
-            if within not in windows:  # per window: its partition, types present, E events
-                win = t // within
-                change = np.r_[True, (spid[1:] != spid[:-1]) | (win[1:] != win[:-1])]
-                at = np.cumsum(change) - 1
-                present = np.zeros((int(at[-1]) + 1, ntypes + 1), bool)  # last: absent types
-                present[at, codes] = True
-                e_count = np.bincount(at, weights=is_e, minlength=present.shape[0])
-                windows[within] = (spid[change], present, e_count)
-            wpid, present, e_count = windows[within]
-            tpl = plans[q.name].template
-            whole = np.ones(present.shape[0], bool)
-            for flags in (tpl.is_start, tpl.is_end):
-                names = [name for name, p in tpl.labels.items() if flags[p]]
-                cols = [c if c >= 0 else ntypes for c in map(self.ev.code_of, names)]
-                whole &= present[:, cols].any(axis=1)
-            weight = q.within_ms / q.slide_ms * _width(plans[q.name])
-            out += np.bincount(wpid, weights=e_count * whole * weight, minlength=out.shape[0])
-        return out
-
     def _decide(
         self,
         mode: str,
         model: WindowCostModel,
         plans: dict[str, QueryPlan],
         b_pid: np.ndarray,
-        alone_rows: np.ndarray,
+        alone: np.ndarray,
         basis_rows: np.ndarray,
         pairs: np.ndarray,
     ) -> np.ndarray:
@@ -324,18 +398,8 @@ class SharedWindows:
         says the basis passes and resolutions cost less than each query's own trees."""
         if mode == "static" or b_pid.shape[0] == 0:
             return np.ones(b_pid.shape[0], bool)
-        copies = np.asarray([q.within_ms / q.slide_ms for q in self.sset.queries])
-        width = np.asarray([_width(plans[q.name]) for q in self.sset.queries], np.float64)
-        distinct = {_channels(plans[q.name]): plans[q.name] for q in self.sset.queries}
-        basis_width = sum(_width(plan) for plan in distinct.values())
-        parts, at = np.unique(b_pid, return_inverse=True)
-        basis = np.bincount(at, weights=basis_rows, minlength=parts.shape[0])
-        npairs = np.bincount(at, weights=pairs, minlength=parts.shape[0])
-        bursts = np.bincount(at, minlength=parts.shape[0])
-        levels = np.log2(basis / np.maximum(bursts, 1) + 2.0)
-        width_q = float((copies * width).sum())
-        shared = model.shared(basis, levels, basis_width, bursts, npairs, width_q)
-        return (shared < model.nonshared(alone_rows[parts], levels))[at]
+        at, shared, alone_s = window_costs(self.sset, model, plans, b_pid, alone, basis_rows, pairs)
+        return (shared < alone_s)[at]
 
     # -- the source interface of QueryRows --
 
