@@ -274,7 +274,16 @@ class SharedWindows:
             if mode == "dynamic" and nb
             else np.zeros(0)
         )
-        share = self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
+
+        def decide(basis_rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+            """Which bursts run shared: static all, dynamic those of the partitions where the
+            model says the basis passes and resolutions cost less than the queries' own trees."""
+            if mode == "static" or nb == 0:
+                return np.ones(nb, bool)
+            at, shared, own = window_costs(sset, model, plans, b_pid, alone, basis_rows, pairs)
+            return (shared < own)[at]
+
+        share = decide(basis_rows, pairs)
         tie = e_at[:0]
         if sset.ties and share.any():
             # Event-level snapshots (HAMLET Def. 9): the E events a tie edge enters. Each adds
@@ -287,7 +296,7 @@ class SharedWindows:
             pairs += np.bincount(
                 tb, weights=(end[tb] - tb + later) * self._tie_share(plans), minlength=nb
             )
-            share &= self._decide(mode, model, plans, b_pid, alone, basis_rows, pairs)
+            share &= decide(basis_rows, pairs)
         tie = tie[share[e_bid[tie]]]
         self.stats.bursts, self.stats.burst_events = nb, int(e_at.size)
         self.stats.shared = self.stats.graphlet_snapshots = int(share.sum())
@@ -383,23 +392,6 @@ class SharedWindows:
         """The share of the set's per-query work (window copies times channels) that takes ties."""
         work = {q.name: q.within_ms / q.slide_ms * _width(plans[q.name]) for q in self.sset.queries}
         return sum(work[name] for name in self.sset.ties) / sum(work.values())
-
-    def _decide(
-        self,
-        mode: str,
-        model: WindowCostModel,
-        plans: dict[str, QueryPlan],
-        b_pid: np.ndarray,
-        alone: np.ndarray,
-        basis_rows: np.ndarray,
-        pairs: np.ndarray,
-    ) -> np.ndarray:
-        """Which bursts run shared: static all, dynamic those of the partitions where the model
-        says the basis passes and resolutions cost less than each query's own trees."""
-        if mode == "static" or b_pid.shape[0] == 0:
-            return np.ones(b_pid.shape[0], bool)
-        at, shared, alone_s = window_costs(self.sset, model, plans, b_pid, alone, basis_rows, pairs)
-        return (shared < alone_s)[at]
 
     # -- the source interface of QueryRows --
 
