@@ -18,6 +18,8 @@ largest input that fits, and what happens beyond it.
    (never a hang, never a silent fall back to the CPU); then with a budget an eighth of what is
    left, and must return the CPU backend's table or fail the same way.
 Needs a CUDA device and NVML's Python binding (nvidia-ml-py, `pynvml`), as the GPU machines have.
+Run it with NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=0 (benchmarks/gpu_steps.sh does): numba
+otherwise defers frees, and NVML counts what is freed but not yet released in the peaks.
 """
 
 from __future__ import annotations
