@@ -4,7 +4,7 @@ the types present and its Kleene events, which `dynamic` weighs before it shares
 
 As chains of NumPy passes (reductions at group starts, cumulative sums, scatters) they took
 about 2.8 ms of a 25 ms call of 5 queries over 100,000 events in 1-minute windows
-(bench_next_sharing.py), where not sharing at all took 20 ms (docs/architecture.md section 4).
+(bench_next_sharing.py), where not sharing at all took 20 ms (docs/architecture.md section 9).
 """
 
 from __future__ import annotations
