@@ -16,8 +16,8 @@
 # (benchmarks/calibrate_stages.py --backend gpu: GLORIA's stage constants); sharing
 # (benchmarks/bench_sharing.py --backend gpu); memory (benchmarks/gpu_memory.py: peak device
 # memory, the largest input that fits, a device filled by another allocation); profile (ncu
-# over bench_gpu.py's kernels: memory traffic and occupancy); host (cProfile over
-# bench_sharing.py on the GPU backend: the host work around the kernels); fma
+# over bench_gpu.py's kernels: memory traffic and occupancy); host (benchmarks/profile_call.py
+# on the GPU backend: where a call's time goes, by function); fma
 # (tests/compile_kernels.py --fma: the fused multiply-adds NVVM put in each kernel's PTX). A step
 # past its limit gets SIGINT first, so pytest still prints its summary. The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
@@ -111,14 +111,11 @@ for step in "$@"; do
         timeout "$limit" $py tests/compile_kernels.py --fma > "$out/fma.txt" 2>&1
         ;;
     host)
-        # cProfile over bench_sharing.py on the GPU backend (its arguments after the limit): the
-        # host work around the kernels, by function, sorted by own time. One host thread
-        # (OMP_NUM_THREADS=1): cProfile follows only the thread it starts in.
+        # benchmarks/profile_call.py on the GPU backend (its arguments after the limit): where a
+        # warm call's time goes, by function, one sharing mode at a time.
         # shellcheck disable=SC2086
-        OMP_NUM_THREADS=1 timeout -s INT -k 15 "$limit" $py -m cProfile -o "$out/host.prof" \
-            benchmarks/bench_sharing.py --backend gpu $extra > "$out/host_run.txt" 2>&1
-        $py -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('tottime').print_stats(60)" \
-            "$out/host.prof" > "$out/host_profile.txt" 2>&1
+        timeout -s INT -k 15 "$limit" $py benchmarks/profile_call.py --backend gpu $extra \
+            > "$out/host_profile.txt" 2>&1
         ;;
     *)
         echo "unknown step $name" >&2

@@ -333,6 +333,20 @@ def test_sharing_benchmark_runs_every_mode(tmp_path):
     assert all(s["shared"] == s["bursts"] > 0 for s in static[:2])  # the Kleene stream's
 
 
+def test_call_profile_shows_each_mode_and_the_engine_inside(tmp_path):
+    """`benchmarks/profile_call.py` on a small stream: a section per sharing mode with its
+    unprofiled time, and both listings name the engine's own functions."""
+    done = run_script(
+        "profile_call.py", "--events", "2000", "--queries", "3", "--calls", "1", "--top", "40"
+    )
+    sections = done.stdout.split("\n== sharing=")[1:]
+    assert [s.split(":")[0] for s in sections] == ["none", "static"]
+    for section in sections:
+        assert float(section.split(": ")[1].split(" ms")[0]) > 0
+        by_cum, by_own = section.split("-- by tottime")
+        assert "evaluate.py" in by_cum and "(segment_maps)" in by_own
+
+
 def test_next_sharing_benchmark_runs_every_mode(tmp_path):
     """`benchmarks/bench_next_sharing.py` on a small stream: every case timed in each mode, and
     static shares every burst of the set."""
