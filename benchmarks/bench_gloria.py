@@ -4,7 +4,7 @@ workload kinds over three streams; throughput and optimisation time against the 
 queries, as in GLORIA's Figures 10 to 13.
 
     python benchmarks/bench_gloria.py [--events 100000] [--queries 20 50 100] [--lengths 2 4]
-        [--repeat 2] [--seconds S] [--streams ridesharing bursty NASDAQ]
+        [--repeat 2] [--seconds S] [--streams ridesharing bursty NASDAQ] [--backend cpu]
         [--out benchmarks/results/gloria]
 
 Streams of `--events` events:
@@ -22,10 +22,10 @@ mixed 2:1, COUNT(*), each over the stream of L body types (column L); off it, SE
 (Kleene length 4) take no L. Windows of 30 min sliding by 10 min (1 min by 30 s on the
 bursty stream); float mode (`--numeric exact` for the engine's default) with on_overflow='null'
 (counts leave float64's range; the work is the same). Each cell: the best of `--repeat` warm
-runs of `aggregate` on the CPU backend (more for short cases: about 4 s of rounds, up to 30;
-`--seconds S`: about S seconds of rounds per row, however many), each round running the four
-modes in turn and `none` once more: "A/A" is that control's best time over `none`'s, how far
-apart two best times of the same work land;
+runs of `aggregate` on `--backend` (the CPU's by default; more for short cases: about 4 s of
+rounds, up to 30; `--seconds S`: about S seconds of rounds per row, however many), each round
+running the four modes in turn and `none` once more: "A/A" is that control's best time over
+`none`'s, how far apart two best times of the same work land;
 "opt ms" is GLORIA's search alone (template and plan, statistics of the stream's first 100,000
 events), the best of 3, and "pools" the pools it may share (stage_sharing.py's SEARCH_S);
 "plan ms" what `dynamic` decides on top of `hamlet` in a warm call (`stage_plan`: the gate,
@@ -131,7 +131,12 @@ def workloads(stream: str, v: Vocabulary) -> dict[str, Workload]:
 
 
 def timed(
-    events: pa.Table, text: str, repeat: int, numeric: str = "float", seconds: float | None = None
+    events: pa.Table,
+    text: str,
+    repeat: int,
+    numeric: str = "float",
+    seconds: float | None = None,
+    backend: str = "cpu",
 ) -> tuple[dict[str, float], RunStats]:
     """Each mode's best of at least `repeat` rounds that run the modes in turn, and `none` once
     more as CONTROL (harness.py `best_in_turn`; `seconds`: about that long in rounds, however
@@ -145,13 +150,18 @@ def timed(
             sharing=mode,
             numeric=numeric,
             on_overflow="null",
-            backend="cpu",
+            backend=backend,
             stats=stats,
         )
 
     for mode in MODES:
         gpu_hamlet.aggregate(
-            events.slice(0, 2000), text, sharing=mode, numeric=numeric, on_overflow="null"
+            events.slice(0, 2000),
+            text,
+            sharing=mode,
+            numeric=numeric,
+            on_overflow="null",
+            backend=backend,
         )
     calls = {mode: functools.partial(once, mode) for mode in MODES}
     calls[CONTROL] = calls["none"]
@@ -171,15 +181,15 @@ def search_ms(text: str, stats: StreamStats) -> float:
     return best * 1e3
 
 
-def plan_ms(events: pa.Table, text: str) -> float:
+def plan_ms(events: pa.Table, text: str, backend: str = "cpu") -> float:
     """What `dynamic` decides on top of `hamlet`, warm: `stage_plan` (the gate, the search when
-    it passes, the chains cut to what pays), best of 3."""
-    options = Options("cpu", "dynamic", "float", "null", "time", "type")
+    it passes, the chains cut to what pays, with the backend's cost model), best of 3."""
+    options = Options(backend, "dynamic", "float", "null", "time", "type")
     ctx = Context.of(events, text, options)
     best = float("inf")
     for _ in range(4):  # the first call fills shareable_stages' cache, as a warm call finds it
         t0 = time.perf_counter()
-        stage_plan(ctx.runs, ctx.ev, COST_MODELS["cpu"])
+        stage_plan(ctx.runs, ctx.ev, COST_MODELS[backend])
         best = min(best, time.perf_counter() - t0)
     return best * 1e3
 
@@ -224,12 +234,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gloria")
     ap.add_argument("--numeric", default="float", choices=["float", "exact"])
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
     print(
-        f"# {args.events:,} events per stream; numeric={args.numeric}; seconds, best of "
-        f"{args.repeat}"
+        f"# {args.events:,} events per stream; numeric={args.numeric}; {args.backend.upper()} "
+        f"backend; seconds, best of {args.repeat}"
     )
     head = " ".join(f"{m:>8}" for m in MODES)
     print(
@@ -262,10 +273,12 @@ def main() -> None:
                 stats = StreamStats.of(sample)
                 for n in args.queries:
                     text = make(n, L)
-                    secs, rs = timed(table, text, args.repeat, args.numeric, args.seconds)
+                    secs, rs = timed(
+                        table, text, args.repeat, args.numeric, args.seconds, args.backend
+                    )
                     st = [s for s in rs.sets if s.is_stage]
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
-                    opt, decide = search_ms(text, stats), plan_ms(table, text)
+                    opt, decide = search_ms(text, stats), plan_ms(table, text, args.backend)
                     pools = len(shareable_stages(gpu_hamlet.parse_workload(text))[1])
                     best = min(secs[m] for m in MODES if m != "dynamic")
                     cells = " ".join(f"{secs[m]:8.3f}" for m in MODES)

@@ -17,7 +17,8 @@
 # (benchmarks/bench_sharing.py --backend gpu); memory (benchmarks/gpu_memory.py: peak device
 # memory, the largest input that fits, a device filled by another allocation); profile (ncu
 # over bench_gpu.py's kernels: memory traffic and occupancy); host (benchmarks/profile_call.py
-# on the GPU backend: where a call's time goes, by function); fma
+# on the GPU backend: where a call's time goes, by function); gloria (benchmarks/bench_gloria.py
+# on the GPU backend); fma
 # (tests/compile_kernels.py --fma: the fused multiply-adds NVVM put in each kernel's PTX). A step
 # past its limit gets SIGINT first, so pytest still prints its summary. The data of
 # ../shared/data travel as .devdata/ (ignored by git, carried by the call).
@@ -109,6 +110,13 @@ for step in "$@"; do
         ;;
     fma)
         timeout "$limit" $py tests/compile_kernels.py --fma > "$out/fma.txt" 2>&1
+        ;;
+    gloria)
+        # benchmarks/bench_gloria.py on the GPU backend (its arguments after the limit; the
+        # NASDAQ stream needs .devdata): dynamic against the fixed modes, GLORIA's stages.
+        # shellcheck disable=SC2086
+        timeout "$limit" $py benchmarks/bench_gloria.py --backend gpu --out "$out/gloria" $extra \
+            > "$out/gloria_gpu.txt" 2>&1
         ;;
     host)
         # benchmarks/profile_call.py on the GPU backend (its arguments after the limit): where a

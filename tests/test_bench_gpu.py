@@ -172,6 +172,7 @@ def test_device_steps_script_parses_and_knows_its_steps():
         "profile",
         "fma",
         "host",
+        "gloria",
     ):
         assert f"\n    {step})\n" in text, step
 
@@ -201,3 +202,21 @@ def test_device_tests_step_collects_without_pyspark():
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_gloria_benchmark_runs_on_the_gpu_backend(tmp_path):
+    """`bench_gloria.py --backend gpu` (gpu_steps.sh's `gloria` step) in the simulator, on a tiny
+    bursty stream: a row per workload kind, every mode timed (its timings mean nothing here)."""
+    clean = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    clean.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT), NUMBA_ENABLE_CUDASIM="1")
+    args = ["--events", "200", "--queries", "2", "--lengths", "2", "--repeat", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_gloria.py"), *args,
+         "--seconds", "0.01", "--streams", "bursty", "--backend", "gpu", "--out", str(tmp_path)],
+        env=clean, capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GPU backend" in proc.stdout
+    points = json.loads((tmp_path / "results.json").read_text())
+    assert [p["kind"] for p in points] == ["SEQ", "Kleene", "mixed 1:2"]
+    assert all(s > 0 for p in points for s in p["seconds"].values())
