@@ -112,8 +112,15 @@ def evaluate(
                 else may_pay(sset, ev, keys, plans, matcher, COST_MODELS[be.name], be)
             ):
                 if stats is not None:  # its queries run alone, as with sharing="none"
-                    why = "loses_on_sample" if sset.conditions else "below_fixed_costs"
-                    stats.sets.append(SharingStats(sset.kleene_type, sset.names, **{why: True}))
+                    windows = bool(sset.conditions)
+                    stats.sets.append(
+                        SharingStats(
+                            sset.kleene_type,
+                            sset.names,
+                            below_fixed_costs=not windows,
+                            loses_on_sample=windows,
+                        )
+                    )
                 continue
             args = (ev, attrs, be, sset, keys, plans, matcher, options.sharing)
             sb: SharedBursts | SharedWindows = (
