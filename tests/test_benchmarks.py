@@ -337,7 +337,7 @@ def test_call_profile_shows_each_mode_and_the_engine_inside(tmp_path):
     """`benchmarks/profile_call.py` on a small stream: a section per sharing mode with its
     unprofiled time, and both listings name the engine's own functions."""
     done = run_script(
-        "profile_call.py", "--events", "2000", "--queries", "3", "--calls", "1", "--top", "40"
+        "profile_call.py", "--events", "2000", "--queries", "3", "--calls", "1", "--top", "1000"
     )
     sections = done.stdout.split("\n== sharing=")[1:]
     assert [s.split(":")[0] for s in sections] == ["none", "static"]
