@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from unittest import mock
 
 import pytest
 from hypothesis import settings
@@ -24,6 +25,27 @@ if not cuda_visible():
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def exact_from_float_checked():
+    """Every exact result the float pass gives by itself (gpu_hamlet/engine/results.py
+    `ExactBounds.in_float`) is checked against the residue passes it skips, which then run as
+    before: the oracle tests' small counts would otherwise never reach the residues."""
+    from gpu_hamlet.engine import results
+
+    def checked(self, win, keep, lin):
+        bounds = self._exact_bounds(lin)
+        if not bounds.in_float:
+            return (yield from self._residue_ints(win, keep, bounds))
+        got = self._float_ints(lin)
+        want = yield from self._residue_ints(win, keep, bounds)
+        for ch, ints in want.items():
+            assert got[ch].tolist() == ints.tolist(), f"{self.plan.query.name}, {ch}"
+        return got
+
+    with mock.patch.object(results.QueryResults, "_exact", checked):
+        yield
 
 
 @pytest.fixture(scope="session")

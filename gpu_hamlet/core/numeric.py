@@ -108,6 +108,12 @@ def _crt_basis(count: int) -> tuple[np.ndarray, int]:
 #: product exceeds 2^61, in int64 (`crt`'s `small`).
 SMALL_BITS = 60
 
+#: An exact channel whose float-pass bound is below 2^FLOAT_EXACT_BITS is already exact there:
+#: its weights are integers and every number feeding it was an integer below 2^53, where float64
+#: (and XFloat) sums and products are exact (docs/architecture.md section 3, "Exact counts
+#: from the float pass"). 52, not 53: room for the rounding of the bound's log2.
+FLOAT_EXACT_BITS = 52
+
 
 @njit(cache=True)
 def _crt_small(r0, r1, p0, p1, inv, signed):

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpu_hamlet.core.numeric import (
+    FLOAT_EXACT_BITS,
     SMALL_BITS,
     bigint_strings,
     crt,
@@ -57,6 +58,18 @@ class MapSource(Protocol):
     def segment_steps(self, ring: str, channels: tuple[Channel, ...], p: int = 0) -> Steps: ...
 
     def order_keys(self, attr: str) -> tuple[Any, Callable[[np.ndarray], pa.Array]]: ...
+
+
+@dataclass
+class ExactBounds:
+    """The exact channels' magnitudes from the float pass (`QueryResults._exact_bounds`)."""
+
+    bits: float  # of the largest value the residues must hold
+    over: dict[Channel, np.ndarray]  # exact mode: certainly beyond decimal(38), so null
+    small: dict[Channel, np.ndarray]  # below 2^SMALL_BITS: rebuilt in int64
+    #: Every value below 2^FLOAT_EXACT_BITS: the float pass's values are the exact ints, as
+    #: integer arithmetic below 2^53 is exact in float64 (docs/architecture.md section 3).
+    in_float: bool
 
 
 @dataclass
@@ -144,12 +157,20 @@ class QueryResults:
         return self._build(win.k[keep], win.rep[keep], cols)
 
     def _exact(self, win: Windows, keep: np.ndarray, lin) -> Steps:
-        """Exact Python ints per exact channel (None where certainly beyond decimal(38))."""
-        plan = self.plan
+        """Exact Python ints per exact channel (None where certainly beyond decimal(38)): the
+        float pass's own values where they are exact (`in_float`), else from residue passes."""
+        bounds = self._exact_bounds(lin)
+        if bounds.in_float:
+            return self._float_ints(lin)
+        return (yield from self._residue_ints(win, keep, bounds))
+
+    def _exact_bounds(self, lin) -> ExactBounds:
+        """What the float pass tells of the exact channels: their magnitudes, in bits."""
         bits = 1.0
         over: dict[Channel, np.ndarray] = {}
-        small: dict[Channel, np.ndarray] = {}  # below 2^SMALL_BITS: rebuilt in int64
-        for ch in plan.exact:
+        small: dict[Channel, np.ndarray] = {}
+        in_float = True
+        for ch in self.plan.exact:
             if ch.kind == "sum":
                 m, e = lin[Channel("abs", ch.type, ch.attr)]
                 sm, se = lin[ch]
@@ -162,22 +183,35 @@ class QueryResults:
                 m, e = lin[ch]
                 bound = xfloat_log2(m, e)
                 certain = bound > math.log2(1e38) + 1e-6
+            # (A sum's bound is its abs channel's: the same terms, none smaller in magnitude.)
+            in_float = in_float and bool((bound < FLOAT_EXACT_BITS).all())
             small[ch] = bound < SMALL_BITS
             if self.options.numeric == "exact":
                 over[ch] = certain
                 bound = np.where(certain, 0.0, bound)
             if bound.size:
                 bits = max(bits, float(np.max(bound)))
+        return ExactBounds(bits, over, small, in_float)
+
+    def _float_ints(self, lin) -> dict[Channel, np.ndarray]:
+        """The exact channels' float values as Python ints (`ExactBounds.in_float`)."""
+        return {
+            ch: xfloat_to_float(*lin[ch]).astype(np.int64).astype(object) for ch in self.plan.exact
+        }
+
+    def _residue_ints(self, win: Windows, keep: np.ndarray, bounds: ExactBounds) -> Steps:
+        """The exact channels from residue passes of enough primes for `bounds.bits`, by CRT."""
+        plan = self.plan
         lanes = []  # [rows, channels, primes] per pass
-        for ring, param in residue_passes(primes_for_bits(bits + 2.0)):
+        for ring, param in residue_passes(primes_for_bits(bounds.bits + 2.0)):
             vals, _, _ = yield from self._run(ring, plan.exact, param)
             lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, axis=0))
         res = np.concatenate(lanes, axis=2)
         out = {}
         for i, ch in enumerate(plan.exact):
-            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small[ch])
-            if ch in over:
-                ints = _null_where(over[ch], ints)
+            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", bounds.small[ch])
+            if ch in bounds.over:
+                ints = _null_where(bounds.over[ch], ints)
             out[ch] = ints
         return out
 
