@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import gpu_hamlet
 from gpu_hamlet import parse_workload
 from gpu_hamlet.engine.adjacent import KeyRanks, _ranks_of_rows, sorted_by
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import EventDataError, WorkloadError
 
 try:
@@ -135,7 +136,7 @@ def check(case, backend: str, sharing: str = "dynamic") -> None:
         assert_matches_oracle(got, expected, wl, numeric)
 
 
-@pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
+@pytest.mark.parametrize("sharing", SHARING_MODES)
 @ORACLE_SETTINGS
 @given(case=cases())
 def test_flat_patterns_match_oracle(case, sharing):
@@ -233,7 +234,7 @@ def test_next_queries_share_bursts_their_conditions_do_not_touch():
             table, SHARED_TEXT, backend="cpu", numeric=numeric, sharing="none"
         )
         assert all(base[n].num_rows for n in "abcd")
-        for sharing in ("static", "dynamic"):
+        for sharing in ("static", "dynamic", "hamlet"):
             stats = gpu_hamlet.RunStats()
             got = gpu_hamlet.aggregate(
                 table, SHARED_TEXT, backend="cpu", numeric=numeric, sharing=sharing, stats=stats
@@ -241,7 +242,7 @@ def test_next_queries_share_bursts_their_conditions_do_not_touch():
             for n in "abcd":
                 assert repr(got[n].to_pylist()) == repr(base[n].to_pylist()), (numeric, sharing, n)
             assert "B+ shared by a, c" in stats.describe()
-            assert sharing == "dynamic" or " 0 shared" not in stats.describe()
+            assert sharing != "static" or " 0 shared" not in stats.describe()
 
 
 def test_columns_of_different_types_compare_by_value():
@@ -317,7 +318,7 @@ def window_sharing_cases(draw):
 
 
 @ORACLE_SETTINGS
-@given(case=window_sharing_cases(), sharing=st.sampled_from(["static", "dynamic"]))
+@given(case=window_sharing_cases(), sharing=st.sampled_from(["static", "dynamic", "hamlet"]))
 def test_queries_with_the_same_kleene_conditions_share_per_window(case, sharing):
     """Queries comparing B events by the same conditions share B's bursts window by window
     (gpu_hamlet/engine/window_sharing.py): the oracle's counts in every numeric mode, and under

@@ -271,13 +271,14 @@ class SharedWindows:
         basis_rows, pairs = reach.basis_rows(), reach.pairs()
         alone = (
             alone_rows(sset, ev, plans, spid, t, codes, bid >= 0)
-            if mode == "dynamic" and nb
+            if mode != "static" and nb
             else np.zeros(0)
         )
 
         def decide(basis_rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-            """Which bursts run shared: static all, dynamic those of the partitions where the
-            model says the basis passes and resolutions cost less than the queries' own trees."""
+            """Which bursts run shared: static all; dynamic and hamlet those of the partitions
+            where the model says the basis passes and resolutions cost less than the queries'
+            own trees."""
             if mode == "static" or nb == 0:
                 return np.ones(nb, bool)
             at, shared, own = window_costs(sset, model, plans, b_pid, alone, basis_rows, pairs)
