@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 import gpu_hamlet
 from gpu_hamlet.devices import cuda_visible
 from gpu_hamlet.engine.backend import select_backend
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import NumericOverflowError
 
 pytestmark = pytest.mark.gpu  # the GPU backend's kernels (numba's CUDA simulator without a device)
@@ -38,7 +39,7 @@ GPU_PROPERTY = settings(
 )
 
 
-@pytest.mark.parametrize("sharing", ["none", "static", "dynamic"])
+@pytest.mark.parametrize("sharing", SHARING_MODES)
 @GPU_PROPERTY
 @given(case=cases(max_queries=3))
 def test_gpu_backend_matches_oracle_and_cpu(sharing, case):

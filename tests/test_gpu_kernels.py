@@ -26,6 +26,7 @@ from gpu_hamlet.core import recursions, rings
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import RecordingBackend
 from gpu_hamlet.engine.events import prepare_events
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.kernels import GpuBackend
 from gpu_hamlet.kernels import backend as gpu_backend_module
 from gpu_hamlet.kernels.scan import inclusive_scan
@@ -123,7 +124,7 @@ KERNEL_PROPERTY = settings(
 @given(
     case=cases(max_queries=3),
     numeric=st.sampled_from(["exact", "bigint", "float"]),
-    sharing=st.sampled_from(["none", "static", "dynamic"]),
+    sharing=st.sampled_from(SHARING_MODES),
 )
 def test_every_kernel_step_equals_the_cpu_backend(case, numeric, sharing):
     text, _, events = case

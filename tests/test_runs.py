@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import gpu_hamlet
 from gpu_hamlet.core.recursions import EVENT, MOVE
 from gpu_hamlet.engine import query_rows
+from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.query.parser import parse_workload
@@ -86,7 +87,7 @@ def run_streams(draw, types: list[str], max_events: int = 14) -> list[dict]:
     case=workload_cases(max_queries=2, general=True).flatmap(
         lambda c: st.tuples(st.just(c), run_streams(workload_types(c[1])))
     ),
-    sharing=st.sampled_from(["none", "static", "dynamic"]),
+    sharing=st.sampled_from(SHARING_MODES),
 )
 def test_streams_of_runs_match_the_oracle(case, sharing):
     (text, wl), events = case

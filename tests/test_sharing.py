@@ -353,7 +353,7 @@ def _pruned_as_dense(events, text: str, mode: str) -> list[str]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sharing_cases(), st.sampled_from(["static", "dynamic"]))
+@given(sharing_cases(), st.sampled_from(["static", "dynamic", "hamlet"]))
 def test_set_stream_pruning_equals_the_dense_test(case, mode):
     text, events = case
     _pruned_as_dense(events_to_table(events), text, mode)
