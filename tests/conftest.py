@@ -7,11 +7,13 @@ on the device where there is one). That must be decided before anything imports 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import warnings
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
@@ -37,9 +39,10 @@ def exact_from_float_checked():
     def checked(self, win, keep, lin):
         bounds = self._exact_bounds(lin)
         if not bounds.in_float:
-            return (yield from self._residue_ints(win, keep, bounds))
+            return (yield from self._residue_ints(win, keep, bounds, lin))
         got = self._float_ints(lin)
-        want = yield from self._residue_ints(win, keep, bounds)
+        every_row = dataclasses.replace(bounds, row_in_float=np.zeros_like(bounds.row_in_float))
+        want = yield from self._residue_ints(win, keep, every_row, lin)
         for ch, ints in want.items():
             assert got[ch].tolist() == ints.tolist(), f"{self.plan.query.name}, {ch}"
         return got

@@ -14,10 +14,30 @@ from unittest import mock
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.core.numeric import FLOAT_EXACT_BITS
+from gpu_hamlet.engine import results
+from gpu_hamlet.engine.options import SHARING_MODES
+from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
+
+try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
+    from compare import assert_matches_oracle, events_to_table
+    from oracle import oracle
+    from strategies import event_streams, workload_cases, workload_types
+except ImportError:  # pragma: no cover
+    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.oracle import oracle
+    from tests.strategies import event_streams, workload_cases, workload_types
+
+
+@st.composite
+def cases(draw):
+    text, wl = draw(workload_cases(max_queries=4))
+    return text, wl, draw(event_streams(workload_types(wl)))
 
 
 def run(events: pa.Table, workload: str, numeric: str, sharing: str = "none"):
@@ -81,3 +101,68 @@ def test_decimal_sums_from_the_float_pass():
     tables, floats = run(_sums(values, pa.decimal128(20, 2)), SUM, "exact")
     assert tables["q"].column("sum_B_x").to_pylist() == [sum(values)]
     assert floats == 1
+
+
+def test_residue_passes_read_only_the_windows_that_need_them():
+    """Two groups, each with two windows of 2^53 - 1 trends and three small ones: the residue
+    passes read the runs of the large windows alone, and every window is exact."""
+    n = FLOAT_EXACT_BITS + 1
+    hour = [*range(n), 3600, 3601, 7200, 10800, *range(14400, 14400 + n)]
+    events = pa.table(
+        {"time": hour * 2, "type": ["B"] * 2 * len(hour), "g": [1] * len(hour) + [2] * len(hour)}
+    )
+    text = "q: RETURN g, COUNT(*) PATTERN SEQ(B+) GROUPBY g WITHIN 1 h"
+    cut = []
+    cut_rows = QueryRows.restricted
+
+    def restricted(self, gid, k):
+        sub = cut_rows(self, gid, k)
+        cut.append((sorted(zip(gid.tolist(), k.tolist())), sub.pos.shape[0]))
+        return sub
+
+    with mock.patch.object(QueryRows, "restricted", restricted):
+        tables = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="exact")
+    rows = tables["q"].to_pylist()
+    assert [(r["g"], int(r["count"])) for r in rows] == [
+        (g, c) for g in (1, 2) for c in (2**n - 1, 3, 1, 1, 2**n - 1)
+    ]
+    assert cut == [([(0, 0), (0, 4), (1, 0), (1, 4)], 4 * n)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=cases(),
+    sharing=st.sampled_from(SHARING_MODES),
+    numeric=st.sampled_from(["exact", "bigint"]),
+    bits=st.integers(1, 6),
+    shift=st.sampled_from([0, 0, -7, -61, -3600]),
+)
+def test_a_lowered_bound_splits_windows_between_the_paths(case, sharing, numeric, bits, shift):
+    """With the bound lowered, some windows of a query come from the float pass and others from
+    residue passes over their own runs (sliding windows, groups, shared bursts), also before
+    time 0 (negative window and pane indices): the oracle's."""
+    text, wl, events = case
+    events = [{**e, "time": e["time"] + shift} for e in events]
+    expected = oracle(events, wl, with_magnitudes=True)
+    with (
+        mock.patch.object(results, "FLOAT_EXACT_BITS", bits),
+        mock.patch.object(results, "RESTRICT_SHARE", 1.0),  # cut rows whatever the share
+    ):
+        tables = gpu_hamlet.aggregate(
+            events_to_table(events), text, backend="cpu", sharing=sharing, numeric=numeric
+        )
+    assert_matches_oracle(tables, expected, wl, numeric)
+
+
+def test_windows_before_time_zero_keep_their_groups():
+    """Sliding windows start before time 0 (k = -1): the windows needing residues are matched
+    to theirs by group and index (a key of gid * span + k once took g2's for g1's)."""
+    events = pa.table({"time": [0, 0, 0], "type": ["A", "A", "A"], "g": ["g1", "g1", "g2"]})
+    text = "q: RETURN g, COUNT(*) PATTERN SEQ(A) GROUPBY g WITHIN 2 s SLIDE 1 s"
+    with (
+        mock.patch.object(results, "FLOAT_EXACT_BITS", -1),  # every window from residues
+        mock.patch.object(results, "RESTRICT_SHARE", 1.0),  # over the runs of their windows
+    ):
+        tables = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="exact")
+    got = [(r["g"], r["window_start"], int(r["count"])) for r in tables["q"].to_pylist()]
+    assert got == [("g1", -1, 2), ("g1", 0, 2), ("g2", -1, 1), ("g2", 0, 1)]

@@ -4,6 +4,7 @@ rows (ordinary or macro), cut into which segments, and their segment maps in eac
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 
@@ -23,7 +24,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import Partitioner
-from gpu_hamlet.engine.pruning import rows_in_runs, rows_may_complete, typed_may_complete
+from gpu_hamlet.engine.pruning import ranges, rows_in_runs, rows_may_complete, typed_may_complete
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.stage_sharing import SharedStages
@@ -627,6 +628,42 @@ class QueryRows:
 
     def empty(self) -> bool:
         return self.pos.shape[0] == 0
+
+    def restricted(self, gid: np.ndarray, k: np.ndarray) -> QueryRows | None:
+        """A copy holding only the rows of the (partition, segment) runs that the windows k of
+        GROUPBY groups gid read, for residue passes over the windows whose values need them
+        (results.py `_residue_ints`); None where the rows cannot be cut so (NEXT trees, and
+        shared windows and stages, whose rows stand for other runs too)."""
+        if self.plan.adjacency is not None or self.maps:
+            return None
+        if any(not isinstance(sb, SharedBursts) for sb in self.sources):
+            return None
+        assert self.seg is not None, "events are segmented first"
+        w = self.plan.windowing
+        n = self.pos.shape[0]
+        first = np.flatnonzero(
+            np.r_[True, (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])]
+        )
+        run_gid, run_seg = self.gid_of_pid[self.pid[first]], self.seg[first]
+        if self.full:  # pane maps: window k reads panes k*a .. k*a + n - 1
+            panes = (k * w.a)[:, None] + np.arange(w.n)
+            gid, seg = np.repeat(gid, w.n), panes.ravel()
+        else:  # each segment is a window
+            seg = k
+        lo = min(int(run_seg.min(initial=0)), int(seg.min(initial=0)))  # (windows before 0)
+        span = max(int(run_seg.max(initial=0)), int(seg.max(initial=0))) - lo + 1
+        wanted = np.isin(run_gid * span + (run_seg - lo), gid * span + (seg - lo))
+        rows = np.flatnonzero(np.repeat(wanted, np.diff(np.r_[first, n])))
+        sub = copy.copy(self)
+        sub._layout, sub._mus = None, {}
+        sub._keep(rows)
+        if self._runs is not None:  # the collapsed runs of the macro rows kept
+            members, labels, starts = self._runs
+            lens = np.diff(np.r_[starts, members.shape[0]])
+            kept = (np.cumsum(self.run_macro) - 1)[rows[self.run_macro[rows]]]
+            at = ranges(starts[kept], starts[kept] + lens[kept])
+            sub._runs = (members[at], labels[at], np.cumsum(lens[kept]) - lens[kept])
+        return sub
 
     def order_keys(self, attr: str):
         return self.attrs.order_keys(attr)

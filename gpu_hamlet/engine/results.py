@@ -60,6 +60,12 @@ class MapSource(Protocol):
     def order_keys(self, attr: str) -> tuple[Any, Callable[[np.ndarray], pa.Array]]: ...
 
 
+#: `_residue_ints` runs its passes over the runs of the rows that need them when those rows are
+#: at most this share of a query's output rows (below, cutting the rows costs little beside the
+#: passes it saves).
+RESTRICT_SHARE = 0.5
+
+
 @dataclass
 class ExactBounds:
     """The exact channels' magnitudes from the float pass (`QueryResults._exact_bounds`)."""
@@ -67,9 +73,15 @@ class ExactBounds:
     bits: float  # of the largest value the residues must hold
     over: dict[Channel, np.ndarray]  # exact mode: certainly beyond decimal(38), so null
     small: dict[Channel, np.ndarray]  # below 2^SMALL_BITS: rebuilt in int64
-    #: Every value below 2^FLOAT_EXACT_BITS: the float pass's values are the exact ints, as
-    #: integer arithmetic below 2^53 is exact in float64 (docs/architecture.md section 3).
-    in_float: bool
+    #: Per output row, every value below 2^FLOAT_EXACT_BITS: the float pass's values are the
+    #: exact ints, as integer arithmetic below 2^53 is exact in float64 (docs/architecture.md
+    #: section 3).
+    row_in_float: np.ndarray
+
+    @property
+    def in_float(self) -> bool:
+        """Every row's values exact in the float pass: no residue pass is needed."""
+        return bool(self.row_in_float.all())
 
 
 @dataclass
@@ -81,6 +93,7 @@ class Windows:
     k: np.ndarray  # window index per output row
     rep: np.ndarray  # an event row of the group, for the GROUPBY values
     grouped: bool  # whether several partitions add up into one row
+    gid: np.ndarray  # GROUPBY group per output row
 
 
 def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
@@ -122,16 +135,16 @@ class QueryResults:
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
         rep = self.src.rows[np.searchsorted(self.src.pid, win_pid)]
         q = self.plan.query
+        gid = self.src.gid_of_pid[win_pid]
         if len(q.partition_attrs) == len(q.groupby):
             idx = np.arange(len(win_k))
-            return Windows(idx, idx, win_k, rep, False)
-        gid = self.src.gid_of_pid[win_pid]
+            return Windows(idx, idx, win_k, rep, False, gid)
         order = np.lexsort((win_k, gid))
         g, k = gid[order], win_k[order]
         change = np.ones(len(order), bool)
         change[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
         starts = np.flatnonzero(change)
-        return Windows(order, starts, k[starts], rep[order][starts], True)
+        return Windows(order, starts, k[starts], rep[order][starts], True, g[starts])
 
     def table(self) -> pa.Table:
         return drive({"": self.table_steps()}, self.be)[""]
@@ -162,14 +175,14 @@ class QueryResults:
         bounds = self._exact_bounds(lin)
         if bounds.in_float:
             return self._float_ints(lin)
-        return (yield from self._residue_ints(win, keep, bounds))
+        return (yield from self._residue_ints(win, keep, bounds, lin))
 
     def _exact_bounds(self, lin) -> ExactBounds:
         """What the float pass tells of the exact channels: their magnitudes, in bits."""
         bits = 1.0
         over: dict[Channel, np.ndarray] = {}
         small: dict[Channel, np.ndarray] = {}
-        in_float = True
+        in_float = np.ones(next(iter(lin.values()))[0].shape[0], bool)
         for ch in self.plan.exact:
             if ch.kind == "sum":
                 m, e = lin[Channel("abs", ch.type, ch.attr)]
@@ -184,7 +197,7 @@ class QueryResults:
                 bound = xfloat_log2(m, e)
                 certain = bound > math.log2(1e38) + 1e-6
             # (A sum's bound is its abs channel's: the same terms, none smaller in magnitude.)
-            in_float = in_float and bool((bound < FLOAT_EXACT_BITS).all())
+            in_float &= bound < FLOAT_EXACT_BITS
             small[ch] = bound < SMALL_BITS
             if self.options.numeric == "exact":
                 over[ch] = certain
@@ -199,17 +212,45 @@ class QueryResults:
             ch: xfloat_to_float(*lin[ch]).astype(np.int64).astype(object) for ch in self.plan.exact
         }
 
-    def _residue_ints(self, win: Windows, keep: np.ndarray, bounds: ExactBounds) -> Steps:
-        """The exact channels from residue passes of enough primes for `bounds.bits`, by CRT."""
+    def _residue_ints(self, win: Windows, keep: np.ndarray, bounds: ExactBounds, lin) -> Steps:
+        """The exact channels from residue passes of enough primes for `bounds.bits`, by CRT.
+        Where at most RESTRICT_SHARE of the rows need them, the passes read only the runs of
+        those rows' windows (`QueryRows.restricted`); the other rows keep the float values."""
         plan = self.plan
+        need = ~bounds.row_in_float
+        part = None
+        restricted = getattr(self.src, "restricted", None)
+        if restricted is not None and need.any() and need.mean() <= RESTRICT_SHARE:
+            gid, k = win.gid[keep][need], win.k[keep][need]
+            part = restricted(gid, k)
+        src = self if part is None else QueryResults(part, plan, self.options, self.be)
         lanes = []  # [rows, channels, primes] per pass
+        sub: Windows | None = None
         for ring, param in residue_passes(primes_for_bits(bounds.bits + 2.0)):
-            vals, _, _ = yield from self._run(ring, plan.exact, param)
-            lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, axis=0))
+            vals, win_pid, win_k = yield from src._run(ring, plan.exact, param)
+            if part is None:
+                lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, 0))
+                continue
+            sub = src._windows(win_pid, win_k) if sub is None else sub
+            lanes.append((yield from src._grouped(ring, vals, sub, param)))
         res = np.concatenate(lanes, axis=2)
+        if sub is not None:  # the needed rows' places among the restricted windows
+            lo = min(int(sub.k.min(initial=0)), int(win.k.min(initial=0)))  # (windows before 0)
+            span = max(int(sub.k.max(initial=0)), int(win.k.max(initial=0))) - lo + 1
+            have = sub.gid * span + (sub.k - lo)
+            order = np.argsort(have, kind="stable")
+            wanted = win.gid[keep][need] * span + (win.k[keep][need] - lo)
+            at = order[np.searchsorted(have, wanted, sorter=order)]
+            assert np.array_equal(have[at], wanted), "a window needing residues was cut away"
+            res = res[at]
         out = {}
         for i, ch in enumerate(plan.exact):
-            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", bounds.small[ch])
+            small = bounds.small[ch] if sub is None else bounds.small[ch][need]
+            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small)
+            if sub is not None:  # the other rows' values are the float pass's
+                ints, part_ints = np.empty(need.shape[0], object), ints
+                ints[need] = part_ints
+                ints[~need] = xfloat_to_float(*(a[~need] for a in lin[ch])).astype(np.int64)
             if ch in bounds.over:
                 ints = _null_where(bounds.over[ch], ints)
             out[ch] = ints
