@@ -641,6 +641,8 @@ class QueryRows:
         assert self.seg is not None, "events are segmented first"
         w = self.plan.windowing
         n = self.pos.shape[0]
+        if n == 0:
+            return None
         first = np.flatnonzero(
             np.r_[True, (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])]
         )
