@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import gpu_hamlet
 from gpu_hamlet.core.numeric import FLOAT_EXACT_BITS
-from gpu_hamlet.engine import results
+from gpu_hamlet.engine import query_rows, results
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
@@ -120,7 +120,10 @@ def test_residue_passes_read_only_the_windows_that_need_them():
         cut.append((sorted(zip(gid.tolist(), k.tolist())), sub.pos.shape[0]))
         return sub
 
-    with mock.patch.object(QueryRows, "restricted", restricted):
+    with (
+        mock.patch.object(QueryRows, "restricted", restricted),
+        mock.patch.object(query_rows, "CUT_ROWS", 0),  # (these rows are few)
+    ):
         tables = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="exact")
     rows = tables["q"].to_pylist()
     assert [(r["g"], int(r["count"])) for r in rows] == [
@@ -147,6 +150,7 @@ def test_a_lowered_bound_splits_windows_between_the_paths(case, sharing, numeric
     with (
         mock.patch.object(results, "FLOAT_EXACT_BITS", bits),
         mock.patch.object(results, "RESTRICT_SHARE", 1.0),  # cut rows whatever the share
+        mock.patch.object(query_rows, "CUT_ROWS", 0),  # and however few
     ):
         tables = gpu_hamlet.aggregate(
             events_to_table(events), text, backend="cpu", sharing=sharing, numeric=numeric
@@ -162,6 +166,7 @@ def test_windows_before_time_zero_keep_their_groups():
     with (
         mock.patch.object(results, "FLOAT_EXACT_BITS", -1),  # every window from residues
         mock.patch.object(results, "RESTRICT_SHARE", 1.0),  # over the runs of their windows
+        mock.patch.object(query_rows, "CUT_ROWS", 0),
     ):
         tables = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="exact")
     got = [(r["g"], r["window_start"], int(r["count"])) for r in tables["q"].to_pylist()]
