@@ -46,7 +46,8 @@ COLLAPSE_FRACTION = {"exact": 0.125, "float": 1.0}
 
 #: `QueryRows.restricted` cuts a query's rows from this many on. Below, residue passes over every
 #: row cost less than the Python that cuts them: on bench_small.py's 50 queries over 2,100 events
-#: the cut made the exact call 1.78x float's time where passes over every row took 1.55x.
+#: the cut made the exact call 1.72-1.79x float's time where passes over every row took
+#: 1.45-1.62x (benchmarks/results/small_calls/ab_3bc5440_cut_rows.txt).
 CUT_ROWS = 20_000
 
 

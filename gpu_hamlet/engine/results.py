@@ -62,7 +62,8 @@ class MapSource(Protocol):
 
 #: `_residue_ints` runs its passes over the runs of the rows that need them when those rows are
 #: at most this share of a query's output rows (below, cutting the rows costs little beside the
-#: passes it saves).
+#: passes it saves). On bench_engine.py's 50 queries over 300,000 events, one thread, best of 4
+#: in turn, two runs: 0.93-0.95 s never cutting, 0.85-0.87 s at 0.5, 0.83-0.94 s cutting always.
 RESTRICT_SHARE = 0.5
 
 
