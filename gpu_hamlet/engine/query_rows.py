@@ -655,7 +655,7 @@ class QueryRows:
             np.r_[True, (self.pid[1:] != self.pid[:-1]) | (self.seg[1:] != self.seg[:-1])]
         )
         run_gid, run_seg = self.gid_of_pid[self.pid[first]], self.seg[first]
-        if self.full:  # pane maps: window k reads panes k*a .. k*a + n - 1
+        if self.full:  # pane maps: window k reads panes k*a .. k*a + w.n - 1
             panes = (k * w.a)[:, None] + np.arange(w.n)
             gid, seg = np.repeat(gid, w.n), panes.ravel()
         else:  # each segment is a window
