@@ -114,6 +114,16 @@ class SortedRows(NamedTuple):
 _NAN = float("nan")
 
 
+def pair_keys(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """One int64 key per (group, index) pair, for each array pair given, equal exactly where the
+    pairs are: indices count from the smallest of them all (windows and panes before time 0
+    have negative ones, which a plain group * span + index let collide across groups)."""
+    idx = [i for _, i in pairs]
+    lo = min((int(i.min()) for i in idx if i.size), default=0)
+    span = max((int(i.max()) for i in idx if i.size), default=0) - lo + 1
+    return [g.astype(np.int64) * span + (i - lo) for g, i in pairs]
+
+
 def group_key(values: tuple) -> tuple:
     """Group values (Python objects, as `grouping_values` gives them) as a dict key: Python's
     NaN equals only itself, so every NaN becomes one NaN object and NaN keys one key."""

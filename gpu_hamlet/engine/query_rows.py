@@ -23,7 +23,7 @@ from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import Partitioner
+from gpu_hamlet.engine.partitions import Partitioner, pair_keys
 from gpu_hamlet.engine.pruning import ranges, rows_in_runs, rows_may_complete, typed_may_complete
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
@@ -660,9 +660,8 @@ class QueryRows:
             gid, seg = np.repeat(gid, w.n), panes.ravel()
         else:  # each segment is a window
             seg = k
-        lo = min(int(run_seg.min(initial=0)), int(seg.min(initial=0)))  # (windows before 0)
-        span = max(int(run_seg.max(initial=0)), int(seg.max(initial=0))) - lo + 1
-        wanted = np.isin(run_gid * span + (run_seg - lo), gid * span + (seg - lo))
+        have, need = pair_keys((run_gid, run_seg), (gid, seg))
+        wanted = np.isin(have, need)
         rows = np.flatnonzero(np.repeat(wanted, np.diff(np.r_[first, n])))
         sub = copy.copy(self)
         sub._layout, sub._mus = None, {}

@@ -34,7 +34,7 @@ from gpu_hamlet.core.rings import residue_passes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import grouping_values
+from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.plan import Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, in_result_order
@@ -207,10 +207,11 @@ class QueryResults:
                 bits = max(bits, float(np.max(bound)))
         return ExactBounds(bits, over, small, in_float)
 
-    def _float_ints(self, lin) -> dict[Channel, np.ndarray]:
-        """The exact channels' float values as Python ints (`ExactBounds.in_float`)."""
+    def _float_ints(self, lin, rows: Any = slice(None)) -> dict[Channel, np.ndarray]:
+        """The exact channels' float values at `rows` as Python ints (`ExactBounds`)."""
         return {
-            ch: xfloat_to_float(*lin[ch]).astype(np.int64).astype(object) for ch in self.plan.exact
+            ch: xfloat_to_float(lin[ch][0][rows], lin[ch][1][rows]).astype(np.int64).astype(object)
+            for ch in self.plan.exact
         }
 
     def _residue_ints(self, win: Windows, keep: np.ndarray, bounds: ExactBounds, lin) -> Steps:
@@ -236,22 +237,20 @@ class QueryResults:
             lanes.append((yield from src._grouped(ring, vals, sub, param)))
         res = np.concatenate(lanes, axis=2)
         if sub is not None:  # the needed rows' places among the restricted windows
-            lo = min(int(sub.k.min(initial=0)), int(win.k.min(initial=0)))  # (windows before 0)
-            span = max(int(sub.k.max(initial=0)), int(win.k.max(initial=0))) - lo + 1
-            have = sub.gid * span + (sub.k - lo)
+            have, wanted = pair_keys((sub.gid, sub.k), (win.gid[keep][need], win.k[keep][need]))
             order = np.argsort(have, kind="stable")
-            wanted = win.gid[keep][need] * span + (win.k[keep][need] - lo)
             at = order[np.searchsorted(have, wanted, sorter=order)]
             assert np.array_equal(have[at], wanted), "a window needing residues was cut away"
             res = res[at]
         out = {}
+        floats = self._float_ints(lin, ~need) if sub is not None else {}
         for i, ch in enumerate(plan.exact):
             small = bounds.small[ch] if sub is None else bounds.small[ch][need]
             ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small)
             if sub is not None:  # the other rows' values are the float pass's
                 ints, part_ints = np.empty(need.shape[0], object), ints
                 ints[need] = part_ints
-                ints[~need] = xfloat_to_float(*(a[~need] for a in lin[ch])).astype(np.int64)
+                ints[~need] = floats[ch]
             if ch in bounds.over:
                 ints = _null_where(bounds.over[ch], ints)
             out[ch] = ints
