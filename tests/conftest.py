@@ -40,7 +40,7 @@ def exact_from_float_checked():
         bounds = self._exact_bounds(lin)
         if not bounds.in_float:
             return (yield from self._residue_ints(win, keep, bounds, lin))
-        got = self._float_ints(lin)
+        got = self._float_ints(lin, bounds)
         every_row = dataclasses.replace(bounds, row_in_float=np.zeros_like(bounds.row_in_float))
         want = yield from self._residue_ints(win, keep, every_row, lin)
         for ch, ints in want.items():

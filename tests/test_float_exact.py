@@ -23,6 +23,7 @@ from gpu_hamlet.engine import query_rows, results
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
+from gpu_hamlet.errors import NumericOverflowError
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
     from compare import assert_matches_oracle, events_to_table
@@ -101,6 +102,47 @@ def test_decimal_sums_from_the_float_pass():
     tables, floats = run(_sums(values, pa.decimal128(20, 2)), SUM, "exact")
     assert tables["q"].column("sum_B_x").to_pylist() == [sum(values)]
     assert floats == 1
+
+
+@pytest.mark.parametrize("sharing", ["none", "dynamic"])
+def test_nulls_beyond_decimal38_need_no_residues(sharing):
+    """In exact mode a count certainly beyond decimal(38) is null with on_overflow='null', so
+    its window needs no residue pass: beside small windows, all come from the float pass; a
+    window between 2^FLOAT_EXACT_BITS and 10^38 still gets its exact digits from residues.
+    on_overflow='error' still names the window, and bigint still gives every digit."""
+    big, mid = 200, FLOAT_EXACT_BITS + 3
+    hour = [*range(big), 3600, 3601, *range(7200, 7200 + mid)]  # 2^200 - 1, 3, 2^55 - 1 trends
+    text = "q: RETURN COUNT(*) PATTERN SEQ(B+) WITHIN 1 h"
+    need: list[list[bool]] = []  # per call, the windows that need residue passes
+    bounds_of = QueryResults._exact_bounds
+
+    def exact_bounds(self, lin):
+        bounds = bounds_of(self, lin)
+        need.append((~bounds.row_in_float).tolist())
+        return bounds
+
+    for times, want, needed in [
+        (hour[: big + 2], [None, 3], [False, False]),
+        (hour, [None, 3, 2**mid - 1], [False, False, True]),
+    ]:
+        events = pa.table({"time": times, "type": ["B"] * len(times)})
+        need.clear()
+        with mock.patch.object(QueryResults, "_exact_bounds", exact_bounds):
+            tables = gpu_hamlet.aggregate(
+                events, text, backend="cpu", on_overflow="null", sharing=sharing
+            )
+        got = tables["q"].column("count").to_pylist()
+        assert [None if v is None else int(v) for v in got] == want
+        assert need == [needed]
+        with pytest.raises(
+            NumericOverflowError, match=r"in window \[0, 3600\) does not fit decimal\(38, 0\)"
+        ):
+            gpu_hamlet.aggregate(events, text, backend="cpu", sharing=sharing)
+        tables = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="bigint")
+        assert [int(v) for v in tables["q"].column("count").to_pylist()] == [
+            2**big - 1,
+            *want[1:],
+        ]
 
 
 def test_residue_passes_read_only_the_windows_that_need_them():

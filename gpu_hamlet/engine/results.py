@@ -74,9 +74,9 @@ class ExactBounds:
     bits: float  # of the largest value the residues must hold
     over: dict[Channel, np.ndarray]  # exact mode: certainly beyond decimal(38), so null
     small: dict[Channel, np.ndarray]  # below 2^SMALL_BITS: rebuilt in int64
-    #: Per output row, every value below 2^FLOAT_EXACT_BITS: the float pass's values are the
-    #: exact ints, as integer arithmetic below 2^53 is exact in float64 (docs/architecture.md
-    #: section 3).
+    #: Per output row, every value below 2^FLOAT_EXACT_BITS or null (`over`): the float pass's
+    #: values are the exact ints, as integer arithmetic below 2^53 is exact in float64
+    #: (docs/architecture.md section 3), and a null needs no digits.
     row_in_float: np.ndarray
 
     @property
@@ -175,7 +175,7 @@ class QueryResults:
         float pass's own values where they are exact (`in_float`), else from residue passes."""
         bounds = self._exact_bounds(lin)
         if bounds.in_float:
-            return self._float_ints(lin)
+            return self._float_ints(lin, bounds)
         return (yield from self._residue_ints(win, keep, bounds, lin))
 
     def _exact_bounds(self, lin) -> ExactBounds:
@@ -198,21 +198,33 @@ class QueryResults:
                 bound = xfloat_log2(m, e)
                 certain = bound > math.log2(1e38) + 1e-6
             # (A sum's bound is its abs channel's: the same terms, none smaller in magnitude.)
-            in_float &= bound < FLOAT_EXACT_BITS
+            exact_here = bound < FLOAT_EXACT_BITS
             small[ch] = bound < SMALL_BITS
-            if self.options.numeric == "exact":
+            if self.options.numeric == "exact":  # a null needs no residues
                 over[ch] = certain
+                exact_here |= certain
                 bound = np.where(certain, 0.0, bound)
+            in_float &= exact_here
             if bound.size:
                 bits = max(bits, float(np.max(bound)))
         return ExactBounds(bits, over, small, in_float)
 
-    def _float_ints(self, lin, rows: Any = slice(None)) -> dict[Channel, np.ndarray]:
-        """The exact channels' float values at `rows` as Python ints (`ExactBounds`)."""
-        return {
-            ch: xfloat_to_float(lin[ch][0][rows], lin[ch][1][rows]).astype(np.int64).astype(object)
-            for ch in self.plan.exact
-        }
+    def _float_ints(
+        self, lin, bounds: ExactBounds, rows: Any = slice(None)
+    ) -> dict[Channel, np.ndarray]:
+        """The exact channels' float values at `rows` as Python ints, None where `bounds.over`
+        (`ExactBounds`)."""
+        out = {}
+        for ch in self.plan.exact:
+            vals = xfloat_to_float(lin[ch][0][rows], lin[ch][1][rows])
+            over = bounds.over.get(ch)
+            if over is None or not over[rows].any():
+                out[ch] = vals.astype(np.int64).astype(object)
+                continue
+            null = over[rows]
+            vals[null] = 0.0  # (beyond int64: no cast)
+            out[ch] = _null_where(null, vals.astype(np.int64).astype(object))
+        return out
 
     def _residue_ints(self, win: Windows, keep: np.ndarray, bounds: ExactBounds, lin) -> Steps:
         """The exact channels from residue passes of enough primes for `bounds.bits`, by CRT.
@@ -243,7 +255,7 @@ class QueryResults:
             assert np.array_equal(have[at], wanted), "a window needing residues was cut away"
             res = res[at]
         out = {}
-        floats = self._float_ints(lin, ~need) if sub is not None else {}
+        floats = self._float_ints(lin, bounds, ~need) if sub is not None else {}
         for i, ch in enumerate(plan.exact):
             small = bounds.small[ch] if sub is None else bounds.small[ch][need]
             ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small)
