@@ -23,6 +23,7 @@ from numba import cuda
 import gpu_hamlet
 from cpu_fallback import CpuBackend
 from gpu_hamlet.core import recursions, rings
+from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import RecordingBackend
 from gpu_hamlet.engine.events import prepare_events
@@ -457,6 +458,7 @@ def test_engine_builds_weights_on_the_device_in_one_launch_per_column(monkeypatc
     equals the CPU backend's."""
     seen = []
     build = gpu_backend_module.device_weights
+    monkeypatch.setattr(fusion, "FUSE_ROWS", -1)  # (queries of one shape would run as one)
     monkeypatch.setattr(
         gpu_backend_module, "device_weights", lambda parts: seen.append(len(parts)) or build(parts)
     )

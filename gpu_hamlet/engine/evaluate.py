@@ -21,18 +21,19 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
-from gpu_hamlet.engine.backend import Backend, batches, drive, select_backend
+from gpu_hamlet.engine.backend import Backend, batches, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
+from gpu_hamlet.engine.fusion import FUSED_ROWS
 from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner
 from gpu_hamlet.engine.query_rows import QueryRows
-from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
@@ -157,46 +158,46 @@ def evaluate(
             record_snapshots=stats is not None,
         )
 
-    def results(rows: QueryRows) -> QueryResults:
-        return QueryResults(rows, rows.plan, ctx.options[rows.plan.query.name], be)
-
     out, snapshots = {}, {}
-    if batches(be):  # queries together, each kernel step of all of them in one batch
-        group: dict[str, QueryRows] = {}
-        limit = getattr(be, "batch_events", BATCH_EVENTS)
+    group: dict[str, QueryRows] = {}
+    # A batching backend advances a batch of queries together, each kernel step of all of them
+    # in one batch; another holds a few queries' rows at a time, as many as one fused run takes
+    # (gpu_hamlet/engine/fusion.py), and a query of more rows alone.
+    batched = batches(be)
+    limit = getattr(be, "batch_events", BATCH_EVENTS) if batched else FUSED_ROWS
 
-        def run_group() -> None:
-            out.update(drive({n: results(rows).table_steps() for n, rows in group.items()}, be))
-            snapshots.update({n: rows.snapshots for n, rows in group.items()})
-            group.clear()
+    def run_group() -> None:
+        out.update(fusion.tables(group, plans, ctx.options, be))
+        snapshots.update({n: rows.snapshots for n, rows in group.items()})
+        group.clear()
 
-        def reads(q: Query) -> int:
-            """About the rows building q's rows reads: the collapsed stream of the one set it
-            shares bursts of (a few rows per burst), else every event."""
-            src = [sb for sb in shared.get(q.name, []) if sb.shares(q.name)]
-            one = src[0] if len(src) == 1 and isinstance(src[0], SharedBursts) else None
-            return ev.n if one is None or one.slots is None else one.slots.idx.shape[0]
+    def reads(q: Query) -> int:
+        """About the rows building q's rows reads: the collapsed stream of the one set it
+        shares bursts of (a few rows per burst), else every event."""
+        src = [sb for sb in shared.get(q.name, []) if sb.shares(q.name)]
+        one = src[0] if len(src) == 1 and isinstance(src[0], SharedBursts) else None
+        return ev.n if one is None or one.slots is None else one.slots.idx.shape[0]
 
-        # Queries' rows are built on the host's threads, a few queries at a time (each sort
-        # is made first, once); a batch takes no more queries once they hold BATCH_EVENTS events.
-        runs = list(ctx.runs)
-        width = be.threads if hasattr(be, "threads") else cpu_threads()
-        for q in runs:
-            parts.keys(q.partition_attrs, len(q.groupby))
-        held = 0  # the rows of the queries in `group`
-        for i in range(0, len(runs), width):
-            some = runs[i : i + width]
-            for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
-                group[q.name] = built
-                held += built.pos.shape[0]
-                if held >= limit:
-                    run_group()
-                    held = 0
-        run_group()
-    else:  # one query at a time: only its arrays are alive
-        for q in ctx.runs:
-            rows = query_rows(q)
-            out[q.name], snapshots[q.name] = results(rows).table(), rows.snapshots
+    # Queries' rows are built on the host's threads, a few queries at a time (each sort is made
+    # first, once), queries of one plan shape one after another (they may be fused); a group
+    # takes no more queries once they hold `limit` rows.
+    first_of: dict[Any, int] = {}
+    runs = sorted(
+        ctx.runs, key=lambda q: first_of.setdefault(plans[q.name].shape or q.name, len(first_of))
+    )
+    width = (be.threads if hasattr(be, "threads") else cpu_threads()) if batched else 1
+    for q in runs:
+        parts.keys(q.partition_attrs, len(q.groupby))
+    held = 0  # the rows of the queries in `group`
+    for i in range(0, len(runs), width):
+        some = runs[i : i + width]
+        for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
+            group[q.name] = built
+            held += built.pos.shape[0]
+            if held >= limit:
+                run_group()
+                held = 0
+    run_group()
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
     return {q.name: ctx.finish(q, out) for q in wl}

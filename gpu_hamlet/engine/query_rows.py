@@ -674,5 +674,33 @@ class QueryRows:
             sub._runs = (members[at], labels[at], np.cumsum(lens[kept]) - lens[kept])
         return sub
 
+    @classmethod
+    def fused(cls, members: list[QueryRows]) -> QueryRows:
+        """The rows of several queries of one plan shape (`QueryPlan.shape`) as one query's,
+        each query's partitions and groups numbered after the previous query's, so that every
+        step after this runs once for all of them (engine/fusion.py). The members are plain
+        rows (no shared source), built by one call over one sort and not segmented yet."""
+        first = members[0]
+        assert all(
+            not m.sources and m.seg is None and m.gid_of_pid is first.gid_of_pid for m in members
+        ), "plain, unsegmented rows over one sort"
+        parts = first.gid_of_pid.shape[0]
+        groups = int(first.gid_of_pid.max()) + 1 if parts else 0
+        out = copy.copy(first)
+        out._fill, out._mus, out._layout, out.snapshots = dict(first._fill), {}, None, None
+        out.rows = np.concatenate([m.rows for m in members])
+        out.time = np.concatenate([m.time for m in members])
+        out.pos = np.concatenate([m.pos for m in members])
+        out.pid = np.concatenate([m.pid + j * parts for j, m in enumerate(members)])
+        out.gid_of_pid = np.concatenate(
+            [first.gid_of_pid + j * groups for j in range(len(members))]
+        )
+        n = out.pos.shape[0]
+        for name, value in first._fill.items():  # arrays of one value (`_keep`)
+            setattr(out, name, np.full(n, value, getattr(first, name).dtype))
+        assert first.label is first.pos, "one row per event: the label is the position"
+        out.label = out.pos
+        return out
+
     def order_keys(self, attr: str):
         return self.attrs.order_keys(attr)

@@ -38,6 +38,7 @@ from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.plan import Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, in_result_order
+from gpu_hamlet.query.workload import Query
 
 
 class MapSource(Protocol):
@@ -156,7 +157,8 @@ class QueryResults:
         plan, q = self.plan, self.plan.query
         yield from self.src.prepare()
         if self.src.empty():
-            return self._build(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+            none = np.zeros(0, np.int64)
+            return self._tables(none, none, none, {})
         vals, win_pid, win_k = yield from self._run("xfloat", plan.linear)
         win = self._windows(win_pid, win_k)
         fl = yield from self._grouped("xfloat", vals, win, 0)
@@ -168,7 +170,12 @@ class QueryResults:
         cols: dict[str, pa.Array] = {}
         for agg in q.aggregates:
             cols[agg.name] = self._column(agg, lin, exact, mm, win, keep)
-        return self._build(win.k[keep], win.rep[keep], cols)
+        return self._tables(win.k[keep], win.rep[keep], win.gid[keep], cols)
+
+    def _tables(self, k: np.ndarray, rep: np.ndarray, gid: np.ndarray, cols) -> Any:
+        """The result of output rows at windows `k` of the groups `gid` (`rep`: an event row
+        of each): here one table; `FusedResults` (engine/fusion.py) splits it by query."""
+        return self._build(k, rep, cols)
 
     def _exact(self, win: Windows, keep: np.ndarray, lin) -> Steps:
         """Exact Python ints per exact channel (None where certainly beyond decimal(38)): the
@@ -316,7 +323,11 @@ class QueryResults:
                     i = int(np.flatnonzero(bad)[0])
                     raise NumericOverflowError(
                         self._overflow_message(
-                            agg, f"does not fit decimal(38, {scale}) (10^38 or more)", win, keep, i
+                            agg,
+                            f"does not fit decimal(38, {scale}) (10^38 or more)",
+                            win,
+                            keep,
+                            i,
                         )
                     )
             return decimal_array(_null_where(bad | empty, ints), typ.scale)
@@ -361,6 +372,10 @@ class QueryResults:
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
         """The result table: its schema is the plan's result schema, which the Spark driver
         declares without running anything (gpu_hamlet/query/schema.py)."""
+        return self._in_order(self.plan.query, self._unordered(k, rep, cols), k)
+
+    def _unordered(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
+        """`_build`'s table with its rows in the order of `k` and `rep`."""
         q, ev, w = self.plan.query, self.src.ev, self.plan.windowing
         schema = self.plan.result_schema
         out: dict[str, pa.Array] = {}
@@ -377,6 +392,11 @@ class QueryResults:
             )
         table = pa.table(out)
         assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
+        return table
+
+    @staticmethod
+    def _in_order(q: Query, table: pa.Table, k: np.ndarray) -> pa.Table:
+        """q's result table in result order (the rows' windows `k`)."""
         if not q.groupby and not (k[1:] < k[:-1]).any():  # in window order already
             return table
         return in_result_order(table, q.groupby)

@@ -242,6 +242,36 @@ class QueryPlan:
             )
         return out
 
+    @cached_property
+    def shape(self) -> tuple | None:
+        """What the plans of queries that one run can answer together share (engine/fusion.py):
+        the automaton up to the names of its types, save those the channels weigh; windows;
+        partitions and groups; channels; and the result columns. None where a plan never runs
+        so: an event of several rows (nested or negated patterns), or NEXT conditions."""
+        tpl = self.template
+        if not tpl.one_row or self.adjacency is not None:
+            return None
+        channels = (*self.linear, *self.exact, *self.minmax)
+        weighed = sorted({(c.type, tpl.labels[c.type]) for c in channels if c.type is not None})
+        q = self.query
+        return (
+            tpl.k,
+            tpl.pred_ptr.tobytes(),
+            tpl.pred_idx.tobytes(),
+            tpl.is_start.tobytes(),
+            tpl.is_end.tobytes(),
+            tuple(weighed),
+            self.windowing,
+            q.partition_attrs,
+            q.groupby,
+            channels,
+            self.linear,
+            self.exact,
+            q.aggregates,
+            self.nullable,
+            self.result_schema,
+        )
+
 
 def divisor(agg: Aggregate, nullable: bool) -> Channel:
     """The count an AVG divides by, and that tells whether a SUM has any value: the events of the

@@ -1,0 +1,117 @@
+"""Queries of one plan shape answered by one run (docs/architecture.md section 4, fusion).
+
+Every query of a call pays fixed costs in each step after its rows are built: weights, kernel
+calls, windows, groups and the result table, some tens of NumPy and Arrow calls of a few
+microseconds each. Queries whose plans have one shape (`QueryPlan.shape`: one automaton up to
+the names of its types, the same windows, partitions, channels and result columns) and whose
+rows are plain (no shared burst) differ only in the events they read. Their rows, built query by
+query as before, become one query's (`QueryRows.fused`: each query's partitions numbered after
+the previous one's), every later step runs once for all of them, and `FusedResults` cuts the
+result table into each query's at the end. On the ridesharing workload's 50 queries over 10^5
+events, all of one shape, this took most of the call (BENCHMARKS.md, Streaming in chunks).
+
+Only queries of few rows are fused (`FUSE_ROWS`): above it the fixed costs are a small share of
+a query's work, while one kernel call over many queries' rows runs on one thread where their own
+calls would share the host's threads. A fused run holds at most `FUSED_ROWS` rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_hamlet.engine.backend import Backend, drive
+from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.results import QueryResults
+from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query.plan import QueryPlan
+
+#: A query is fused with others when it has at most this many rows. A query's fixed costs are
+#: about 150 us, the kernel's rows 30-60 ns each: from 20,000 rows the fixed costs are a tenth
+#: or less of the query's work.
+FUSE_ROWS = 20_000
+#: The rows of one fused run at most: a kernel call over them takes some milliseconds, and
+#: several such runs still share the host's threads.
+FUSED_ROWS = 250_000
+
+
+class FusedResults(QueryResults):
+    """The tables of several queries of one plan shape from their fused rows: one run of every
+    step, then the result table cut into each query's (its groups are numbered after the
+    previous query's, so its output rows are consecutive)."""
+
+    def __init__(
+        self, members: list[QueryRows], plans: list[QueryPlan], options: Options, be: Backend
+    ) -> None:
+        super().__init__(QueryRows.fused(members), plans[0], options, be)
+        self.plans = plans
+        gid_of_pid = members[0].gid_of_pid
+        self.groups = int(gid_of_pid.max()) + 1 if gid_of_pid.shape[0] else 1
+
+    def _tables(self, k: np.ndarray, rep: np.ndarray, gid: np.ndarray, cols) -> Any:
+        table = self._unordered(k, rep, cols)
+        cut = np.searchsorted(gid // self.groups, np.arange(len(self.plans) + 1))
+        return {
+            plan.query.name: self._in_order(plan.query, table.slice(lo, hi - lo), k[lo:hi])
+            for plan, lo, hi in zip(self.plans, cut[:-1], cut[1:])
+        }
+
+
+def runs(built: dict[str, QueryRows], options: dict[str, Options]) -> list[list[str]]:
+    """The queries of `built` as runs: a query alone, or queries of one plan shape and options,
+    each of at most FUSE_ROWS rows, together at most FUSED_ROWS."""
+    out: list[list[str]] = []
+    open_runs: dict[tuple, tuple[list[str], int]] = {}  # per shape: the run filling up, its rows
+    for name, rows in built.items():
+        shape = rows.plan.shape
+        n = rows.pos.shape[0]
+        if shape is None or rows.sources or n > FUSE_ROWS:
+            out.append([name])
+            continue
+        key = (shape, options[name])
+        names, held = open_runs.get(key, ([], 0))
+        if names and held + n > FUSED_ROWS:
+            out.append(names)
+            names, held = [], 0
+        names.append(name)
+        open_runs[key] = (names, held + n)
+    out.extend(names for names, _ in open_runs.values())
+    return out
+
+
+def tables(
+    built: dict[str, QueryRows],
+    plans: dict[str, QueryPlan],
+    options: dict[str, Options],
+    be: Backend,
+) -> dict[str, pa.Table]:
+    """Each query's result table from its rows, queries of one shape fused (`runs`), the steps
+    of all runs driven together (gpu_hamlet/engine/backend.py `drive`). A value that does not
+    fit its column raises an error naming the query: where it came from a fused run, whose
+    messages would name its first query, each query runs alone again to name the right one."""
+    steps = {}
+    fused = set()
+    for names in runs(built, options):
+        if len(names) == 1:
+            (name,) = names
+            steps[name] = QueryResults(built[name], plans[name], options[name], be).table_steps()
+            continue
+        key = "\0" + names[0]  # (no query name holds a NUL)
+        fused.add(key)
+        steps[key] = FusedResults(
+            [built[n] for n in names], [plans[n] for n in names], options[names[0]], be
+        ).table_steps()
+    try:
+        done = drive(steps, be)
+    except NumericOverflowError:
+        if not fused:
+            raise
+        alone = {n: QueryResults(r, plans[n], options[n], be) for n, r in built.items()}
+        done = drive({n: res.table_steps() for n, res in alone.items()}, be)
+    out: dict[str, pa.Table] = {}
+    for key, value in done.items():
+        out.update(value if key in fused else {key: value})
+    return out

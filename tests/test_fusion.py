@@ -1,0 +1,129 @@
+"""Queries of one plan shape answered by one run (gpu_hamlet/engine/fusion.py): the same tables
+as each query run alone and as the oracle's, in every numeric and sharing mode."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu_hamlet
+from gpu_hamlet.engine import fusion
+from gpu_hamlet.engine.options import SHARING_MODES
+from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query.parser import parse_workload
+
+try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
+    from compare import assert_matches_oracle, events_to_table
+    from oracle import oracle
+    from strategies import event_streams
+except ImportError:  # pragma: no cover
+    from tests.compare import assert_matches_oracle, events_to_table
+    from tests.oracle import oracle
+    from tests.strategies import event_streams
+
+SHAPES = ["SEQ({a}, B+, {c})", "SEQ({a}, B)", "SEQ(B+, {c})", "SEQ({a}, {c}, B+)"]
+RETURNS = ["COUNT(*)", "COUNT(*), SUM(B.x)", "COUNT(B), AVG(B.y)", "COUNT(*), MIN(B.x), MAX(B.y)"]
+WINDOWS = ["WITHIN 4 s", "WITHIN 4 s SLIDE 2 s", "WITHIN 10 s"]
+FILTERS = ["", "{a}.x < 2", "B.x > -1", "{c}.y < 1.5"]
+
+
+@st.composite
+def same_shape(draw) -> str:
+    """2 to 5 queries of one shape around the Kleene type B, which the aggregates weigh: each
+    query its own other types and filters; one RETURN, window, GROUPBY and equivalence."""
+    shape, returns, window = (draw(st.sampled_from(xs)) for xs in (SHAPES, RETURNS, WINDOWS))
+    equivalence = draw(st.sampled_from([[], ["[k]"]]))
+    group = draw(st.sampled_from(["", "g"]))
+    lines = []
+    for i in range(draw(st.integers(2, 5))):
+        a, c = draw(st.permutations("ACDE"))[:2]
+        filters = [f for f in FILTERS if all(t in shape for t in ("{a}", "{c}") if t in f)]
+        where = [*equivalence, draw(st.sampled_from(filters)).format(a=a, c=c)]
+        where = [w for w in where if w]
+        text = f"q{i}: RETURN {group + ', ' if group else ''}{returns} PATTERN "
+        text += shape.format(a=a, c=c)
+        text += f" WHERE {' AND '.join(where)}" if where else ""
+        text += f" GROUPBY {group}" if group else ""
+        lines.append(f"{text} {window}")
+    return ";\n".join(lines)
+
+
+def fused_runs(events: pa.Table, text: str, **options) -> tuple[dict[str, pa.Table], int]:
+    """The tables, and how many fused runs made them."""
+    with mock.patch.object(QueryRows, "fused", wraps=QueryRows.fused) as spy:
+        tables = gpu_hamlet.aggregate(events, text, backend="cpu", **options)
+    return tables, spy.call_count
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=same_shape(),
+    data=st.data(),
+    numeric=st.sampled_from(["float", "exact", "bigint"]),
+    sharing=st.sampled_from(SHARING_MODES),
+)
+def test_fused_queries_answer_as_the_oracle(text, data, numeric, sharing):
+    """Queries of one shape, fused or each alone, give the oracle's tables."""
+    wl = parse_workload(text)
+    events = data.draw(event_streams(["A", "B", "C", "D", "E"], max_events=16))
+    table = events_to_table(events)
+    expected = oracle(events, wl, with_magnitudes=True)
+    options = dict(numeric=numeric, sharing=sharing, on_overflow="null")
+    tables, runs = fused_runs(table, text, **options)
+    assert runs or sharing != "none"  # (shared bursts take the queries' rows apart)
+    assert_matches_oracle(tables, expected, wl, numeric, on_overflow="null")
+    with mock.patch.object(fusion, "FUSE_ROWS", -1):  # each query alone
+        alone = gpu_hamlet.aggregate(table, text, backend="cpu", **options)
+    assert_matches_oracle(alone, expected, wl, numeric, on_overflow="null")
+
+
+def test_one_run_answers_queries_of_one_shape():
+    """Three queries of one shape run as one, the fourth (another window) alone, with one host
+    thread or two: each table is the oracle's, with its own groups and windows in result order,
+    also where a query has no trend."""
+    types = ["A", "B", "B", "C", "D", "B", "C", "E", "A", "B", "C"]
+    times = [0, 1, 2, 3, 4, 5, 6, 7, 30, 31, 32]
+    groups = ["u", "v", "v", "v", "u", "u", "u", "u", "v", "v", "v"]
+    events = [
+        {"time": t, "type": e, "g": g, "k": 0, "x": 1, "y": 0.5, "s": "s"}
+        for t, e, g in zip(times, types, groups)
+    ]
+    shape = "RETURN g, COUNT(*) PATTERN SEQ({}, B+, {}) GROUPBY g WITHIN 10 s SLIDE 5 s"
+    text = ";\n".join(
+        [
+            "qac: " + shape.format("A", "C"),
+            "qdc: " + shape.format("D", "C"),
+            "qea: " + shape.format("E", "A"),  # no trend
+            "qlong: " + shape.format("A", "C").replace("10 s SLIDE 5 s", "1 min"),
+        ]
+    )
+    wl = parse_workload(text)
+    expected = oracle(events, wl)
+    assert expected["qac"] and expected["qdc"] and not expected["qea"]
+    for threads in ("1", "2"):
+        with mock.patch.dict("os.environ", {"OMP_NUM_THREADS": threads}):
+            tables, runs = fused_runs(events_to_table(events), text, numeric="exact")
+        assert runs == 1
+        assert_matches_oracle(tables, expected, wl, "exact")
+
+
+def test_an_overflow_names_its_own_query():
+    """A count beyond decimal(38) in the second of two fused queries: the error names it, and
+    with on_overflow='null' it is null beside the first query's count."""
+    n = 130  # 2^131 - 1 trends of SEQ(C, B+), one of SEQ(A, B+)
+    events = pa.table({"time": list(range(n + 3)), "type": ["C", *["B"] * n, "A", "B"]})
+    text = (
+        "small: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 h;\n"
+        "big: RETURN COUNT(*) PATTERN SEQ(C, B+) WITHIN 1 h"
+    )
+    with pytest.raises(NumericOverflowError, match="query big: COUNT"):
+        fused_runs(events, text, numeric="exact")
+    tables, runs = fused_runs(events, text, numeric="exact", on_overflow="null")
+    assert runs == 1
+    assert tables["big"].column("count").to_pylist() == [None]
+    assert tables["small"].column("count").to_pylist() == [1]
