@@ -182,6 +182,52 @@ def test_negative_decimals(backend, numeric):
     assert got["avg_B_x"] == pytest.approx(-5.04 / 8, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "typ", [pa.decimal32(5, 1), pa.decimal64(12, 1), pa.decimal128(5, -2)], ids=str
+)
+def test_narrow_and_negative_scale_decimals(typ):
+    """decimal32, decimal64 and negative scales: sums, MIN/MAX of the column's own type, and as
+    GROUPBY, equivalence and NEXT columns, the results of the same values in decimal128 (Arrow
+    hashes, ranks and sorts no narrower decimal, and widens a negative scale's MIN/MAX)."""
+    values = (
+        ["1.5", "1.5", None, "2.5", "0.5"] if typ.scale >= 0 else ["100", "100", None, "200", "0"]
+    )
+    wide = pa.decimal128(typ.precision, typ.scale)
+    text = (
+        "agg: RETURN x, COUNT(*), SUM(B.x), AVG(B.x), MIN(B.x), MAX(B.x) "
+        "PATTERN SEQ(A, B+) GROUPBY x WITHIN 10 s;"
+        "equiv: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [x] WITHIN 10 s;"
+        "adjacent: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < NEXT(B).x WITHIN 10 s"
+    )
+    tables = {}
+    for t in (typ, wide):
+        x = pa.array([None if v is None else decimal.Decimal(v) for v in values], t)
+        events = pa.table({"time": [1, 2, 3, 4, 5], "type": ["A", "B", "A", "B", "B"], "x": x})
+        tables[t] = gpu_hamlet.aggregate(events, text, backend="cpu")
+    for name, got in tables[typ].items():
+        want = tables[wide][name]
+        assert got.to_pylist() == want.to_pylist(), name
+        for field in got.schema:  # the column's own type where results keep it
+            assert field.type == (typ if want.schema.field(field.name).type == wide else
+                                  want.schema.field(field.name).type), field  # fmt: skip
+    assert tables[typ]["agg"].num_rows and tables[typ]["adjacent"].num_rows
+
+
+def test_bigint_decimal_sums_keep_every_digit_of_their_scale():
+    """bigint's decimal strings carry every digit: a sum of 39 digits at scale 10, 4 x 8e27
+    (Python's Decimal, which made them, rounds to 28 digits and raised), and a small one with
+    all its zeros (Decimal wrote -4E-10)."""
+    big = decimal.Decimal("4e27")
+    for values, want in [
+        ([big, big, decimal.Decimal(0)], "32000000000000000000000000000.0000000000"),
+        ([decimal.Decimal("-1E-10"), decimal.Decimal(0), None], "-0.0000000004"),
+    ]:
+        table = _abc(values, pa.decimal128(38, 10))
+        text = "RETURN SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+        got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="bigint")["q1"]
+        assert got.column("sum_B_x").to_pylist() == [want]
+
+
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
 def test_decimal256_beyond_38_digits(backend):
     """bigint adds them exactly; the other modes say to use it, naming the query."""

@@ -222,6 +222,13 @@ def test_conjunction_overflow_names_the_query_and_window():
     assert exact.column("count").to_pylist() == [str(c * c - c * (c + 1) // 2)]
     nulls = gpu_hamlet.aggregate(table, text, backend="cpu", on_overflow="null")["big"]
     assert nulls.column("count").to_pylist() == [None]
+    # In float mode 600 As give sides within float64 whose pairs are beyond it: an error
+    # naming bigint, or null (the pairs were inf - inf, NaN, and the row was dropped).
+    table = pa.table({"time": list(range(600)), "type": ["A"] * 600})
+    with pytest.raises(NumericOverflowError, match=r"float64 range; use numeric='bigint'"):
+        gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")
+    nulls = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float", on_overflow="null")
+    assert nulls["big"].column("count").to_pylist() == [None]
 
 
 # --- every backend, mode and sharing mode against the oracle ---

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import re
 from fractions import Fraction
 from unittest import mock
 
@@ -34,6 +35,7 @@ from gpu_hamlet.errors import (
     EventDataError,
     GpuHamletError,
     NumericOverflowError,
+    WorkloadError,
 )
 from gpu_hamlet.query.workload import Aggregate, PatternElement, Query, Workload
 
@@ -767,7 +769,7 @@ def test_missing_attribute_column_is_an_error():
         run(table, _SIMPLE, type_col="ev_kind")
 
 
-@pytest.mark.parametrize("bad", [pa.string(), pa.bool_(), pa.date32()])
+@pytest.mark.parametrize("bad", [pa.string(), pa.bool_(), pa.date32(), pa.float16()])
 def test_unsupported_time_type_is_an_error(bad):
     table = _renamed(events_to_table(burst_events(1, [[1], [2]])), time="ev_time")
     times = table.column("ev_time")
@@ -775,11 +777,26 @@ def test_unsupported_time_type_is_an_error(bad):
         col = pa.array([str(t) for t in times.to_pylist()], pa.string())
     elif bad == pa.bool_():
         col = pa.array([bool(t) for t in times.to_pylist()], pa.bool_())
+    elif bad == pa.float16():  # (float32 and float64 only: semantics.md section 1)
+        col = pa.array(np.asarray(times.to_pylist(), np.float16), pa.float16())
     else:
         col = pa.array(times.to_pylist(), pa.int32()).cast(pa.date32())
     table = table.set_column(table.column_names.index("ev_time"), "ev_time", col)
     with pytest.raises(EventDataError, match="ev_time"):
         run(table, _SIMPLE, time_col="ev_time")
+
+
+@pytest.mark.parametrize("clause", ["GROUPBY g", "WHERE [g]"])
+@pytest.mark.parametrize("nested", [pa.list_(pa.int64()), pa.struct([("a", pa.int64())])], ids=str)
+def test_nested_group_columns_are_an_error_naming_them(clause, nested):
+    """A list or struct column cannot group events: the error names the query and the column,
+    where Arrow's own said neither."""
+    table = pa.table(
+        {"time": [1, 2], "type": ["A", "B"], "g": pa.array([[1], [2]] if nested.num_fields == 1
+         and pa.types.is_list(nested) else [{"a": 1}, {"a": 2}], nested)}
+    )  # fmt: skip
+    with pytest.raises(WorkloadError, match=r"query q1: .*'g' is " + re.escape(str(nested))):
+        run(table, f"RETURN COUNT(*) PATTERN SEQ(A, B) {clause} WITHIN 10 s")
 
 
 def test_pattern_type_absent_from_the_data_is_a_warning():

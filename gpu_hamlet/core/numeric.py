@@ -8,7 +8,6 @@ run gives for every result, so small results cost one prime and 800-digit ones a
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from functools import cache, lru_cache
 
 import numpy as np
@@ -200,11 +199,13 @@ def bigint_strings(values: np.ndarray, scale: int) -> pa.Array:
     """Exact decimal strings (with `scale` digits after the point) from Python ints."""
     if scale == 0:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
-    q = Decimal(1).scaleb(-scale)
-    return pa.array(
-        [None if v is None else str(Decimal(int(v)).scaleb(-scale).quantize(q)) for v in values],
-        pa.string(),
-    )
+
+    def text(v: int) -> str:
+        # From the int's own digits: a Decimal would round to its context's 28 digits.
+        digits = str(abs(v)).rjust(scale + 1, "0")
+        return f"{'-' if v < 0 else ''}{digits[:-scale]}.{digits[-scale:]}"
+
+    return pa.array([None if v is None else text(int(v)) for v in values], pa.string())
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -22,6 +22,7 @@ from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Adjacency
+from gpu_hamlet.query.schema import widened
 from gpu_hamlet.query.workload import NextCondition, Query
 
 
@@ -81,6 +82,7 @@ def _joint_ranks(
     order; NaN ranks after every number."""
     typ = comparable_type(a.type, b.type)
     assert typ is not None, "conditions are checked against the schema first (check_next)"
+    typ = widened(typ)  # (Arrow ranks no decimal32 or decimal64)
     try:
         both = pa.concat_arrays([pc.cast(x, typ) for x in (a, b)])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

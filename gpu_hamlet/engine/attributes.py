@@ -16,6 +16,7 @@ from gpu_hamlet.core.rings import LANES, NO_RANK, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
+from gpu_hamlet.query.schema import widened
 
 
 class Attributes:
@@ -195,6 +196,13 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
             return back_values(k).cast(t)
 
         return keys, back_dictionary
+    if widened(t) != t:  # ranked as decimal128 (Arrow ranks no narrower decimal)
+        keys, back_wide = order_keys(col.cast(widened(t)))
+
+        def back_narrow(k: np.ndarray) -> pa.Array:
+            return back_wide(k).cast(t)
+
+        return keys, back_narrow
     if _identity_keys(col):
         keys = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
@@ -259,7 +267,7 @@ def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
     """Unscaled decimal values as 64-bit limbs, least significant first: uint64 limbs and a
     signed int64 top limb (two's complement, 2 limbs for decimal128, 4 for decimal256); nulls
     are zero."""
-    arr = _filled(arr)
+    arr = _filled(arr.cast(widened(arr.type)))  # (decimal32 and decimal64: 64-bit limbs)
     n = arr.type.bit_width // 64
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
     raw = raw[n * arr.offset : n * (arr.offset + len(arr))]

@@ -79,10 +79,10 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         cl, cr, cb = c.get("left", 0), c.get("right", 0), c.get("both", 0)
         if None in (cl, cr, cb):  # a float count beyond float64
             pairs = None
-        elif all(isinstance(v, int) for v in (cl, cr, cb)):
-            pairs = cl * cr - cb * (cb + 1) // 2
-        else:
-            pairs = cl * cr - cb * (cb + 1) / 2
+        else:  # in Python ints: float counts are whole, and a product may pass float64 (in
+            # floats inf - inf made NaN, and the row was dropped as holding no pair)
+            il, ir, ib = int(cl), int(cr), int(cb)
+            pairs = il * ir - ib * (ib + 1) // 2
         group = key[:ng] + key[-1:]
         before = totals.get(group, 0)
         totals[group] = None if before is None or pairs is None else before + pairs
@@ -95,8 +95,11 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         key, end = shown[group]
         if total is not None and pa.types.is_decimal(typ) and total >= DECIMAL38_LIMIT:
             total = None
-        if total is not None and pa.types.is_floating(typ) and total == float("inf"):
-            total = None
+        if total is not None and pa.types.is_floating(typ):
+            try:
+                total = float(total)
+            except OverflowError:  # beyond float64
+                total = None
         if total is None and options.on_overflow == "error":
             raise NumericOverflowError(_overflow(q, group, key[-1], end, typ))
         for g, v in zip(q.groupby, group[:ng]):
@@ -131,8 +134,8 @@ def _overflow(q: Query, group: tuple, start: Any, end: Any, typ: pa.DataType) ->
         if pa.types.is_floating(typ)
         else ("does not fit decimal(38, 0) (10^38 or more)")
     )
-    ways = (
-        "on_overflow='null'"
+    ways = (  # (an AND's aggregates are counts: bigint gives them exactly)
+        "numeric='bigint' for exact digits of any size, or on_overflow='null'"
         if pa.types.is_floating(typ)
         else "numeric='bigint' for exact digits of any size, or numeric='float' for float64, "
         "or on_overflow='null'"

@@ -118,6 +118,14 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
                 query=q.name,
             )
         _require_column(schema, name, "attribute", q)
+    for q in workload:
+        for name in q.partition_attrs:
+            t = schema.field(name).type
+            if pa.types.is_nested(t if not pa.types.is_dictionary(t) else t.value_type):
+                raise WorkloadError(
+                    f"GROUPBY and [equivalence] need columns of single values, but '{name}' is {t}",
+                    query=q.name,
+                )
     axis = time_axis(schema.field(time_col).type, time_col)
     type_type = schema.field(type_col).type
     names_type = type_type.value_type if pa.types.is_dictionary(type_type) else type_type
@@ -162,7 +170,9 @@ def prepare_events(
     taken = None if rows.shape[0] == len(table) else pa.array(rows)
 
     def kept(col: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-        col = col if taken is None else col.take(taken)
+        col = (
+            _without_null_entries(col) if taken is None else _without_null_entries(col).take(taken)
+        )
         # (Arrow cannot combine zero chunks of a dictionary of dates or decimals.)
         return col.combine_chunks() if col.num_chunks else col
 
@@ -188,6 +198,19 @@ def prepare_events(
     else:
         tnp = time.cast(pa.int64()).to_numpy()
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count)
+
+
+def _without_null_entries(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column whose dictionaries hold nulls, with those nulls as null indices
+    (the same values): Arrow cannot combine such chunks, nor take from them."""
+    if not pa.types.is_dictionary(col.type) or not any(c.dictionary.null_count for c in col.chunks):
+        return col
+    index_type = col.type.index_type
+    chunks = []
+    for c in col.chunks:
+        enc = pc.dictionary_encode(c.cast(col.type.value_type))
+        chunks.append(pa.DictionaryArray.from_arrays(enc.indices.cast(index_type), enc.dictionary))
+    return pa.chunked_array(chunks, col.type)
 
 
 @njit(cache=True)

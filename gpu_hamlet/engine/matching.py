@@ -96,9 +96,11 @@ def compare(col: pa.ChunkedArray, op: str, value: Literal) -> pa.ChunkedArray:
 
 def check_filter(q: Query, f: Filter, t: pa.DataType) -> None:
     """A WorkloadError unless the filter's literal can be compared with its column, of type `t`:
-    a number with an integer, decimal or float column, a string with a string column."""
-    numeric_col = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-    string_col = pa.types.is_string(t) or pa.types.is_large_string(t)
+    a number with an integer, decimal or float column, a string with a string column (a
+    dictionary column: of such values)."""
+    v = t.value_type if pa.types.is_dictionary(t) else t
+    numeric_col = pa.types.is_integer(v) or pa.types.is_floating(v) or pa.types.is_decimal(v)
+    string_col = pa.types.is_string(v) or pa.types.is_large_string(v)
     if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):
         raise WorkloadError(
             f"filter {f} compares column '{f.attr}' of type {t} with "
@@ -122,6 +124,8 @@ class Matcher:
         if f not in self._dropped:
             ev = self.ev
             col = ev.table.column(f.attr)
+            if pa.types.is_dictionary(col.type):  # (compared by value)
+                col = col.cast(col.type.value_type)
             ok = compare(col, f.op, f.value).fill_null(False)
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok

@@ -20,6 +20,7 @@ from numba import njit
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.pruning import rows_by_code
 from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.query.schema import widened
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,16 @@ def group_key(values: tuple) -> tuple:
 def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A GROUPBY or equivalence column with the values Spark's grouping normalises made one:
     -0.0 is 0.0 (the value shown for the group) and every NaN is the same NaN. Arrow hashes
-    the bits, which would make them separate groups. A null stays a value of its own."""
+    the bits, which would make them separate groups. A null stays a value of its own. A
+    dictionary column's dictionary is made so."""
+    if pa.types.is_dictionary(col.type):
+        if not pa.types.is_floating(col.type.value_type):
+            return col
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        fixed = [
+            pa.DictionaryArray.from_arrays(c.indices, grouping_values(c.dictionary)) for c in chunks
+        ]
+        return pa.chunked_array(fixed, col.type) if isinstance(col, pa.ChunkedArray) else fixed[0]
     if not pa.types.is_floating(col.type):
         return col
     col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 = 0.0; NaN payloads stay
@@ -144,6 +154,9 @@ def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
     """A code per row (equal values, equal codes; a null is a value) and the number of codes."""
     if len(col) == 0:  # (Arrow cannot combine zero chunks of a dictionary of dates or decimals)
         return np.zeros(0, np.int64), 0
+    if pa.types.is_dictionary(col.type):  # its indices are no codes: one value may sit at
+        col = col.cast(col.type.value_type)  # several, and a null has none
+    col = col.cast(widened(col.type))  # (Arrow hashes no decimal32 or decimal64)
     if pa.types.is_integer(col.type) and not col.null_count:
         chunks = [c.to_numpy() for c in col.chunks]
         values = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)

@@ -294,7 +294,8 @@ class QueryResults:
                 out[ch] = pa.nulls(len(reach), typ)
                 continue
             col = self.src.order_keys(ch.attr)[1](np.where(reach, keys, keys[reach][0]))
-            out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type))
+            # (if_else widens some types: decimals of negative scale or of 32 and 64 bits)
+            out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type)).cast(col.type)
         return out
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
@@ -324,7 +325,7 @@ class QueryResults:
                     raise NumericOverflowError(
                         self._overflow_message(
                             agg,
-                            f"does not fit decimal(38, {scale}) (10^38 or more)",
+                            f"does not fit decimal(38, {scale}) (10^{38 - scale} or more)",
                             win,
                             keep,
                             i,

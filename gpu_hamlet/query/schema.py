@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.time_axis import TimeAxis
@@ -62,6 +63,15 @@ def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str)
     return pa.schema(fields)
 
 
+def widened(t: pa.DataType) -> pa.DataType:
+    """decimal32 and decimal64 as decimal128 of the same precision and scale, which Arrow's
+    hashing, ranking and sorting kernels take (they take no narrower decimal); any other type
+    as it is."""
+    if pa.types.is_decimal(t) and t.bit_width < 128:
+        return pa.decimal128(t.precision, t.scale)
+    return t
+
+
 def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
     """The rows of a result table by GROUPBY values, then window_start, ascending (Arrow's
     order: nulls last). Rows often come in that order already (integer groups are coded by
@@ -81,7 +91,12 @@ def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
             undecided &= ~step
         else:
             return table
-    return table.sort_by([(k, "ascending") for k in keys])
+    # (Arrow sorts no dictionary column: its values are sorted instead)
+    values = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in cols]
+    order = pc.sort_indices(
+        pa.table(dict(zip(keys, values))), sort_keys=[(k, "ascending") for k in keys]
+    )
+    return table.take(order)
 
 
 def _plain_ordered(col: pa.ChunkedArray) -> bool:
@@ -92,4 +107,4 @@ def _plain_ordered(col: pa.ChunkedArray) -> bool:
     )
 
 
-__all__ = ["attr_kind", "in_result_order", "result_schema", "value_type"]
+__all__ = ["attr_kind", "in_result_order", "result_schema", "value_type", "widened"]

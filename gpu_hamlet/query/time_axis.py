@@ -134,6 +134,8 @@ def time_axis(t: pa.DataType, name: str) -> TimeAxis:
             )
         return TimeAxis(t, 1)
     if pa.types.is_floating(t):
+        if pa.types.is_float16(t):  # (11 bits of precision: times would collide)
+            raise EventDataError(f"time column '{name}' is float16; use float32 or float64 seconds")
         return TimeAxis(t, None)
     raise EventDataError(
         f"time column '{name}' has unsupported type {t}: use a timestamp, or int or float seconds"
