@@ -181,10 +181,13 @@ def evaluate(
     # Queries' rows are built on the host's threads, a few queries at a time (each sort is made
     # first, once), queries of one plan shape one after another (they may be fused); a group
     # takes no more queries once they hold `limit` rows.
-    first_of: dict[Any, int] = {}
-    runs = sorted(
-        ctx.runs, key=lambda q: first_of.setdefault(plans[q.name].shape or q.name, len(first_of))
-    )
+    first_of: dict[int | str, int] = {}  # per shape (a query without one: its name)
+
+    def shape_order(q: Query) -> int:
+        shape = plans[q.name].shape
+        return first_of.setdefault(q.name if shape is None else shape, len(first_of))
+
+    runs = sorted(ctx.runs, key=shape_order)
     width = (be.threads if hasattr(be, "threads") else cpu_threads()) if batched else 1
     for q in runs:
         parts.keys(q.partition_attrs, len(q.groupby))
