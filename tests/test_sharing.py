@@ -18,6 +18,7 @@ import gpu_hamlet
 from cpu_fallback.bursts import burst_ids
 from cpu_fallback.panes import panes
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream, load_hamlet_stream
+from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.burst_slots import (
     burst_extents,
     collapsed_stream,
@@ -591,7 +592,8 @@ def test_a_batch_computes_its_queries_bursts_in_one_call():
     """Each query adds the bursts its macro rows stand for as its rows are built (`Ahead`), so
     the first query of a batch that needs coefficients computes those of every query in it in
     one kernel call, rather than each query the few it adds; one query at a time (a backend
-    without batches) computes its own. The results are sharing="none"'s either way."""
+    without batches holds as many rows as one fused run, engine/fusion.py: here none)
+    computes its own. The results are sharing="none"'s either way."""
     from cpu_fallback import CpuBackend
 
     text = ";".join(
@@ -617,7 +619,10 @@ def test_a_batch_computes_its_queries_bursts_in_one_call():
             calls.append(int(seg_id.max()) + 1)
             return real(self, ring, seg_id, *args)
 
-        with patch.object(CpuBackend, "burst_coefficients", recorded):
+        with (
+            patch.object(CpuBackend, "burst_coefficients", recorded),
+            patch.object(fusion, "FUSED_ROWS", 0),
+        ):
             got = gpu_hamlet.aggregate(table, text, sharing="static", numeric="float", backend=be)
         assert all(got[n].equals(alone[n]) for n in alone)
     assert len(made[2]) == 1 and len(made[1]) > 1  # (queries keep bursts of their own)

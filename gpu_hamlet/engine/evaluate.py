@@ -27,7 +27,6 @@ from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
-from gpu_hamlet.engine.fusion import FUSED_ROWS
 from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
@@ -164,7 +163,7 @@ def evaluate(
     # in one batch; another holds a few queries' rows at a time, as many as one fused run takes
     # (gpu_hamlet/engine/fusion.py), and a query of more rows alone.
     batched = batches(be)
-    limit = getattr(be, "batch_events", BATCH_EVENTS) if batched else FUSED_ROWS
+    limit = getattr(be, "batch_events", BATCH_EVENTS) if batched else fusion.FUSED_ROWS
 
     def run_group() -> None:
         out.update(fusion.tables(group, plans, ctx.options, be))
