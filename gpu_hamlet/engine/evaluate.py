@@ -19,6 +19,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from gpu_hamlet.engine import fusion
@@ -85,11 +86,17 @@ def evaluate(
     *,
     stats: RunStats | None = None,
     part: bool = False,
+    seen_types: set[str] | None = None,
 ) -> dict[str, pa.Table]:
     """`aggregate` with its options checked already: what the Spark tasks, pane summaries and
-    the command line call."""
+    the command line call. `seen_types` receives the event types present (a stream, of parts,
+    warns of absent ones at its end)."""
     keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
+    if seen_types is not None:
+        ev = ctx.ev
+        counts = ev.type_counts if ev.type_counts is not None else np.ones(len(ev.type_names))
+        seen_types.update(ev.type_names[c] for c in np.flatnonzero(counts))
     wl, be, ev, parts, attrs, plans, matcher = (
         ctx.workload,
         ctx.be,

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gpu_hamlet.engine.evaluate import evaluate
 from gpu_hamlet.engine.events import warn_absent_types
@@ -102,9 +101,6 @@ class Stream:
                     f"{self._show(self.cut)}, where the stream was cut after the chunk before; "
                     f"aggregate_stream needs the batches in time order"
                 )
-        self.types.update(
-            t for t in pc.unique(table.column(self.options.type_col)).to_pylist() if t is not None
-        )
         self.buffer.append(table)
         self.seen += table.num_rows
         self.new_rows += table.num_rows
@@ -123,8 +119,10 @@ class Stream:
             warn_absent_types(self.wl, self.types, self.options.type_col, stacklevel=3)
         out = {}
         for q in self.wl:
-            table = pa.concat_tables(self.results[q.name])
-            out[q.name] = in_result_order(table, q.groupby)
+            parts = self.results[q.name]  # each in result order: one needs no sort
+            out[q.name] = (
+                parts[0] if len(parts) == 1 else in_result_order(pa.concat_tables(parts), q.groupby)
+            )
         return out
 
     def _start(self, schema: pa.Schema) -> None:
@@ -143,7 +141,9 @@ class Stream:
         ticks = column_ticks(events.column(self.options.time_col))
         one = None if self.stats is None else RunStats()
         try:
-            res = evaluate(events, self.wl, self.options, stats=one, part=True)
+            res = evaluate(
+                events, self.wl, self.options, stats=one, part=True, seen_types=self.types
+            )
         except NumericOverflowError:
             if final:
                 raise
@@ -166,7 +166,7 @@ class Stream:
                 keep &= ends > self.done
             if not final and done is not None:
                 keep &= ends <= done
-            self.results[name].append(table.filter(pa.array(keep)))
+            self.results[name].append(table if keep.all() else table.filter(pa.array(keep)))
         if final or done is None:
             return
         self.buffer = [events.filter(pa.array(ticks >= done - self.horizon))]
