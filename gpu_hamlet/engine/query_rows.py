@@ -678,28 +678,37 @@ class QueryRows:
     def fused(cls, members: list[QueryRows]) -> QueryRows:
         """The rows of several queries of one plan shape (`QueryPlan.shape`) as one query's,
         each query's partitions and groups numbered after the previous query's, so that every
-        step after this runs once for all of them (engine/fusion.py). The members are plain
-        rows (no shared source), built by one call over one sort and not segmented yet."""
+        step after this runs once for all of them (engine/fusion.py). The members' rows come
+        from one call over one sort, not segmented yet, and read the same shared sources (none,
+        or one set's bursts, whose coefficient segments are the set's)."""
         first = members[0]
+        sources = [id(s) for s in first.sources]
         assert all(
-            not m.sources and m.seg is None and m.gid_of_pid is first.gid_of_pid for m in members
-        ), "plain, unsegmented rows over one sort"
+            [id(s) for s in m.sources] == sources
+            and m._fill == first._fill
+            and m.seg is None
+            and m.gid_of_pid is first.gid_of_pid
+            and m.label is m.pos  # one row per event: the label is the position
+            for m in members
+        ), "rows of one sort and sources, not segmented"
         parts = first.gid_of_pid.shape[0]
         groups = int(first.gid_of_pid.max()) + 1 if parts else 0
         out = copy.copy(first)
         out._fill, out._mus, out._layout, out.snapshots = dict(first._fill), {}, None, None
-        out.rows = np.concatenate([m.rows for m in members])
-        out.time = np.concatenate([m.time for m in members])
-        out.pos = np.concatenate([m.pos for m in members])
-        out.pid = np.concatenate([m.pid + j * parts for j, m in enumerate(members)])
+        n = sum(m.pos.shape[0] for m in members)
+        for name in cls._PER_EVENT:
+            if name in ("label", "seg"):
+                continue
+            if name in first._fill:  # arrays of one value (`_keep`)
+                setattr(out, name, np.full(n, first._fill[name], getattr(first, name).dtype))
+            elif name == "pid":
+                out.pid = np.concatenate([m.pid + j * parts for j, m in enumerate(members)])
+            else:
+                setattr(out, name, np.concatenate([getattr(m, name) for m in members]))
+        out.label = out.pos
         out.gid_of_pid = np.concatenate(
             [first.gid_of_pid + j * groups for j in range(len(members))]
         )
-        n = out.pos.shape[0]
-        for name, value in first._fill.items():  # arrays of one value (`_keep`)
-            setattr(out, name, np.full(n, value, getattr(first, name).dtype))
-        assert first.label is first.pos, "one row per event: the label is the position"
-        out.label = out.pos
         return out
 
     def order_keys(self, attr: str):

@@ -307,12 +307,14 @@ class QueryResults:
         # SUM and AVG over events whose values are all null are null (SQL).
         empty = lin[d][0] == 0 if d in lin else np.zeros(int(keep.sum()), bool)
         if agg.func == "AVG":
-            if ch in exact and d in exact:
-                s, c = exact[ch], exact[d]
-                ok = np.array([a is not None and b is not None for a, b in zip(s, c)], bool)
-                if ok.all():
-                    return pa.array([a / (b * 10**scale) if b else None for a, b in zip(s, c)], typ)
             vals = _unscaled(xfloat_ratio(*lin[ch], *lin[d]), scale)
+            if ch in exact and d in exact:  # each row's exact quotient, rounded once, where
+                # its sum and count are exact (not beyond decimal(38)): a row's own decision,
+                # not the table's (queries fused into one table, engine/fusion.py, got their
+                # neighbours' float quotients)
+                for i, (a, b) in enumerate(zip(exact[ch], exact[d])):
+                    if a is not None and b:
+                        vals[i] = a / (b * 10**scale)
             return self._float_column(agg, vals, win, keep, empty)
         if not pa.types.is_floating(typ):  # exact digits: the exact runs computed them
             ints = exact[ch]
