@@ -36,9 +36,13 @@ from gpu_hamlet.query.plan import QueryPlan
 #: partitions' groups and steps over them: 300 queries of a few rows over 100,000 groups took
 #: 0.37 s in fused pairs, 0.27 s alone.
 FUSE_ROWS = 20_000
-#: The rows of one fused run at most: a kernel call over them takes some milliseconds, and
-#: several such runs still share the host's threads.
+#: The rows and partitions of one fused run at most (its memory beside its queries' own).
 FUSED_ROWS = 250_000
+#: The rows of one fused run at most: each of its kernel calls runs on one thread, and runs of
+#: up to this many rows (1-3 ms of kernel) still share the host's threads. With 250,000, 25
+#: queries of 10,000 rows each took 33-38 ms fused against 29-31 alone; with 50,000, 29-32 ms
+#: (`none`, bench_sharing.py's stream of bursts of 50; a `/tmp` sweep, three rounds).
+FUSED_KERNEL_ROWS = 50_000
 
 
 class FusedResults(QueryResults):
@@ -67,9 +71,10 @@ def runs(built: dict[str, QueryRows], options: dict[str, Options]) -> list[list[
     """The queries of `built` as runs: a query alone, or queries of one plan shape, options and
     shared source, each of at most FUSE_ROWS rows and partitions, together at most FUSED_ROWS
     rows and partitions (each query holds a copy of the partitions' groups: many groups and many
-    queries of few rows took queries x partitions of memory)."""
+    queries of few rows took queries x partitions of memory) and FUSED_KERNEL_ROWS rows."""
     out: list[list[str]] = []
-    open_runs: dict[tuple, tuple[list[str], int]] = {}  # per shape: the run filling up, its rows
+    # per shape: the run filling up, its rows and partitions, its rows
+    open_runs: dict[tuple, tuple[list[str], int, int]] = {}
     for name, rows in built.items():
         shape = rows.plan.shape
         # (each query of a run takes its rows and a copy of the partitions' groups)
@@ -79,13 +84,14 @@ def runs(built: dict[str, QueryRows], options: dict[str, Options]) -> list[list[
             out.append([name])  # (snapshots are recorded per query)
             continue
         key = (shape, options[name], tuple(id(s) for s in rows.sources))
-        names, held = open_runs.get(key, ([], 0))
-        if names and held + n > FUSED_ROWS:
+        names, held, kernel = open_runs.get(key, ([], 0, 0))
+        m = rows.pos.shape[0]
+        if names and (held + n > FUSED_ROWS or kernel + m > FUSED_KERNEL_ROWS):
             out.append(names)
-            names, held = [], 0
+            names, held, kernel = [], 0, 0
         names.append(name)
-        open_runs[key] = (names, held + n)
-    out.extend(names for names, _ in open_runs.values())
+        open_runs[key] = (names, held + n, kernel + m)
+    out.extend(names for names, _, _ in open_runs.values())
     return out
 
 
