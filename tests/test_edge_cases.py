@@ -383,6 +383,16 @@ def test_spark_groups_negative_zero_nan_and_null(spark, tasks):
 # 6. Windows near the ends of the time type; 7. durations too long for it
 
 
+def test_a_float_time_on_a_window_bound_is_where_float64_division_puts_it():
+    """semantics.md section 6: float64 0.3 lies just below 3/10, yet 0.3 / 0.3 is 1.0, so B@0.3
+    is in [0.3, 0.6): it makes no trend with A@0.1, and A@0.3 makes one with B@0.5."""
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 300 ms"
+    for times, want in [([0.1, 0.3], []), ([0.3, 0.5], [(0.3, 1)])]:
+        events = pa.table({"time": pa.array(times), "type": ["A", "B"]})
+        got = _run(events, text, backend="cpu")["q1"].to_pylist()
+        assert [(r["window_start"], int(r["count"])) for r in got] == want, times
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("within", "slide"), [(10, 10), (10, 5), (10, 1)])
 def test_windows_near_the_int64_ends_are_exact(within, slide, backend):
