@@ -193,7 +193,7 @@ def evaluate(
         shape = plans[q.name].shape
         return first_of.setdefault(q.name if shape is None else shape, len(first_of))
 
-    runs = sorted(ctx.runs, key=shape_order)
+    runs = sorted(ctx.runs, key=shape_order) if len(ctx.runs) > 1 else list(ctx.runs)
     width = (be.threads if hasattr(be, "threads") else cpu_threads()) if batched else 1
     for q in runs:
         parts.keys(q.partition_attrs, len(q.groupby))
