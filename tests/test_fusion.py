@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from cpu_fallback import CpuBackend
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.engine.query_rows import QueryRows
@@ -189,3 +190,21 @@ def test_a_run_holds_a_bounded_number_of_partitions():
     with mock.patch.object(fusion, "FUSE_ROWS", -1):
         alone = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="exact")
     assert all(tables[n].equals(alone[n]) for n in alone)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_groups_that_end_full_leave_nothing_behind(threads):
+    """A group of rows runs as soon as it holds its limit, and the group left after the last
+    query may be empty (an IndexError once, when one query alone took a fast path)."""
+    events = pa.table({"time": [0, 1, 2, 3], "type": ["A", "B", "A", "B"]})
+    text = "q0: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s"
+    for queries in (text, text + ";" + text.replace("q0", "q1")):
+        with (
+            mock.patch.dict("os.environ", {"OMP_NUM_THREADS": threads}),
+            mock.patch.object(fusion, "FUSED_ROWS", 1),
+            mock.patch.object(CpuBackend, "batch_events", 1),
+        ):
+            tables = gpu_hamlet.aggregate(events, queries, backend="cpu", numeric="exact")
+        assert {n: [int(c) for c in t.column("count").to_pylist()] for n, t in tables.items()} == {
+            n: [3] for n in tables
+        }

@@ -107,7 +107,7 @@ def tables(
     messages would name its first query, each query runs alone again to name the right one."""
     steps = {}
     fused = set()
-    for names in runs(built, options) if len(built) > 1 else [list(built)]:
+    for names in [list(built)] if len(built) == 1 else runs(built, options):
         if len(names) == 1:
             (name,) = names
             steps[name] = QueryResults(built[name], plans[name], options[name], be).table_steps()
