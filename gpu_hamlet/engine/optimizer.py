@@ -108,7 +108,9 @@ class EngineCostModel:
 #: runs at c010526, after a filter group's queries read one stream of the set's slots
 #: (calibrate_cpu_c010526.txt): 29 events' base_s there against 42 before, so 7.2e-07 here.
 #: set_s and query_s (per kernel run of a query): the mean of three runs of the same script's
-#: `fixed_costs` after d3230b8 (calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
+#: `fixed_costs` after fusion (engine/fusion.py: queries of one shape that read a set run their
+#: steps once, so a query's reading of it fell from 5.2e-05 to 2.9e-05;
+#: calibrate_cpu_fusion.txt; 9.3e-04 and 5.2e-05 after d3230b8, calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
 #: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
 #: at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a filter group's own stream, per row
 #: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs of 1e29b9b's code
@@ -123,8 +125,8 @@ CPU_COSTS = EngineCostModel(
     coef_s=7.7e-09,
     class_s=7.2e-07,
     macro=1.04,
-    set_s=9.3e-04,
-    query_s=5.2e-05,
+    set_s=6.5e-04,
+    query_s=2.9e-05,
     set_row_s=1.5e-08,
     set_run_s=6.0e-08,
     stream_row_s=2.2e-08,
