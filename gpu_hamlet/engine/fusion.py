@@ -4,7 +4,8 @@ Every query of a call pays fixed costs in each step after its rows are built: we
 calls, windows, groups and the result table, some tens of NumPy and Arrow calls of a few
 microseconds each. Queries whose plans have one shape (`QueryPlan.shape`: one automaton up to
 the names of its types, the same windows, partitions, channels and result columns) and whose
-rows are plain (no shared burst) differ only in the events they read. Their rows, built query by
+rows are plain or read one set's shared bursts (their macro rows index the set's coefficient
+segments) differ only in the events they read. Their rows, built query by
 query as before, become one query's (`QueryRows.fused`: each query's partitions numbered after
 the previous one's), every later step runs once for all of them, and `FusedResults` cuts the
 result table into each query's at the end. On the ridesharing workload's 50 queries over 10^5
@@ -12,7 +13,8 @@ events, all of one shape, this took most of the call (BENCHMARKS.md, Streaming i
 
 Only queries of few rows are fused (`FUSE_ROWS`): above it the fixed costs are a small share of
 a query's work, while one kernel call over many queries' rows runs on one thread where their own
-calls would share the host's threads. A fused run holds at most `FUSED_ROWS` rows.
+calls would share the host's threads. A fused run holds at most `FUSED_ROWS` rows and
+partitions and `FUSED_KERNEL_ROWS` rows.
 """
 
 from __future__ import annotations
