@@ -110,11 +110,12 @@ class EngineCostModel:
 #: set_s and query_s (per kernel run of a query): the mean of three runs of the same script's
 #: `fixed_costs` after fusion (engine/fusion.py: queries of one shape that read a set run their
 #: steps once, so a query's reading of it fell from 5.2e-05 to 2.9e-05;
-#: calibrate_cpu_fusion.txt; 9.3e-04 and 5.2e-05 after d3230b8, calibrate_cpu_d3230b8.txt). set_row_s and set_run_s (a set's
-#: analysis per sorted row and per Kleene run): the mean of three runs of its `analysis_cost`
-#: at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a filter group's own stream, per row
-#: of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in four runs of 1e29b9b's code
-#: (calibrate_cpu_1e29b9b.txt holds the whole output of one of them). The stage constants: the
+#: calibrate_cpu_fusion.txt; 9.3e-04 and 5.2e-05 after d3230b8, calibrate_cpu_d3230b8.txt).
+#: set_row_s and set_run_s (a set's analysis per sorted row and per Kleene run): the mean of
+#: three runs of its `analysis_cost` at 57958a1 (calibrate_cpu_57958a1.txt). stream_row_s (a
+#: filter group's own stream, per row of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in
+#: four runs of 1e29b9b's code (calibrate_cpu_1e29b9b.txt holds the whole output of one of
+#: them). The stage constants: the
 #: mean of three runs of `calibrate_stages.py` (gloria/calibrate_stages_cpu_block.txt); the
 #: rows' cost fits at 0, since XFloat sums lost their branches (what a row costs is in the
 #: per-event terms and stage_block_s). Without stage_block_s, Q-sets shared runs that cost more
