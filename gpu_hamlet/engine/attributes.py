@@ -16,7 +16,7 @@ from gpu_hamlet.core.rings import LANES, NO_RANK, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
-from gpu_hamlet.query.schema import widened
+from gpu_hamlet.query.schema import decoded, widened
 
 
 class Attributes:
@@ -190,7 +190,7 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
     NO_RANK never stands for a value: the MINREACH ring reads it as 'no value'."""
     t = col.type
     if pa.types.is_dictionary(t):  # ranked by value; results keep the dictionary type
-        keys, back_values = order_keys(col.cast(t.value_type))
+        keys, back_values = order_keys(decoded(col))
 
         def back_dictionary(k: np.ndarray) -> pa.Array:
             return back_values(k).cast(t)

@@ -20,6 +20,7 @@ from numba import njit
 
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
 
@@ -170,9 +171,8 @@ def prepare_events(
     taken = None if rows.shape[0] == len(table) else pa.array(rows)
 
     def kept(col: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-        col = (
-            _without_null_entries(col) if taken is None else _without_null_entries(col).take(taken)
-        )
+        col = _without_null_entries(col)
+        col = col if taken is None else col.take(taken)
         # (Arrow cannot combine zero chunks of a dictionary of dates or decimals.)
         return col.combine_chunks() if col.num_chunks else col
 
@@ -208,7 +208,7 @@ def _without_null_entries(col: pa.ChunkedArray) -> pa.ChunkedArray:
     index_type = col.type.index_type
     chunks = []
     for c in col.chunks:
-        enc = pc.dictionary_encode(c.cast(col.type.value_type))
+        enc = pc.dictionary_encode(decoded(c))
         chunks.append(pa.DictionaryArray.from_arrays(enc.indices.cast(index_type), enc.dictionary))
     return pa.chunked_array(chunks, col.type)
 

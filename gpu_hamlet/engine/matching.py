@@ -19,6 +19,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Template
+from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.time_axis import value_range
 from gpu_hamlet.query.workload import Filter, Literal, Query
 
@@ -123,10 +124,7 @@ class Matcher:
         checked against its column first (`check_filter`)."""
         if f not in self._dropped:
             ev = self.ev
-            col = ev.table.column(f.attr)
-            if pa.types.is_dictionary(col.type):  # (compared by value)
-                col = col.cast(col.type.value_type)
-            ok = compare(col, f.op, f.value).fill_null(False)
+            ok = compare(decoded(ev.table.column(f.attr)), f.op, f.value).fill_null(False)
             ok = ok.to_numpy(zero_copy_only=False) if ok.num_chunks else np.zeros(0, bool)
             self._dropped[f] = (ev.type_codes == ev.code_of(f.type)) & ~ok
         return self._dropped[f]

@@ -20,7 +20,7 @@ from numba import njit
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.pruning import rows_by_code
 from gpu_hamlet.host_threads import cpu_threads, host_map
-from gpu_hamlet.query.schema import widened
+from gpu_hamlet.query.schema import decoded, widened
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,8 @@ def _codes(col: pa.ChunkedArray) -> tuple[np.ndarray, int]:
     """A code per row (equal values, equal codes; a null is a value) and the number of codes."""
     if len(col) == 0:  # (Arrow cannot combine zero chunks of a dictionary of dates or decimals)
         return np.zeros(0, np.int64), 0
-    if pa.types.is_dictionary(col.type):  # its indices are no codes: one value may sit at
-        col = col.cast(col.type.value_type)  # several, and a null has none
+    # A dictionary's indices are no codes: one value may sit at several, and a null has none.
+    col = decoded(col)
     col = col.cast(widened(col.type))  # (Arrow hashes no decimal32 or decimal64)
     if pa.types.is_integer(col.type) and not col.null_count:
         chunks = [c.to_numpy() for c in col.chunks]

@@ -224,11 +224,10 @@ class QueryResults:
         out = {}
         for ch in self.plan.exact:
             vals = xfloat_to_float(lin[ch][0][rows], lin[ch][1][rows])
-            over = bounds.over.get(ch)
-            if over is None or not over[rows].any():
+            null = bounds.over[ch][rows] if ch in bounds.over else None
+            if null is None or not null.any():
                 out[ch] = vals.astype(np.int64).astype(object)
                 continue
-            null = over[rows]
             vals[null] = 0.0  # (beyond int64: no cast)
             out[ch] = _null_where(null, vals.astype(np.int64).astype(object))
         return out

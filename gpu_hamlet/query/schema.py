@@ -63,6 +63,12 @@ def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str)
     return pa.schema(fields)
 
 
+def decoded(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A dictionary column as its values, which filters, groups and sorting read (not the places
+    of its dictionary); any other column as it is."""
+    return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
 def widened(t: pa.DataType) -> pa.DataType:
     """decimal32 and decimal64 as decimal128 of the same precision and scale, which Arrow's
     hashing, ranking and sorting kernels take (they take no narrower decimal); any other type
@@ -92,9 +98,8 @@ def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
         else:
             return table
     # (Arrow sorts no dictionary column: its values are sorted instead)
-    values = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in cols]
     order = pc.sort_indices(
-        pa.table(dict(zip(keys, values))), sort_keys=[(k, "ascending") for k in keys]
+        pa.table(dict(zip(keys, map(decoded, cols)))), sort_keys=[(k, "ascending") for k in keys]
     )
     return table.take(order)
 
@@ -107,4 +112,4 @@ def _plain_ordered(col: pa.ChunkedArray) -> bool:
     )
 
 
-__all__ = ["attr_kind", "in_result_order", "result_schema", "value_type", "widened"]
+__all__ = ["attr_kind", "decoded", "in_result_order", "result_schema", "value_type", "widened"]
