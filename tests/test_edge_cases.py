@@ -17,6 +17,7 @@ from compare import assert_matches_oracle
 from oracle import COMPARISONS, oracle
 
 import gpu_hamlet
+from gpu_hamlet.engine.matching import compare, passes
 from gpu_hamlet.errors import EventDataError, WorkloadError
 
 BACKENDS = ["cpu", "gpu"]
@@ -125,6 +126,31 @@ def test_literals_keep_the_number_written():
         .filters
     )
     assert type(f.value) is float
+
+
+FLOAT_LITERALS = ["0.1", "0", "2.5", "1" + "0" * 400, "-1" + "0" * 400, "0.1000000000000000000001"]
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "values", "literals"),
+    [*FILTER_CASES, (pa.float64(), [0.1, -0.0, 2.5, math.inf, -1e300, math.nan], FLOAT_LITERALS)],
+    ids=[*(str(c[0]) for c in FILTER_CASES), "double"],
+)
+def test_filter_masks_without_nulls_equal_arrows(arrow_type, values, literals):
+    """Columns without nulls are compared in NumPy (`matching.passes`), the others in Arrow
+    (`matching.compare`): every operator and literal gives the same rows both ways, and the
+    exact answer."""
+    col = pa.chunked_array([pa.array(values, arrow_type)])
+    for op in _PY_OPS:
+        for lit in literals:
+            value = Decimal(lit)
+            got = passes(col, op, value)
+            assert got.dtype == np.bool_ and got.shape == (len(values),)
+            arrow = compare(col, op, value).fill_null(False).to_numpy(zero_copy_only=False)
+            assert got.tolist() == arrow.tolist(), (arrow_type, op, lit)
+            if not pa.types.is_floating(arrow_type):
+                want = [_PY_OPS[op](Fraction(v), Fraction(value)) for v in values]
+                assert got.tolist() == want, (arrow_type, op, lit)
 
 
 @pytest.mark.parametrize("arrow_type", [pa.float64(), pa.float32()])

@@ -180,7 +180,8 @@ def prepare_events(
     cols = dict(
         zip(names_used, host_map(kept, [table.column(c) for c in names_used], rows=len(table)))
     )
-    types = pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
+    same = taken is None and enc.type.index_type == pa.int32()  # (the codes' type)
+    types = enc if same else pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
     fields = [table.schema.field(time_col), table.schema.field(type_col).with_type(types.type)]
     for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)
         f = table.schema.field(a)
@@ -196,7 +197,7 @@ def prepare_events(
         if not np.all(np.isfinite(tnp)):
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
-        tnp = time.cast(pa.int64()).to_numpy()
+        tnp = (time if time.type == pa.int64() else time.cast(pa.int64())).to_numpy()
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count)
 
 
