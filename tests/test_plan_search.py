@@ -7,11 +7,14 @@ import itertools
 import math
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpu_hamlet
 from gpu_hamlet import parse_workload
+from gpu_hamlet.engine import evaluate, stage_sharing
 from gpu_hamlet.engine.plan_search import (
     CPU_PLAN_COSTS,
     SEARCHES,
@@ -20,6 +23,7 @@ from gpu_hamlet.engine.plan_search import (
     _Pools,
     find_plan,
     plan_cost,
+    plan_workload,
 )
 from gpu_hamlet.engine.transitions import TransitionTemplate
 
@@ -216,3 +220,33 @@ def test_unknown_search_is_an_error():
     t = TransitionTemplate.of(parse_workload(FIGURE_2))
     with pytest.raises(ValueError, match="search must be one of 'gloria', 'greedy', 'noprune'"):
         find_plan(t, StreamStats.uniform("A"), search="bell")
+
+
+def test_explain_plans_over_the_queries_and_events_the_engine_runs():
+    """`plan_workload` (what `gpu-hamlet explain` prints) is the plan `dynamic` runs: its
+    statistics come from the first `sample` events of the workload's types, as the engine keeps
+    them (events of other types up front once left the explained sample without a P or T), and
+    an AND's counts are in its template as in the engine's."""
+    text = ";\n".join(
+        [
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C{i % 2}) WITHIN 1 min"
+            for i in range(8)
+        ]
+        + ["z: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T)+, C0) AND SEQ(B, D) WITHIN 1 min"]
+    )
+    types = ["Z"] * 2_000 + (["A", "B"] + ["P", "T"] * 100 + ["C0", "C1", "D"]) * 10
+    table = pa.table({"time": np.arange(len(types), dtype=np.int64) // 20, "type": types})
+    ran = []
+
+    def keep(*args):
+        ran.append(stage_sharing.stage_plan(*args)[0])
+        return ran[-1], []
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stage_sharing, "SAMPLE", 1_500)
+        mp.setattr(evaluate, "stage_plan", keep)
+        gpu_hamlet.aggregate(table, text, numeric="float", backend="cpu")
+    shown = plan_workload(parse_workload(text), table, sample=1_500)
+    assert ran[0] is not None and {b.queries for b in shown.nodes["SEQ(P, T)+"]}
+    assert (shown.nodes, shown.cost) == (ran[0].nodes, ran[0].cost)
+    assert "z[left]" in shown.template.queries

@@ -33,10 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
+from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.workload import Workload
 
 SEARCHES = ("gloria", "greedy", "noprune")
@@ -466,14 +468,31 @@ def plan_workload(
     search: str = "gloria",
     sample: int = 100_000,
 ) -> SharingPlan:
-    """GLORIA's plan for a workload, with statistics from the first `sample` events (or uniform
-    ones without events): what `gpu-hamlet explain` prints."""
-    template = TransitionTemplate.of(workload)
+    """GLORIA's plan for a workload, with statistics from the first `sample` events of its types
+    (or uniform ones without events): what `gpu-hamlet explain` prints. It is the plan that
+    `dynamic` searches (stage_sharing.py `stage_plan`): over the queries the engine runs (an AND
+    as its counts, conjunction.py `runs_of`) and the first `sample` of the rows the engine keeps
+    (the events of the workload's types, events.py `prepare_events`)."""
+    from gpu_hamlet.engine.conjunction import runs_of
+    from gpu_hamlet.engine.options import DEFAULTS
+
+    template = TransitionTemplate.of(
+        Workload(tuple(r for q in workload for r, _ in runs_of(q, DEFAULTS)))
+    )
     if events is None:
         stats = StreamStats.uniform({t for q in workload for t in q.types})
-    else:
-        stats = StreamStats.of(events.column(type_col).slice(0, sample).to_pylist())
-    return find_plan(template, stats, search=search)
+        return find_plan(template, stats, search=search)
+    used = sorted({t for q in workload for t in q.event_types})
+    col = events.column(type_col)
+    types: list[str] = []
+    step = max(sample, 1 << 16)
+    for start in range(0, len(col), step):  # slices: the sample is most often in the first
+        part = decoded(col.slice(start, step))
+        kept = pc.filter(part, pc.is_in(part, value_set=pa.array(used, part.type)))
+        types += kept.slice(0, sample - len(types)).to_pylist()
+        if len(types) >= sample:
+            break
+    return find_plan(template, StreamStats.of(types), search=search)
 
 
 def _greedy(pools: _Pools) -> dict[str, Node]:
