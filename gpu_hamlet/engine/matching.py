@@ -122,8 +122,8 @@ def passes(col: pa.ChunkedArray, op: str, value: Literal) -> np.ndarray:
     t = arr.type
     if not arr.null_count and (pa.types.is_integer(t) or pa.types.is_float64(t)):
         vals = arr.to_numpy()
+        assert not isinstance(value, str), "check_filter rejects strings for numeric columns"
         if pa.types.is_float64(t):
-            assert not isinstance(value, str), "check_filter rejects strings for numeric columns"
             return _NP_OPS[op](vals, float(Decimal(value)))
         test = _integer_test(t, op, _exact_value(value))
         if isinstance(test, bool):

@@ -36,7 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from gpu_hamlet.engine.conjunction import runs_of
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
+from gpu_hamlet.engine.options import DEFAULTS
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.workload import Workload
@@ -473,9 +475,6 @@ def plan_workload(
     `dynamic` searches (stage_sharing.py `stage_plan`): over the queries the engine runs (an AND
     as its counts, conjunction.py `runs_of`) and the first `sample` of the rows the engine keeps
     (the events of the workload's types, events.py `prepare_events`)."""
-    from gpu_hamlet.engine.conjunction import runs_of
-    from gpu_hamlet.engine.options import DEFAULTS
-
     template = TransitionTemplate.of(
         Workload(tuple(r for q in workload for r, _ in runs_of(q, DEFAULTS)))
     )
