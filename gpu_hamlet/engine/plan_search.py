@@ -216,7 +216,8 @@ class SearchSpace:
     workload keeps one space across calls (stage_sharing.py `shareable_stages`) and a warm call
     re-costs its candidates without generating them again."""
 
-    #: Candidate lists kept, one per choice of the Kleene classes that pay (`_Pools.paying`).
+    #: Candidate lists kept, one per choice of the Kleene pools' candidates that depend on the
+    #: statistics (the blocks that pay: `_Pools.kleene_nodes`).
     KEPT = 8
 
     def __init__(self, template: TransitionTemplate):
@@ -225,7 +226,7 @@ class SearchSpace:
         self.arrivals: dict[tuple[str, str | None], frozenset[str]] = {}
         self.offered: dict[tuple[str, str, Node], frozenset[frozenset[str]]] = {}
         self.reused: dict[tuple[Node, str], frozenset[frozenset[str]]] = {}
-        # per choice of paying Kleene classes: the candidates, and what the search derives
+        # per choice of the Kleene pools' paying blocks: the candidates, and what the search derives
         # from them alone (`_Pools.signatures`, `_Pools.forest`)
         self.candidates: dict[tuple[Node, ...], tuple[dict[str, list[Node]], dict]] = {}
         self.lock = threading.Lock()  # calls in several threads may share a workload's space
@@ -248,6 +249,7 @@ class _Pools:
         self.costs = costs
         self.space = space
         self.by_key = {p.key: p for p in template.pools}
+        self.order = {p.key: i for i, p in enumerate(template.pools)}
         self._cost: dict[tuple[str, Node], float] = {}
         self._cost_of_block: dict[tuple[str, Block], float] = {}
         self._groups = space.groups
@@ -319,9 +321,35 @@ class _Pools:
         """GLORIA's Merging: every group of the pool's queries that may share it, one block."""
         return frozenset(Block(g) for g in self.groups(pool, frozenset(pool.queries)))
 
-    def paying(self, pool: Pool) -> Node:
-        """The blocks of a Kleene pool's merged node that cost less shared than alone."""
-        return frozenset(b for b in self.merged(pool) if self._block_cost(pool, b) < 0)
+    def paying(self, pool: Pool, node: Node) -> Node:
+        """The blocks of a Kleene pool's `node` that cost less shared than alone."""
+        return frozenset(b for b in node if self._block_cost(pool, b) < 0)
+
+    def entering(self, pool: Pool) -> Node:
+        """The blocks of the queries that reach `pool` from no pool before it in the template's
+        order (a start, or a pool after it in another query), one group per pool they come
+        from: what Greedy can share (`_greedy`), and fresh snapshots for any search."""
+        at = self.order[pool.key]
+        return frozenset(
+            Block(g)
+            for src in set(pool.prev.values())
+            if src is None or self.order.get(src, at) >= at
+            for g in self.groups(pool, self.arrivals(pool, src))
+        )
+
+    def kleene_nodes(self, pool: Pool) -> set[Node]:
+        """A Kleene pool's candidates (section 6's path generation principle: the cycle is
+        shared whole with fresh snapshots, or not at all): the merged classes, the queries that
+        enter the cycle from no pool before it (fewer types may interrupt their runs, so they
+        may pay where the whole class does not), and of each the blocks that pay."""
+        merged, entering = self.merged(pool), self.entering(pool)
+        return {
+            frozenset(),
+            merged,
+            self.paying(pool, merged),
+            entering,
+            self.paying(pool, entering),
+        }
 
     def candidates(self) -> dict[str, list[Node]]:
         """Every pool's candidate nodes (`generate`, in topological order). Only the Kleene
@@ -329,9 +357,13 @@ class _Pools:
         them per choice of those."""
         kleene = [p for p in self.t.pools if p.kind == "kleene"]
         self.stats.prefetch(
-            (frozenset(p.types), self.t.types_of(b.queries)) for p in kleene for b in self.merged(p)
+            (frozenset(p.types), self.t.types_of(b.queries))
+            for p in kleene
+            for b in self.merged(p) | self.entering(p)
         )
-        key = tuple(self.paying(p) for p in kleene)
+        key = tuple(  # (what of the Kleene pools' candidates depends on the statistics)
+            self.paying(p, node) for p in kleene for node in (self.merged(p), self.entering(p))
+        )
         kept = self.space.candidates
         with self.space.lock:
             if key not in kept:
@@ -395,11 +427,9 @@ class _Pools:
         A Kleene cycle is shared whole with fresh snapshots (section 6), or not.
         Queries arriving from a pool not generated yet (queries ordering pools in a cycle) share
         only with fresh snapshots."""
-        merged = self.merged(pool)
         if pool.kind == "kleene":
-            # Path generation principle (section 6): the cycle is shared whole or not at all,
-            # here per class of queries that may share it: all, none, or those where it pays.
-            return list({frozenset(), merged, self.paying(pool)})
+            return list(self.kleene_nodes(pool))
+        merged = self.merged(pool)
         arrivals: dict[str | None, list[str]] = {}
         for q in pool.queries:
             arrivals.setdefault(pool.prev[q], []).append(q)
@@ -499,11 +529,9 @@ def _greedy(pools: _Pools) -> dict[str, Node]:
     (starts: sharing the constant snapshot), as GLORIA's Greedy baseline (section 8.1)."""
     chosen: dict[str, Node] = {}
     for pool in pools.t.pools:
-        reuse: set[Block] = set()
+        reuse = set(pools.entering(pool))  # (pools come in the template's order)
         for src in set(pool.prev.values()):
-            if src not in chosen:
-                reuse.update(Block(g) for g in pools.groups(pool, pools.arrivals(pool, src)))
-            elif pool.kind != "kleene":
+            if src in chosen and pool.kind != "kleene":
                 reuse.update(Block(g, src) for g in pools.offered(pool, src, chosen[src]))
         options = [frozenset(), frozenset(reuse)]
         chosen[pool.key] = min(options, key=lambda n: pools.cost(pool, n))
