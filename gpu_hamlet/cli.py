@@ -27,6 +27,7 @@ from gpu_hamlet import __version__
 from gpu_hamlet.cli_io import (
     RAISED,
     UsageError,
+    check_names,
     check_output,
     input_format,
     read_events,
@@ -112,10 +113,15 @@ def _read_workload(path: str) -> Workload:
     """The parsed workload file; errors name the file."""
     from gpu_hamlet import parse_workload
 
-    try:
-        text = Path(path).read_text()
+    try:  # (utf-8-sig: editors on Windows start UTF-8 files with a byte order mark)
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise UsageError(f"workload file '{path}': {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"workload file '{path}' is not UTF-8 text: byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start}"
+        ) from None
     try:
         return parse_workload(text)
     except WorkloadError as exc:
@@ -162,6 +168,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     t0 = time.perf_counter()
     # Everything that can be checked without Spark is, before it starts.
     workload = _read_workload(args.workload)
+    check_names(q.name for q in workload)
     options = _options(args)
     fmt = input_format(args.events, args.in_format)
     out = Path(args.out).absolute()

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,18 @@ def check_output(out: Path, mode: str) -> None:
             f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
             f"remove it or choose another folder"
         )
+
+
+def check_names(names: Iterable[str]) -> None:
+    """Refuse a query name that is no plain folder name: each query's dataset is written to
+    OUT/<name> (in Spark's overwrite mode), so `../x` or `a/b` would write, and delete, outside
+    OUT, and the marker file's name is taken."""
+    for name in names:
+        if name in ("", ".", "..", MARKER) or any(c in name for c in "/\\\0"):
+            raise UsageError(
+                f"query name '{name}' cannot be the name of its output folder OUT/<query name>: "
+                f"rename the query (no '/' or '\\', and not '.', '..' or {MARKER})"
+            )
 
 
 def write_results(

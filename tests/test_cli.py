@@ -492,3 +492,37 @@ def test_progress_lines_have_one_prefix_and_quiet_hides_them(spark, tmp_path, ca
     assert len(err) == len(set(err))
     assert main(["explain", "--workload", str(wl), "--events", str(events), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_query_names_that_are_no_folder_name_are_refused_before_spark(
+    tmp_path, capsys, monkeypatch
+):
+    """Each query's dataset is OUT/<name>: a name like `../x` would write, and Spark's overwrite
+    delete, a folder outside OUT; the marker's name is taken. Refused before Spark starts."""
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    _, events = _inputs(tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "data.txt").write_text("precious")
+    for name in ("../victim", "a/b", "..", MARKER):
+        wl = tmp_path / "names.txt"
+        wl.write_text(f"`{name}`: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 10 s")
+        run = ["run", "--workload", str(wl), "--events", str(events), "--out"]
+        assert main([*run, str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert f"query name '{name}' cannot be the name of its output folder" in err
+    assert (victim / "data.txt").read_text() == "precious"
+
+
+def test_workload_file_encoding(tmp_path, capsys, monkeypatch):
+    """A UTF-8 byte order mark is skipped; a file that is not UTF-8 is named, exit status 2."""
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    wl = tmp_path / "bom.txt"
+    wl.write_bytes("\ufeffq1: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 10 s".encode())
+    assert main(["explain", "--workload", str(wl)]) == 0
+    capsys.readouterr()
+    wl.write_text("q1: RETURN COUNT(*) PATTERN T1 WITHIN 10 s", encoding="utf-16")
+    assert main(["explain", "--workload", str(wl)]) == 2
+    assert f"workload file '{wl}' is not UTF-8 text: byte 0xff at offset 0" in (
+        capsys.readouterr().err
+    )
