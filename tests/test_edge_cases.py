@@ -510,6 +510,36 @@ def test_duration_too_long_for_the_time_type(time_type, duration):
         _run(events, f"long: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN {duration}", backend="cpu")
 
 
+@pytest.mark.parametrize(
+    ("window", "match"),
+    [
+        ("WITHIN 1e400 s", r"WITHIN 1\.000000E\+403 ms is longer than the time column \(double\)"),
+        ("WITHIN 1e308 d", r"WITHIN 8\.640000E\+315 ms is longer than the time column"),
+        ("WITHIN 1e300 s SLIDE 1 ms", r"WITHIN 1e300 s SLIDE 1 ms is more than 2\^63 - 1 panes"),
+        ("WITHIN 1e5000 s", r"WITHIN 1\.000000E\+5003 ms is longer than the time column"),
+    ],
+)
+def test_duration_too_long_for_float_times(window, match):
+    """Float times: a WITHIN beyond float64, or more int64 panes than the pane numbers count,
+    is a WorkloadError naming the query, where it was a bare OverflowError (or, past 4300
+    digits, Python's ValueError from printing the duration)."""
+    events = pa.table({"time": [1.0, 2.0], "type": ["A", "B"]})
+    with pytest.raises(WorkloadError, match=rf"query long: {match}"):
+        _run(events, f"long: RETURN COUNT(*) PATTERN SEQ(A, B) {window}", backend="cpu")
+
+
+@pytest.mark.parametrize("window", ["WITHIN 10 s", "WITHIN 10 s SLIDE 5 s"])
+def test_float_times_too_many_panes_from_zero(window):
+    """Float times are numbered by pane as int64: events 1e20 s from 0 (1e19 panes of 10 s)
+    wrapped to one window at -9.2e19 that merged their trends, or vanished with SLIDE. An error
+    naming the query and event now, and only for the events a query matches."""
+    far = pa.table({"time": [1.0, 2.0, 1e20, 1e20 + 1e10], "type": ["A", "A", "B", "B"]})
+    with pytest.raises(EventDataError, match=r"query far: the event at 1\.0000000001e\+20 lies"):
+        _run(far, f"far: RETURN COUNT(*) PATTERN B+ {window}", backend="cpu")
+    got = _run(far, f"near: RETURN COUNT(*) PATTERN A+ {window}", backend="cpu")["near"]
+    assert got.column("count").to_pylist()[0] == 3
+
+
 def test_spark_windows_near_the_end(spark):
     """Spark's statistics, slices and tasks handle times next to 2^63 (a group near the end is
     cut into slices; one spanning both ends, more than int64 ticks, stays whole); a window

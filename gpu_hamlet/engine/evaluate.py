@@ -312,7 +312,10 @@ def _check_window_bounds(
     """Every window holding an event a query matches has bounds the time column's type holds
     (times near its ends would wrap window_end, and the window arithmetic, around). Checked on
     all events first: only a query failing that looks at its own events."""
-    if not ev.n or ev.axis.is_float:
+    if not ev.n:
+        return
+    if ev.axis.is_float:
+        _check_float_panes(ev, wl, plans, matcher)
         return
     span = int(ev.time.min()), int(ev.time.max())
     checked: dict[tuple[int, int], str | None] = {}  # per window shape: queries share a few
@@ -327,3 +330,28 @@ def _check_window_bounds(
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
             raise EventDataError(f"query {q.name}: {fault}")
+
+
+#: Float times are numbered by pane as int64, floor(t / pane), and windows by pane numbers plus
+#: up to WITHIN's panes: a time this many panes from 0 or more is an error, not a wrapped number.
+FLOAT_PANES = 2**62
+
+
+def _check_float_panes(
+    ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan], matcher: Matcher
+) -> None:
+    """Every float time a query matches is fewer than FLOAT_PANES of its panes from time 0:
+    further out its pane number would wrap, and merge windows far apart (or lose them)."""
+    span = float(np.max(np.abs(ev.time)))
+    for q in wl:
+        seg = float(plans[q.name].windowing.seg)
+        if span / seg < FLOAT_PANES:
+            continue
+        t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
+        far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
+        if abs(far) / seg >= FLOAT_PANES:
+            raise EventDataError(
+                f"query {q.name}: the event at {far!r} lies {abs(far) / seg:.3g} panes of "
+                f"{seg:g} s from time 0, more than the 2^62 panes float times may lie from it "
+                f"(pane numbers are int64): shift the times nearer 0, or use a longer WITHIN"
+            )

@@ -16,11 +16,12 @@ from math import gcd
 import numpy as np
 import pyarrow as pa
 
+from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.automaton import Automaton
 from gpu_hamlet.query.pattern import And, Positive, negated_types, positive_types, sides
 from gpu_hamlet.query.schema import attr_kind, result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
-from gpu_hamlet.query.workload import Aggregate, NextCondition, Query
+from gpu_hamlet.query.workload import Aggregate, NextCondition, Query, format_ms
 
 
 def _csr(lists: list[list[int]] | list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +193,12 @@ class Windowing:
         # ticks whenever the window and the slide are.
         g_ms = gcd(query.within_ms, query.slide_ms)
         g = axis.ticks(g_ms, query, "pane")
+        if query.within_ms // g_ms > 2**63 - 1:  # (float times: int64 ticks have fewer panes)
+            raise WorkloadError(
+                f"{query.window} is more than 2^63 - 1 panes of {format_ms(g_ms)} (the gcd of "
+                f"WITHIN and SLIDE), which the int64 pane numbers cannot count",
+                query=query.name,
+            )
         return cls(g, query.slide_ms // g_ms, query.within_ms // g_ms, w, s)
 
 

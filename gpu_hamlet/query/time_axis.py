@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -19,6 +20,14 @@ from gpu_hamlet.query.workload import Query
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _INT64_MAX = 2**63 - 1
+#: The longest duration in float seconds: float64's largest finite value, in milliseconds.
+_FLOAT_MAX_MS = int(np.finfo(np.float64).max) * 1000
+
+
+def _ms(ms: int) -> str:
+    """A duration in milliseconds for a message: its digits, or past 30 of them its power of
+    ten (Python prints no integer of more than 4300 digits, and WITHIN 1e400 s has 403)."""
+    return f"{ms} ms" if ms < 10**30 else f"{Decimal(ms):.6E} ms"
 
 
 @functools.lru_cache(maxsize=32)
@@ -49,17 +58,23 @@ class TimeAxis:
     def ticks(self, ms: int, query: Query, clause: str) -> int | float:
         """A duration in ticks; an error when it is not a whole number of the column's unit."""
         if self.ticks_per_second is None:
+            if ms > _FLOAT_MAX_MS:  # (int / float raises OverflowError there)
+                raise WorkloadError(
+                    f"{clause} {_ms(ms)} is longer than the time column ({self.arrow_type}) "
+                    f"can hold: at most {float(_FLOAT_MAX_MS / 1000):.6g} s",
+                    query=query.name,
+                )
             return ms / 1000.0
         ticks = Fraction(ms * self.ticks_per_second, 1000)
         if ticks.denominator != 1:
             raise WorkloadError(
-                f"{clause} {ms} ms is not a whole number of the time column's unit "
+                f"{clause} {_ms(ms)} is not a whole number of the time column's unit "
                 f"({self.arrow_type}); use a coarser duration or a finer time column",
                 query=query.name,
             )
         if ticks > _INT64_MAX:  # times are int64 ticks: no window of this length has bounds
             raise WorkloadError(
-                f"{clause} {ms} ms is longer than the time column ({self.arrow_type}) can "
+                f"{clause} {_ms(ms)} is longer than the time column ({self.arrow_type}) can "
                 f"hold: at most {_INT64_MAX} {self._unit}",
                 query=query.name,
             )
