@@ -540,6 +540,37 @@ def test_float_times_too_many_panes_from_zero(window):
     assert got.column("count").to_pylist()[0] == 3
 
 
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (
+            "RETURN SUM(B.x) PATTERN SEQ(A, B) WITHIN 10 s",
+            "attribute column 'x' is in the events 2",
+        ),
+        ("RETURN MIN(B.l) PATTERN SEQ(A, B) WITHIN 10 s", "MIN.B.l. needs a column with an order"),
+        ("RETURN MAX(B.m) PATTERN SEQ(A, B) WITHIN 10 s", "MAX.B.m. needs a column with an order"),
+        ("RETURN COUNT(*) PATTERN B+ WHERE B.l < NEXT(B).l WITHIN 10 s", "cannot be compared"),
+        ("RETURN COUNT(*) PATTERN B+ WHERE B.m = NEXT(B).m WITHIN 10 s", "cannot be compared"),
+    ],
+)
+def test_columns_of_one_name_or_without_an_order(text, match):
+    """Two columns of one name, MIN/MAX or NEXT over lists, structs or intervals: an error
+    naming the query and column, where Arrow raised KeyError or ArrowNotImplementedError."""
+    events = pa.Table.from_arrays(
+        [
+            pa.array([1, 2]),
+            pa.array(["A", "B"]),
+            pa.array([1, 2]),
+            pa.array([3, 4]),
+            pa.array([[1], [2]]),
+            pa.array([(1, 2, 3)] * 2, pa.month_day_nano_interval()),
+        ],
+        names=["time", "type", "x", "x", "l", "m"],
+    )
+    with pytest.raises((EventDataError, WorkloadError), match=f"query q1: .*{match}"):
+        _run(events, text, backend="cpu")
+
+
 def test_spark_windows_near_the_end(spark):
     """Spark's statistics, slices and tasks handle times next to 2^63 (a group near the end is
     cut into slices; one spanning both ends, more than int64 ticks, stays whole); a window

@@ -272,6 +272,21 @@ EVENTS = pa.table(
         (EVENTS, "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 'a' WITHIN 1 min", Options()),
         (EVENTS, "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.s > 2 WITHIN 1 min", Options()),
         (
+            EVENTS.append_column("x", pa.array([4, 5, 6])),
+            "RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 min",
+            Options(),
+        ),
+        (
+            EVENTS.append_column("l", pa.array([[1], [2], [3]])),
+            "RETURN MIN(B.l) PATTERN SEQ(A, B+) WITHIN 1 min",
+            Options(),
+        ),
+        (
+            EVENTS.append_column("st", pa.array([{"a": 1}] * 3)),
+            "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.st = NEXT(B).st WITHIN 1 min",
+            Options(),
+        ),
+        (
             EVENTS,
             "ok: RETURN COUNT(*) PATTERN SEQ(A, B) WHERE B.x > 1 WITHIN 1 min;"
             "bad: RETURN SUM(C.s) PATTERN SEQ(A, C) WITHIN 1 min",

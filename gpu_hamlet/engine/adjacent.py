@@ -22,7 +22,7 @@ from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Adjacency
-from gpu_hamlet.query.schema import widened
+from gpu_hamlet.query.schema import has_order, widened
 from gpu_hamlet.query.workload import NextCondition, Query
 
 
@@ -36,6 +36,8 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     that float64 cannot hold exactly is then an error); timestamps of one time zone in the finer
     unit; strings as large strings."""
     a, b = _value_type(a), _value_type(b)
+    if not (has_order(a) and has_order(b)):  # (lists, structs, ...: Arrow ranks none)
+        return None
     if pa.types.is_null(a) or pa.types.is_null(b):  # all nulls: never adjacent
         return b if pa.types.is_null(a) else a
     if a == b:

@@ -83,11 +83,15 @@ def to_arrow_table(events: Any) -> pa.Table:
 
 
 def _require_column(schema: pa.Schema, name: str, what: str, query: Query | None = None) -> None:
-    if name not in schema.names:
+    """The column is there, once: of two columns of one name (a join's output, say) neither is
+    the one meant."""
+    count = schema.names.count(name)
+    if count != 1:
         who = f"query {query.name}: " if query is not None else ""
         raise EventDataError(
-            f"{who}{what} column '{name}' is missing from the events "
-            f"(columns: {', '.join(schema.names)})"
+            f"{who}{what} column '{name}' is "
+            + (f"in the events {count} times" if count else "missing from the events")
+            + f" (columns: {', '.join(schema.names)})"
         )
 
 

@@ -19,13 +19,13 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_hamlet.engine.evaluate import evaluate
-from gpu_hamlet.engine.events import warn_absent_types
+from gpu_hamlet.engine.events import check_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.schema import in_result_order
-from gpu_hamlet.query.time_axis import TimeAxis, column_ticks, time_axis
+from gpu_hamlet.query.time_axis import TimeAxis, column_ticks
 from gpu_hamlet.query.workload import Workload
 
 
@@ -127,12 +127,8 @@ class Stream:
 
     def _start(self, schema: pa.Schema) -> None:
         self.schema = schema
-        name = self.options.time_col
-        if schema.get_field_index(name) < 0:
-            raise EventDataError(
-                f"the events have no time column '{name}' (columns: {', '.join(schema.names)})"
-            )
-        self.axis = time_axis(schema.field(name).type, name)
+        # (every batch has this schema: its columns are checked once, here)
+        self.axis = check_columns(schema, self.wl, self.options.time_col, self.options.type_col)
         self.horizon = max((self.axis.ticks(q.within_ms, q, "WITHIN") for q in self.wl), default=0)
 
     def _chunk(self, final: bool) -> None:

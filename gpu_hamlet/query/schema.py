@@ -27,6 +27,14 @@ def attr_kind(arrow_type: pa.DataType) -> str:
     return "other"
 
 
+def has_order(t: pa.DataType) -> bool:
+    """Whether values of type `t` (a dictionary's: its values) have an order Arrow sorts and
+    ranks by, as MIN, MAX and NEXT conditions need: lists, structs, maps, unions and intervals
+    have none."""
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    return not (pa.types.is_nested(t) or pa.types.is_interval(t))
+
+
 def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> pa.DataType:
     """The type of an aggregate's column. Exact counts and sums of integers or decimals are
     decimal128(38, scale) (`exact`), decimal strings (`bigint`) or float64 (`float`); AVG and
@@ -37,6 +45,10 @@ def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> p
     else:
         t = events.field(agg.attr).type
         if agg.func in ("MIN", "MAX"):
+            if not has_order(t):
+                raise WorkloadError(
+                    f"{agg} needs a column with an order, but '{agg.attr}' is {t}", query=query
+                )
             return t
         kind = attr_kind(t)
         if kind == "other":
@@ -112,4 +124,12 @@ def _plain_ordered(col: pa.ChunkedArray) -> bool:
     )
 
 
-__all__ = ["attr_kind", "decoded", "in_result_order", "result_schema", "value_type", "widened"]
+__all__ = [
+    "attr_kind",
+    "decoded",
+    "has_order",
+    "in_result_order",
+    "result_schema",
+    "value_type",
+    "widened",
+]
