@@ -463,6 +463,26 @@ def test_non_string_input_is_a_type_error() -> None:
         parse_workload(b"RETURN COUNT(*) PATTERN A WITHIN 1 s")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("workload", [b"RETURN COUNT(*) PATTERN A WITHIN 1 s", None])
+def test_aggregate_of_no_text_nor_workload_is_parse_workloads_type_error(workload) -> None:
+    """Not an AttributeError from deep inside (bytes iterate as ints)."""
+    import pyarrow as pa
+
+    from gpu_hamlet import aggregate
+
+    events = pa.table({"time": [1], "type": ["A"]})
+    with pytest.raises(TypeError, match="parse_workload expects the workload text as str"):
+        aggregate(events, workload, backend="cpu")
+
+
+def test_integer_literal_of_thousands_of_digits() -> None:
+    """Python reads no integer of more than 4300 digits: such a literal is a Decimal, not a
+    ValueError about sys.set_int_max_str_digits."""
+    digits = "1" + "0" * 5000
+    (q,) = parse_workload(f"RETURN COUNT(*) PATTERN A WHERE A.x < {digits} WITHIN 1 s")
+    assert q.filters[0].value == Decimal(digits)
+
+
 # --------------------------------------------------------------------------------------------------
 # Semantic errors
 

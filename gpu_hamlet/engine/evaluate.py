@@ -225,7 +225,7 @@ def result_schemas(
     """Each query's result schema over events of `schema`, with every check of the events that
     needs no rows (columns, types, aggregated columns, durations, filter literals): the tables
     `evaluate` returns have these schemas, whatever the rows."""
-    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
     axis = check_columns(schema, wl, options.time_col, options.type_col)
     compile_workload(schema, wl, axis, options)
     return {q.name: result_schema(q, axis, schema, options.numeric) for q in wl}
@@ -295,7 +295,7 @@ class Context:
     def of(
         cls, events: Any, workload: Workload | str, options: Options, part: bool = False
     ) -> Context:
-        wl = parse_workload(workload) if isinstance(workload, str) else workload
+        wl = workload if isinstance(workload, Workload) else parse_workload(workload)
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
         runs, plans, run_options = compile_workload(ev.table.schema, wl, ev.axis, options)

@@ -51,7 +51,7 @@ def aggregate_stream(
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
     if not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
         raise ValueError(f"rows_per_chunk must be a positive int, got {rows_per_chunk!r}")
-    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
     stream = Stream(wl, options, rows_per_chunk, stats)
     for batch in batches:
         stream.add(batch)

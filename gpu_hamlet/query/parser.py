@@ -566,7 +566,8 @@ class _Parser:
         if tok.kind is Kind.NUMBER:
             self._advance()
             if "." not in tok.value and "e" not in tok.value.lower():
-                return int(tok.value)
+                # (Python reads no integer of more than 4300 digits: a Decimal holds it)
+                return int(tok.value) if len(tok.value) <= 4000 else Decimal(tok.value)
             # A float only when it holds the number written (its shortest form reads back as
             # it): `x < 9007199254740993.5` must not become `x < 9007199254740994`.
             as_float = float(tok.value)

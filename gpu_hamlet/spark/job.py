@@ -108,7 +108,7 @@ def run_job(
         TimestampType,
     )
 
-    wl = parse_workload(workload) if isinstance(workload, str) else workload
+    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
     time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
