@@ -20,7 +20,7 @@ from numba import njit
 
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.host_threads import cpu_threads, host_map
-from gpu_hamlet.query.schema import decoded
+from gpu_hamlet.query.schema import as_stored, decoded, stored
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
 
@@ -133,7 +133,7 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
                 )
     axis = time_axis(schema.field(time_col).type, time_col)
     type_type = schema.field(type_col).type
-    names_type = type_type.value_type if pa.types.is_dictionary(type_type) else type_type
+    names_type = stored(type_type.value_type if pa.types.is_dictionary(type_type) else type_type)
     if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
         raise EventDataError(
             f"type column '{type_col}' must hold strings, not {type_type} "
@@ -155,7 +155,7 @@ def prepare_events(
     table = to_arrow_table(events)
     axis = check_columns(table.schema, workload, time_col, type_col)
     attrs = used_columns(workload)
-    type_arr = table.column(type_col)
+    type_arr = as_stored(table.column(type_col))  # (string_view: as large_string)
     if type_arr.null_count:
         raise EventDataError(f"type column '{type_col}' has {type_arr.null_count} null value(s)")
 
@@ -175,7 +175,7 @@ def prepare_events(
     taken = None if rows.shape[0] == len(table) else pa.array(rows)
 
     def kept(col: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-        col = _without_null_entries(col)
+        col = _without_null_entries(as_stored(col))
         col = col if taken is None else col.take(taken)
         # (Arrow cannot combine zero chunks of a dictionary of dates or decimals.)
         return col.combine_chunks() if col.num_chunks else col
@@ -188,7 +188,7 @@ def prepare_events(
     types = enc if same else pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
     fields = [table.schema.field(time_col), table.schema.field(type_col).with_type(types.type)]
     for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)
-        f = table.schema.field(a)
+        f = table.schema.field(a).with_type(cols[a].type)  # (its `stored` type)
         fields.append(f if part else f.with_nullable(cols[a].null_count > 0))
     sub = pa.Table.from_arrays(
         [cols[time_col], types, *(cols[a] for a in attrs)], schema=pa.schema(fields)

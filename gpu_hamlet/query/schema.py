@@ -43,7 +43,7 @@ def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> p
     if agg.attr is None:  # COUNT(*), COUNT(E)
         t, kind = None, "int"
     else:
-        t = events.field(agg.attr).type
+        t = stored(events.field(agg.attr).type)
         if agg.func in ("MIN", "MAX"):
             if not has_order(t):
                 raise WorkloadError(
@@ -65,9 +65,10 @@ def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> p
 def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str) -> pa.Schema:
     """The schema of `query`'s result table over events of schema `events` whose time column has
     `axis`: the GROUPBY columns of their input types, window_start and window_end of the time
-    column's type, then one column per RETURN aggregate (`value_type`). Every column is
+    column's type, then one column per RETURN aggregate (`value_type`); a column of a type the
+    engine reads as another (`stored`) gives that type. Every column is
     nullable, as Arrow makes the columns of a table built from arrays."""
-    fields = [pa.field(g, events.field(g).type) for g in query.groupby]
+    fields = [pa.field(g, stored(events.field(g).type)) for g in query.groupby]
     fields += [pa.field(b, axis.arrow_type) for b in ("window_start", "window_end")]
     fields += [
         pa.field(a.name, value_type(a, events, numeric, query.name)) for a in query.aggregates
@@ -79,6 +80,28 @@ def decoded(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A dictionary column as its values, which filters, groups and sorting read (not the places
     of its dictionary); any other column as it is."""
     return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
+#: The types a column of events is read as, where Arrow's kernels take no columns of its own
+#: type: string_view and binary_view (no take, filter or sort) and float16 (no comparison, sum
+#: or sort). Each holds every value of the other exactly.
+_STORED = {
+    pa.string_view(): pa.large_string(),
+    pa.binary_view(): pa.large_binary(),
+    pa.float16(): pa.float32(),
+}
+
+
+def stored(t: pa.DataType) -> pa.DataType:
+    """The type the engine reads a column of type `t` as (`_STORED`; any other type as it is):
+    its GROUPBY and MIN/MAX results have that type too (docs/semantics.md section 5)."""
+    return _STORED.get(t, t)
+
+
+def as_stored(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The column as its `stored` type (itself when it is that already: a cast costs a call)."""
+    t = stored(col.type)
+    return col if t == col.type else col.cast(t)
 
 
 def widened(t: pa.DataType) -> pa.DataType:
@@ -125,11 +148,13 @@ def _plain_ordered(col: pa.ChunkedArray) -> bool:
 
 
 __all__ = [
+    "as_stored",
     "attr_kind",
     "decoded",
     "has_order",
     "in_result_order",
     "result_schema",
+    "stored",
     "value_type",
     "widened",
 ]
