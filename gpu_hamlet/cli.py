@@ -167,6 +167,8 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
 
     t0 = time.perf_counter()
     # Everything that can be checked without Spark is, before it starts.
+    if args.time_format and args.time_unit:
+        raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
     workload = _read_workload(args.workload)
     check_names(q.name for q in workload)
     options = _options(args)
@@ -248,6 +250,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
         print(stats.describe())
     return 0
+
+
+def _positive(text: str) -> int:
+    """A whole number of 1 or more (argparse turns the error into a usage error, exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, not {text!r}")
+    return n
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -420,9 +433,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", parents=[common], help="generate a ridesharing stream and answer a sample workload"
     )
-    demo.add_argument("--events", type=int, default=200_000, help="number of events to generate")
+    demo.add_argument(
+        "--events", type=_positive, default=200_000, help="number of events to generate"
+    )
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--rows", type=int, default=8, help="result rows to print per query")
+    demo.add_argument("--rows", type=_positive, default=8, help="result rows to print per query")
     demo.add_argument("--master", default="local[*]")
     _engine_options(demo)
     demo.set_defaults(func=cmd_demo)

@@ -57,3 +57,12 @@ def test_keyword_apis_and_the_command_line_have_its_defaults():
         assert {name: params[name].default for name in defaults} == defaults
     args = build_parser().parse_args(["run", "--workload", "w", "--events", "e", "--out", "o"])
     assert {name: getattr(args, name) for name in defaults} == defaults
+
+
+def test_option_objects_of_the_wrong_kind_are_named():
+    """A backend that is neither a name nor a Backend, and stats that are no RunStats, are
+    refused up front (they raised AttributeError from inside the engine)."""
+    with pytest.raises(ValueError, match=r"\(or a Backend object\), not None"):
+        gpu_hamlet.aggregate(EVENTS, TEXT, backend=None)
+    with pytest.raises(TypeError, match="stats must be a gpu_hamlet.RunStats, not int"):
+        gpu_hamlet.aggregate(EVENTS, TEXT, backend="cpu", stats=5)

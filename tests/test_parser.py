@@ -984,3 +984,12 @@ def test_a_workload_hashes_as_its_queries_once_and_pickles_without_the_hash() ->
     back = pickle.loads(pickle.dumps(wl))
     assert back == wl and "_hash" not in back.__dict__
     assert hash(back) == hash(wl)
+
+
+def test_a_pattern_nested_too_deeply_names_its_query():
+    """Hundreds of nested SEQ( exhaust Python's recursion: a WorkloadError naming the query and
+    where it starts (was a RecursionError)."""
+    text = "ok: RETURN COUNT(*) PATTERN A WITHIN 1 s;\ndeep: RETURN COUNT(*) PATTERN "
+    text += "SEQ(B, " * 400 + "A" + ")" * 400 + " WITHIN 1 s"
+    with pytest.raises(WorkloadError, match="query deep, line 2, column 1: the query nests too"):
+        parse_workload(text)

@@ -224,10 +224,17 @@ BACKEND_NAMES = ("auto", "cpu", "gpu")
 
 
 def check_backend(name: str | Backend) -> None:
-    """A ValueError unless `name` is one of BACKEND_NAMES or a Backend object."""
-    if isinstance(name, str) and name not in BACKEND_NAMES:
-        *most, last = map(repr, BACKEND_NAMES)
-        raise ValueError(f"backend must be {', '.join(most)} or {last}, not {name!r}")
+    """A ValueError unless `name` is one of BACKEND_NAMES or a Backend object (one with the
+    steps the engine calls: a name and `segments`)."""
+    if isinstance(name, str) and name in BACKEND_NAMES:
+        return
+    if not isinstance(name, str) and hasattr(name, "name") and hasattr(name, "segments"):
+        return
+    *most, last = map(repr, BACKEND_NAMES)
+    names = f"{', '.join(most)} or {last}"
+    if isinstance(name, str):
+        raise ValueError(f"backend must be {names}, not {name!r}")
+    raise ValueError(f"backend must be {names} (or a Backend object), not {name!r}")
 
 
 def select_backend(name: str | Backend) -> Backend:

@@ -91,6 +91,8 @@ def evaluate(
     """`aggregate` with its options checked already: what the Spark tasks, pane summaries and
     the command line call. `seen_types` receives the event types present (a stream, of parts,
     warns of absent ones at its end)."""
+    if stats is not None and not isinstance(stats, RunStats):
+        raise TypeError(f"stats must be a gpu_hamlet.RunStats, not {type(stats).__name__}")
     keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
     if seen_types is not None:

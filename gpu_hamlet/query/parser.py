@@ -328,7 +328,10 @@ class _Parser:
         while True:
             position = len(queries) + 1
             start = self._peek()
-            query, explicit = self.query(position)
+            try:
+                query, explicit = self.query(position)
+            except RecursionError:  # (hundreds of nested SEQ( or parentheses)
+                raise self._error("the query nests too deeply to parse", start) from None
             if query.name in seen_names:
                 other, other_explicit = seen_names[query.name]
                 hint = ""
