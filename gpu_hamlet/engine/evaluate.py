@@ -39,7 +39,7 @@ from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.host_threads import cpu_threads, host_map_shares
-from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
 from gpu_hamlet.query.schema import result_schema
@@ -227,7 +227,7 @@ def result_schemas(
     """Each query's result schema over events of `schema`, with every check of the events that
     needs no rows (columns, types, aggregated columns, durations, filter literals): the tables
     `evaluate` returns have these schemas, whatever the rows."""
-    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
+    wl = as_workload(workload)
     axis = check_columns(schema, wl, options.time_col, options.type_col)
     compile_workload(schema, wl, axis, options)
     return {q.name: result_schema(q, axis, schema, options.numeric) for q in wl}
@@ -297,7 +297,7 @@ class Context:
     def of(
         cls, events: Any, workload: Workload | str, options: Options, part: bool = False
     ) -> Context:
-        wl = workload if isinstance(workload, Workload) else parse_workload(workload)
+        wl = as_workload(workload)
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
         runs, plans, run_options = compile_workload(ev.table.schema, wl, ev.axis, options)

@@ -23,7 +23,7 @@ from gpu_hamlet.engine.events import check_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
-from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.time_axis import TimeAxis, column_ticks
 from gpu_hamlet.query.workload import Workload
@@ -51,7 +51,7 @@ def aggregate_stream(
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
     if not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
         raise ValueError(f"rows_per_chunk must be a positive int, got {rows_per_chunk!r}")
-    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
+    wl = as_workload(workload)
     stream = Stream(wl, options, rows_per_chunk, stats)
     for batch in batches:
         stream.add(batch)

@@ -727,6 +727,12 @@ def parse_workload(text: str) -> Workload:
     return _parsed(text)
 
 
+def as_workload(workload: Workload | str) -> Workload:
+    """A workload given as text or parsed already (what the APIs take), parsed; anything else is
+    parse_workload's TypeError."""
+    return workload if isinstance(workload, Workload) else parse_workload(workload)
+
+
 @functools.lru_cache(maxsize=128)
 def _parsed(text: str) -> Workload:
     """Parsed once per text: a Workload is immutable, and callers that pass the text on every

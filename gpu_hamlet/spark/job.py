@@ -43,7 +43,7 @@ from gpu_hamlet.engine.events import used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.query.parser import parse_workload
+from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.workload import Workload
 from gpu_hamlet.spark.placement import shard_labels
 from gpu_hamlet.spark.worker import (
@@ -108,7 +108,7 @@ def run_job(
         TimestampType,
     )
 
-    wl = workload if isinstance(workload, Workload) else parse_workload(workload)
+    wl = as_workload(workload)
     time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
     missing = [c for c in columns if c not in df.columns]
