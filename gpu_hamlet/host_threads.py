@@ -62,24 +62,6 @@ def host_map(
     return list(_pool(threads).map(fn, items))
 
 
-def host_map_shares(
-    fn: Callable[[T], R], items: Iterable[T], threads: int | None = None, rows: int | None = None
-) -> list[R]:
-    """`host_map` over at most one share of consecutive items per thread, each share's items
-    in turn in one thread: for many items of tens of microseconds each (a query's rows at 10^5
-    events), where handing each over, with the GIL changing hands around it, cost what the
-    threads saved."""
-    items = list(items)
-    threads = cpu_threads() if threads is None else threads
-    size = -(-len(items) // max(threads, 1))
-    shares = [items[i : i + size] for i in range(0, len(items), max(size, 1))]
-    return [r for share in host_map(_each(fn), shares, threads, rows) for r in share]
-
-
-def _each(fn: Callable[[T], R]) -> Callable[[list[T]], list[R]]:
-    return lambda share: [fn(x) for x in share]
-
-
 def host_submit(fn: Callable[..., R], args: tuple, threads: int, rows: int) -> Future[R] | None:
     """fn(*args) started on `threads` threads, to be waited for later; None where it should run
     in this thread: one thread, a call over fewer than SUBMIT_ROWS rows, or this is one of the

@@ -39,24 +39,6 @@ def test_host_map_keeps_the_order_and_runs_in_this_thread_when_one_would_do() ->
     assert where == [threading.current_thread().name] * 2
 
 
-@pytest.mark.parametrize(("items", "threads"), [(0, 2), (1, 2), (5, 2), (20, 3), (7, 7)])
-def test_host_map_shares_hands_each_thread_one_run_of_the_items(items: int, threads: int) -> None:
-    """`host_map_shares` gives what `host_map` gives, in at most one share of consecutive items
-    per thread, each run by one thread (a handover per share, not per item)."""
-    where: dict[int, str] = {}
-
-    def square(x: int) -> int:
-        where[x] = threading.current_thread().name
-        return x * x
-
-    got = host_threads.host_map_shares(square, range(items), threads)
-    assert got == [x * x for x in range(items)]
-    size = -(-items // threads)  # each share of consecutive items runs in one thread
-    shares = [range(i, min(i + size, items)) for i in range(0, items, max(size, 1))]
-    assert len(shares) <= threads
-    assert all(len({where[x] for x in share}) == 1 for share in shares)
-
-
 @pytest.mark.parametrize("threads", [2, 3, 7])
 def test_type_column_encoded_in_slices_equals_one_encoding(
     monkeypatch: pytest.MonkeyPatch, threads: int

@@ -38,7 +38,7 @@ from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, anal
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.host_threads import cpu_threads, host_map_shares
+from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
@@ -186,9 +186,9 @@ def evaluate(
         one = src[0] if len(src) == 1 and isinstance(src[0], SharedBursts) else None
         return ev.n if one is None or one.slots is None else one.slots.idx.shape[0]
 
-    # Queries' rows are built on the host's threads (each sort is made first, once), queries of
-    # one plan shape one after another (they may be fused); a group takes no more queries once
-    # they hold `limit` rows.
+    # Queries' rows are built on the host's threads, a few queries at a time (each sort is made
+    # first, once), queries of one plan shape one after another (they may be fused); a group
+    # takes no more queries once they hold `limit` rows.
     first_of: dict[int | str, int] = {}  # per shape (a query without one: its name)
 
     def shape_order(q: Query) -> int:
@@ -200,16 +200,9 @@ def evaluate(
     for q in runs:
         parts.keys(q.partition_attrs, len(q.groupby))
     held = 0  # the rows of the queries in `group`
-    i = 0
-    while i < len(runs):
-        # At least `width` queries, and more while what their rows read stays within `limit`
-        # (their rows are at most that), each thread building a share of them in turn.
-        j, rows = i, 0
-        while j < len(runs) and (j < i + width or rows + reads(runs[j]) <= limit):
-            rows += reads(runs[j])
-            j += 1
-        some, i = runs[i:j], j
-        for q, built in zip(some, host_map_shares(query_rows, some, width, rows)):
+    for i in range(0, len(runs), width):
+        some = runs[i : i + width]
+        for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
             group[q.name] = built
             held += built.pos.shape[0]
             if held >= limit:
