@@ -17,6 +17,7 @@ aggregates in RETURN order), the Arrow types of the value columns for the numeri
 from __future__ import annotations
 
 import decimal
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -191,7 +192,9 @@ def _check_value(
             else f"expected ~{float(exp)!r} ({exp}), got {got!r}"
         )
     if agg.func in ("MIN", "MAX"):
-        if got != exp or type(got) is not type(exp):
+        floats = isinstance(got, float) and isinstance(exp, float)
+        both_nan = floats and math.isnan(got) and math.isnan(exp)  # (NaN equals nothing)
+        if not (got == exp or both_nan) or type(got) is not type(exp):
             return f"expected {exp!r}, got {got!r}"
         return None
     raise AssertionError(f"unknown aggregate {agg}")

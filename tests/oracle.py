@@ -662,7 +662,8 @@ def _query_rows(
             elif a.func in ("MIN", "MAX"):
                 vals = [e[a.attr] for e in cell["used"] if e[type_col] == a.type]
                 vals = [v for v in vals if v is not None]
-                row[a.name] = (min(vals) if a.func == "MIN" else max(vals)) if vals else None
+                pick = min if a.func == "MIN" else max
+                row[a.name] = pick(vals, key=_min_max_order) if vals else None
             else:
                 raise ValueError(f"oracle: unknown aggregate {a.func}")
         if with_magnitudes:
@@ -673,6 +674,13 @@ def _query_rows(
         key=lambda r: tuple(_null_last(r[a]) for a in q.groupby) + (_time_key(r["window_start"]),)
     )
     return rows
+
+
+def _min_max_order(v):
+    """MIN and MAX order NaN above every number, as Spark does (docs/semantics.md section 8);
+    Python's min and max compare NaN with nothing, so their answer hung on the events' order."""
+    nan = isinstance(v, float) and math.isnan(v)
+    return (nan, 0.0 if nan else v)
 
 
 def oracle(

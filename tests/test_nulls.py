@@ -5,13 +5,17 @@ through Spark."""
 from __future__ import annotations
 
 import decimal
+import itertools
+import math
 import warnings
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from compare import assert_matches_oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import oracle
 
 import gpu_hamlet
 from gpu_hamlet.engine.options import SHARING_MODES
@@ -274,6 +278,20 @@ def test_nan_in_a_summed_attribute_is_named_without_bigint_advice(numeric):
         table, "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s", backend="cpu"
     )["q1"].to_pylist()[0]
     assert got["min_B_x"] == 1.5 and np.isnan(got["max_B_x"])
+
+
+@pytest.mark.parametrize("sharing", ["none", "static"])
+def test_min_max_order_nan_above_every_number_in_any_event_order(sharing):
+    """Over every order of NaN, 1.0, -0.0 and 2.5, MIN and MAX equal the oracle's (which orders
+    NaN as Spark does, whatever the order; Python's min and max had depended on it)."""
+    text = "RETURN MIN(B.x), MAX(B.x) PATTERN SEQ(A, B+, C) WITHIN 100 s"
+    wl = gpu_hamlet.parse_workload(text)
+    for values in itertools.permutations([float("nan"), 1.0, -0.0, 2.5]):
+        table = _abc(list(values), pa.float64())
+        got = gpu_hamlet.aggregate(table, text, backend="cpu", sharing=sharing)
+        assert_matches_oracle(got, oracle(table.to_pylist(), wl), wl, event_schema=table.schema)
+        row = got["q1"].to_pylist()[0]
+        assert row["min_B_x"] == -0.0 and math.isnan(row["max_B_x"])
 
 
 # --- absent pattern types -------------------------------------------------------------------
