@@ -84,6 +84,21 @@ def test_float_and_timestamp_times_cut_alike(time_type):
         assert repr(got[name].to_pylist()) == repr(whole[name].to_pylist()), name
 
 
+@pytest.mark.parametrize("times", [[3.8, 3.8], [0.3, 0.6], [0.1, 0.3, 0.3, 0.6, 0.7]])
+def test_float32_window_ends_rounded_onto_the_cut(times):
+    """float32 times: a window end that rounds onto the cut is not final (the next batch may
+    hold events at the cut), and a window that is not final keeps its events, though its bounds
+    are rounded to float32 (3.8 twice was counted 1 in [3.5, 3.8): the margin below the cut
+    was lost in float32)."""
+    text = "r: RETURN COUNT(*) PATTERN B+ WITHIN 300 ms SLIDE 100 ms"
+    table = pa.table({"time": pa.array(times, pa.float32()), "type": ["B"] * len(times)})
+    whole = gpu_hamlet.aggregate(table, text, backend="cpu")
+    got = gpu_hamlet.aggregate_stream(
+        table.to_batches(max_chunksize=1), text, rows_per_chunk=1, backend="cpu"
+    )
+    assert got["r"].to_pylist() == whole["r"].to_pylist()
+
+
 def test_stream_errors_name_the_row_and_value():
     """An event earlier than the last cut, a batch of another schema, an empty stream."""
     text = "q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s"
