@@ -100,15 +100,27 @@ def test_float32_window_ends_rounded_onto_the_cut(times):
 
 
 def test_stream_errors_name_the_row_and_value():
-    """An event earlier than the last cut, a batch of another schema, an empty stream."""
+    """An event earlier than the last cut, a batch of another schema, one table for the stream
+    (was 'batch at row 0 is a ChunkedArray'), an empty stream."""
     text = "q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s"
     first = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "B", "A"]})
     late = pa.table({"time": [5, 2], "type": ["B", "B"]})
     with pytest.raises(EventDataError, match=r"row 5 of the stream: time 2 is earlier than 4"):
         gpu_hamlet.aggregate_stream([first, late], text, rows_per_chunk=4)
     other = pa.table({"time": [5.0], "type": ["B"]})
-    with pytest.raises(EventDataError, match="row 4 of the stream has schema"):
+    with pytest.raises(EventDataError, match="row 4 .* column 'time' is double, not int64$"):
         gpu_hamlet.aggregate_stream([first, other], text)
+    strict = pa.schema([pa.field("time", pa.int64(), False), pa.field("type", pa.string())])
+    for batch, why in [
+        (first.cast(strict), "column 'time' is not nullable, unlike the first batch's"),
+        (first.select(["type", "time"]), r"its columns are \['type', 'time'\]"),
+        (first.append_column("x", pa.array([0] * 4)), "it adds column 'x'"),
+    ]:
+        with pytest.raises(EventDataError, match=why):
+            gpu_hamlet.aggregate_stream([first, batch], text)
+    for whole in (first, first.to_batches()[0], first.to_pandas()):  # (not iterables of batches)
+        with pytest.raises(EventDataError, match="an iterable of batches"):
+            gpu_hamlet.aggregate_stream(whole, text)
     with pytest.raises(EventDataError, match="no batches"):
         gpu_hamlet.aggregate_stream([], text)
     reader = pa.RecordBatchReader.from_batches(first.schema, [])

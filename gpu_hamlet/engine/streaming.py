@@ -52,6 +52,13 @@ def aggregate_stream(
     if not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
         raise ValueError(f"rows_per_chunk must be a positive int, got {rows_per_chunk!r}")
     wl = as_workload(workload)
+    if isinstance(batches, (pa.Table, pa.RecordBatch)) or _is_data_frame(batches):
+        # (iterating one would give its columns, named as batches of the wrong type)
+        raise EventDataError(
+            f"aggregate_stream reads an iterable of batches (a RecordBatchReader, a list or a "
+            f"generator of Tables), not one {type(batches).__name__}: pass [events], or call "
+            f"aggregate"
+        )
     stream = Stream(wl, options, rows_per_chunk, stats)
     for batch in batches:
         stream.add(batch)
@@ -87,8 +94,8 @@ class Stream:
             self._start(table.schema)
         elif not table.schema.equals(self.schema):
             raise EventDataError(
-                f"the batch at row {self.seen} of the stream has schema {table.schema}, not the "
-                f"first batch's {self.schema}"
+                f"the batch at row {self.seen} of the stream has another schema than the first "
+                f"batch: {_difference(table.schema, self.schema)}"
             )
         ticks = _ticks(table.column(self.options.time_col))
         if self.cut is not None and ticks.size:
@@ -175,6 +182,35 @@ class Stream:
     def _show(self, ticks: Any) -> str:
         assert self.axis is not None, "the schema is known before a cut"
         return str(self.axis.to_arrow(np.asarray([ticks]))[0])
+
+
+def _difference(schema: pa.Schema, first: pa.Schema) -> str:
+    """What sets a batch's schema apart from the first's, in one line (two whole schemas hid a
+    nullability flag among their lines)."""
+    names, first_names = schema.names, first.names
+    for name in first_names:
+        if name not in names:
+            return f"it lacks column '{name}'"
+    for name in names:
+        if name not in first_names:
+            return f"it adds column '{name}'"
+    if names != first_names:
+        return f"its columns are {names}, not {first_names}"
+    for f, g in zip(schema, first):
+        if not f.type.equals(g.type):
+            return f"column '{f.name}' is {f.type}, not {g.type}"
+        if f.nullable != g.nullable:
+            shown = "nullable" if f.nullable else "not nullable"
+            return f"column '{f.name}' is {shown}, unlike the first batch's"
+    return f"{schema}, not {first}"  # (field metadata)
+
+
+def _is_data_frame(x: Any) -> bool:
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        return False
+    return isinstance(x, pd.DataFrame)
 
 
 def _ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
