@@ -182,6 +182,12 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     assert list(sc.statusTracker().getJobIdsForGroup("bad-input")) == []
     with pytest.raises(WorkloadError, match="line 1, column 17"):
         trend_aggregate(None, "RETURN COUNT(*) PATERN SEQ(A) WITHIN 1 min")
+    ok = "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min"
+    with pytest.raises(TypeError, match="not DataFrame: for pyarrow or pandas events, use"):
+        trend_aggregate(stream.to_pandas(), ok)  # (was an AttributeError: no .schema)
+    for bad in (0, -1, "3", 2.0):  # (0 was the default; "3" a TypeError from a comparison)
+        with pytest.raises(ValueError, match="num_tasks must be a positive int"):
+            trend_aggregate(df, ok, num_tasks=bad)
     nulls = spark.createDataFrame([(1, "A"), (None, "B")], "time long, type string")
     with pytest.raises(EventDataError, match="time column 'time' has 1 null"):
         trend_aggregate(nulls, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min")

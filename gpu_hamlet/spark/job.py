@@ -81,6 +81,16 @@ def trend_aggregate(
     sharable set (brought back by a Spark accumulator). The engine pass runs once (once per pass
     when NEXT queries need passes of their own), here."""
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
+    workload = as_workload(workload)  # (its errors first: they need no events)
+    if not hasattr(df, "sparkSession"):  # (else an AttributeError from inside)
+        raise TypeError(
+            f"trend_aggregate takes a Spark DataFrame, not {type(df).__name__}: for pyarrow or "
+            f"pandas events, use gpu_hamlet.aggregate"
+        )
+    if num_tasks is not None and (
+        not isinstance(num_tasks, int) or isinstance(num_tasks, bool) or num_tasks < 1
+    ):  # (0 meant the default; a string failed in a comparison inside)
+        raise ValueError(f"num_tasks must be a positive int or None, got {num_tasks!r}")
     return run_job(df, workload, options, num_tasks=num_tasks, stats=stats)
 
 
