@@ -466,6 +466,11 @@ def error_message(exc: Exception) -> tuple[str, int]:
     raised = re.search(re.escape(RAISED) + r"(.*?)(?: SQLSTATE: \w+)?$", text, re.MULTILINE)
     if raised:
         return raised[1], 2
+    # A file Spark fails to read (Parquet files of a folder whose column types differ): the
+    # file and column, not 'Py4JJavaError: An error occurred while calling o3714...'
+    unread = re.search(r"\[FAILED_READ_FILE[\w.]*\] (.*?)(?: SQLSTATE: \w+)?$", text, re.MULTILINE)
+    if unread:
+        return unread[1], 2
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     from pyspark.errors import AnalysisException
 

@@ -124,7 +124,7 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     """The time column converted in Spark: parsed with `time_format`, or numbers in `time_unit`
     made timestamps, or numbers of seconds checked to be plausible as seconds."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import NumericType, StringType
+    from pyspark.sql.types import IntegralType, NumericType, StringType
 
     from gpu_hamlet.spark.job import _quote
 
@@ -158,6 +158,14 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
         return F.when(
             raw % 1000 != 0, fail("has nanoseconds, finer than a Spark timestamp holds")
         ).otherwise(micros)
+    if time_unit in ("ms", "us") and not isinstance(dtype, IntegralType):
+        # timestamp_millis and timestamp_micros take integers only (a double column was Spark's
+        # DATATYPE_MISMATCH): whole microseconds, through a decimal (1.1 ms is 1100 us exactly)
+        micros = raw.cast("decimal(38, 9)") * (1000 if time_unit == "ms" else 1)
+        return F.when(
+            micros != F.floor(micros),
+            fail("has a fraction of a microsecond, finer than a Spark timestamp holds"),
+        ).otherwise(F.timestamp_micros(micros.cast("bigint")))
     if time_unit:
         return getattr(F, UNIT_FUNCTIONS[time_unit])(raw)
     return F.when(

@@ -323,6 +323,22 @@ def test_json_lines_with_a_time_unit(spark, tmp_path):
     assert dict(df.dtypes)["t"] == "timestamp"
 
 
+def test_fractional_milliseconds_are_whole_microseconds(spark, tmp_path):
+    """--time-unit ms or us over a double column (was Spark's DATATYPE_MISMATCH from
+    timestamp_millis, a Java trace on stderr): exact to the microsecond, and a finer fraction
+    stops the run naming the value."""
+    path = tmp_path / "events.csv"
+    path.write_text("type,t\nA,1.1\nB,1500.7\n")
+    df = read_events(spark, str(path), "csv", time_col="t", time_unit="ms")
+    assert [str(r["t"]) for r in df.collect()] == [
+        "1970-01-01 00:00:00.001100",
+        "1970-01-01 00:00:01.500700",
+    ]
+    df = read_events(spark, str(path), "csv", time_col="t", time_unit="us")
+    with pytest.raises(Exception, match="value '1.1' has a fraction of a microsecond"):
+        df.collect()
+
+
 def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
     """Numeric times with no unit stay seconds (docs/semantics.md section 1), but epoch
     milliseconds stop the run with a message that names the value and suggests --time-unit ms."""
@@ -466,6 +482,18 @@ def test_error_message_from_wrapped_task_errors():
         )
     ) == ("f.csv: value 'x' does not match", 2)
     assert error_message(MemoryError("out of memory")) == ("MemoryError: out of memory", 1)
+    unread = RuntimeError(  # (Parquet files of one folder with two types of a column)
+        "An error occurred while calling o3714.localCheckpoint.\n: org.apache.spark."
+        "SparkException: [FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Encountered error "
+        "while reading file file:///d/b.parquet. Data type mismatches when reading Parquet "
+        "column [x]. Expected Spark type bigint, actual Parquet type DOUBLE. SQLSTATE: KD001\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$"
+    )
+    assert error_message(unread) == (
+        "Encountered error while reading file file:///d/b.parquet. Data type mismatches when "
+        "reading Parquet column [x]. Expected Spark type bigint, actual Parquet type DOUBLE.",
+        2,
+    )
 
 
 # --- version, logging, progress ---------------------------------------------------------------
