@@ -38,7 +38,15 @@ class EventDataError(GpuHamletError, ValueError):
 
 
 class NumericOverflowError(GpuHamletError, ArithmeticError):
-    """An exact result that does not fit decimal(38) (or a float result beyond float64)."""
+    """An exact result that does not fit decimal(38) (or a float result beyond float64).
+
+    `window_end` is the end of the window at fault, in ticks of the time column (None where not
+    known): `aggregate_stream` raises at once where that window is final, and answers a chunk
+    again with more events only where it is not."""
+
+    def __init__(self, message: str, *, window_end: int | float | None = None) -> None:
+        super().__init__(message)
+        self.window_end = window_end
 
 
 class AbsentTypeWarning(UserWarning):

@@ -162,6 +162,28 @@ def test_stats_add_up_over_the_chunks():
     assert 1.5 * whole.sets[0].bursts > streamed.bursts >= whole.sets[0].bursts > 0
 
 
+def test_an_overflow_in_a_final_window_raises_at_its_chunk():
+    """An overflow in a window whose events are all in the chunk is raised there: it waited for
+    the stream's end, and every later chunk was answered again with the whole buffer (B+ over
+    400,000 events took 10 s, quadratic, with memory growing; a helper's hunt). The error names
+    the window: a window the cut splits still waits (the test above)."""
+    from gpu_hamlet.errors import NumericOverflowError
+
+    text = "big: RETURN COUNT(*) PATTERN B+ WITHIN 1000 s"
+    taken = []
+
+    def batches():
+        for i in range(100):
+            taken.append(i)
+            times = np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64)
+            yield pa.table({"time": times, "type": ["B"] * 1000})
+
+    with pytest.raises(NumericOverflowError, match=r"query big: .* window \[0, 1000\)") as err:
+        gpu_hamlet.aggregate_stream(batches(), text, rows_per_chunk=1000, backend="cpu")
+    assert err.value.window_end == 1000
+    assert len(taken) <= 2  # raised where the window [0, 1000) was final, not at the end
+
+
 def test_an_overflow_in_a_cut_window_waits_for_the_next_chunk():
     """A window the cut splits holds only part of its events in a chunk, where a SUM over values
     of both signs may overflow and not whole: such a chunk is answered with the next one. (The

@@ -323,15 +323,8 @@ class QueryResults:
             if bad.any():
                 if self.options.on_overflow == "error":
                     i = int(np.flatnonzero(bad)[0])
-                    raise NumericOverflowError(
-                        self._overflow_message(
-                            agg,
-                            f"does not fit decimal(38, {scale}) (10^{38 - scale} or more)",
-                            win,
-                            keep,
-                            i,
-                        )
-                    )
+                    fits = f"does not fit decimal(38, {scale}) (10^{38 - scale} or more)"
+                    raise self._overflow(agg, fits, win, keep, i)
             return decimal_array(_null_where(bad | empty, ints), typ.scale)
         vals = _unscaled(xfloat_to_float(*lin[ch]), scale)
         return self._float_column(agg, vals, win, keep, empty)
@@ -343,13 +336,12 @@ class QueryResults:
         (no value to aggregate) or, with on_overflow='null', beyond the float64 range."""
         mask, bad, masked = float_nulls(vals, null)
         if bad >= 0 and self.options.on_overflow == "error":
-            raise NumericOverflowError(
-                self._overflow_message(agg, "is beyond the float64 range", win, keep, bad)
-            )
+            raise self._overflow(agg, "is beyond the float64 range", win, keep, bad)
         typ = self.plan.outputs[agg.name].type
         return pa.array(vals, typ, mask=mask) if masked else pa.array(vals, typ)
 
-    def _overflow_message(self, agg, what: str, win: Windows, keep, i: int) -> str:
+    def _overflow(self, agg, what: str, win: Windows, keep, i: int) -> NumericOverflowError:
+        """The error of output row i: its query, aggregate, group, window and ways out."""
         q = self.plan.query
         rep = int(win.rep[keep][i])
         group = ", ".join(
@@ -358,7 +350,8 @@ class QueryResults:
         )
         k = int(win.k[keep][i])
         w = self.plan.windowing
-        start, end = self.src.ev.axis.to_arrow(np.asarray([k * w.slide, k * w.slide + w.within]))
+        ticks = k * w.slide, k * w.slide + w.within
+        start, end = self.src.ev.axis.to_arrow(np.asarray(ticks))
         kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
         ways = []
         if agg.func != "AVG" and kind != "float":  # exact in bigint mode
@@ -366,9 +359,10 @@ class QueryResults:
             if self.options.numeric == "exact":
                 ways.append("numeric='float' for float64")
         ways.append("on_overflow='null'")
-        return (
+        return NumericOverflowError(
             f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
-            f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways)
+            f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways),
+            window_end=ticks[1],
         )
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:

@@ -142,20 +142,6 @@ class Stream:
         """Answer the buffer; keep its final windows and the events later windows need."""
         events = pa.concat_tables(self.buffer)
         ticks = _ticks(events.column(self.options.time_col))
-        one = None if self.stats is None else RunStats()
-        try:
-            res = evaluate(
-                events, self.wl, self.options, stats=one, part=True, seen_types=self.types
-            )
-        except NumericOverflowError:
-            if final:
-                raise
-            # A window the cut splits has only some of its events here; a SUM over values of
-            # both signs may overflow there and not whole. Answer with the next chunk instead.
-            self.new_rows = 0
-            return
-        if self.stats is not None and one is not None:
-            self.stats.add(one)
         cut = ticks.max() if ticks.size else self.cut
         done, slack = cut, 0.0
         assert self.axis is not None, "the schema is known before a chunk"
@@ -166,6 +152,21 @@ class Stream:
                 # float32 results round a window's bounds by up to 2^-24 of them: a window
                 # whose end rounds above `done` may start that much before `done - horizon`.
                 slack = 2.0**-22 * (abs(cut) + self.horizon)
+        one = None if self.stats is None else RunStats()
+        try:
+            res = evaluate(
+                events, self.wl, self.options, stats=one, part=True, seen_types=self.types
+            )
+        except NumericOverflowError as exc:
+            end = exc.window_end
+            if final or (end is not None and done is not None and end <= done):
+                raise  # (a final window: all its events are here)
+            # A window the cut splits has only some of its events here; a SUM over values of
+            # both signs may overflow there and not whole. Answer with the next chunk instead.
+            self.new_rows = 0
+            return
+        if self.stats is not None and one is not None:
+            self.stats.add(one)
         for name, table in res.items():
             ends = _ticks(table.column("window_end"))
             keep = np.ones(ends.shape[0], bool)
