@@ -88,32 +88,56 @@ def read_events(
     becomes bigint, double or timestamp when all its values are, decided by one job: unlike
     Spark's inferSchema this counts the fields of every row, not the first one's."""
     if fmt == "csv":
-        reader = spark.read.option("sep", delimiter).option("header", columns is None)
-        if columns is not None:
-            from pyspark.sql.types import StringType, StructField, StructType
+        from pyspark.sql.types import StringType, StructField, StructType
 
-            reader = reader.schema(StructType([StructField(c, StringType()) for c in columns]))
-        df = _typed(reader.csv(path))
+        reader = spark.read.option("sep", delimiter).option("header", columns is None)
+        names = columns if columns is not None else reader.csv(path).columns
+        # One column more than the names: a row of more fields fills it, and stops the run
+        # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
+        # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
+        schema = StructType([StructField(c, StringType()) for c in [*names, EXTRA]])
+        df = _typed(reader.schema(schema).csv(path), path, names)
     else:
         df = getattr(spark.read, fmt)(path)
+    if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
+        from pyspark.sql import functions as F
+
+        bad = df.where(F.col("_corrupt_record").isNotNull()).limit(1).collect()
+        if bad:
+            line = bad[0]["_corrupt_record"]
+            raise UsageError(f"{path}: a line is not a JSON object: {line[:200]!r}")
+        df = df.drop("_corrupt_record")
     if time_col not in df.columns:
         return df  # trend_aggregate names the missing column and lists those present
     return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
 
 
-def _typed(df: Any) -> Any:
-    """`df` (all strings) with each column cast to the first of bigint, double and timestamp
-    that holds every one of its values."""
+#: The column past a CSV file's last one (`read_events`): only a row of too many fields fills it.
+EXTRA = "_gpu_hamlet_extra_field"
+
+
+def _typed(df: Any, path: str, names: list[str]) -> Any:
+    """`df` (all strings: the columns `names`, then EXTRA) with each column cast to the first of
+    bigint, double and timestamp that holds every one of its values; a UsageError naming a row
+    that fills EXTRA (more fields than the columns). One job counts both."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import _quote
 
     kinds = ("bigint", "double", "timestamp")
-    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in df.columns for k in kinds]
-    row = df.agg(*[F.count(F.col(_quote(c))) for c in df.columns], *counts).first()
-    n = len(df.columns)
+    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in names for k in kinds]
+    row = df.agg(*[F.count(F.col(_quote(c))) for c in [*names, EXTRA]], *counts).first()
+    n = len(names) + 1
+    if row[n - 1]:
+        (long,) = df.where(F.col(EXTRA).isNotNull()).limit(1).collect()
+        fields = ", ".join(repr(v) for v in long if v is not None)
+        raise UsageError(
+            f"{path}: {row[n - 1]} row(s) have more fields than the {len(names)} columns "
+            f"({', '.join(names)}), e.g. the row {fields}, ...; name every column (--columns) or "
+            f"check the delimiter"
+        )
     casts = []
-    for i, c in enumerate(df.columns):
+    for i, c in enumerate(names):
         fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
         kind = fits[0] if fits and row[i] else "string"
         casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string" else F.col(_quote(c)))

@@ -339,6 +339,31 @@ def test_fractional_milliseconds_are_whole_microseconds(spark, tmp_path):
         df.collect()
 
 
+def test_csv_rows_of_more_fields_and_json_lines_that_are_no_object_stop_the_run(
+    spark, tmp_path, capsys
+):
+    """Nothing is dropped silently: Spark's read cut a CSV row longer than the header (or than
+    --columns), and gave a JSON line that is no object a null time. Each stops the run in one
+    line naming the row (a helper's hunt). A shorter CSV row has nulls in its last fields (the
+    sensors' rows of 5 or 6, test_ragged_rows_any_delimiter_and_date_times)."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.csv"
+    path.write_text("time,type,x\n1,T1,1\n2,T2,4,9\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: 1 row(s) have more fields than the 3 columns (time, type, x)" in err
+    assert "'2', 'T2', '4', '9'" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    path.write_text("1,T1,1\n2,T2,4,9\n")  # (named by --columns: no header line)
+    df = read_events(spark, str(path), "csv", columns=["time", "type", "x", "y"])
+    assert [r["y"] for r in df.collect()] == [None, 9]
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"time": 1, "type": "T1"}\n{"time": 2, "type": "T2"\n')
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f'{path}: a line is not a JSON object: \'{{"time": 2, "type": "T2"\'' in err
+
+
 def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
     """Numeric times with no unit stay seconds (docs/semantics.md section 1), but epoch
     milliseconds stop the run with a message that names the value and suggests --time-unit ms."""
