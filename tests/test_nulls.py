@@ -294,6 +294,18 @@ def test_min_max_order_nan_above_every_number_in_any_event_order(sharing):
         assert row["min_B_x"] == -0.0 and math.isnan(row["max_B_x"])
 
 
+def test_null_times_and_types_are_named_with_their_first_row():
+    """A null time or type is an error naming how many there are and the first one's row of
+    the events as given (rows of types no query reads are dropped first, and not counted)."""
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s"
+    table = pa.table({"time": [1, None, None, 4], "type": ["A", "Z", "B", "B"]})
+    with pytest.raises(EventDataError, match="time column 'time' has 1 null value.*at row 2$"):
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+    table = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", None, None]})
+    with pytest.raises(EventDataError, match="type column 'type' has 2 null value.*at row 2$"):
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+
+
 # --- absent pattern types -------------------------------------------------------------------
 
 

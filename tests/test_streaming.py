@@ -123,6 +123,11 @@ def test_stream_errors_name_the_row_and_value():
             gpu_hamlet.aggregate_stream(whole, text)
     with pytest.raises(EventDataError, match="no batches"):
         gpu_hamlet.aggregate_stream([], text)
+    nulls = pa.table({"time": [5, None, 7], "type": ["B", "B", None]})
+    with pytest.raises(EventDataError, match=r"row 5 of the stream: its time \('time'\) is null"):
+        gpu_hamlet.aggregate_stream([first, nulls], text)
+    with pytest.raises(EventDataError, match=r"row 6 of the stream: its type \('type'\) is null"):
+        gpu_hamlet.aggregate_stream([first, nulls.set_column(0, "time", pa.array([5, 6, 7]))], text)
     reader = pa.RecordBatchReader.from_batches(first.schema, [])
     assert gpu_hamlet.aggregate_stream(reader, text)["q"].num_rows == 0
     with pytest.raises(ValueError, match="rows_per_chunk"):

@@ -157,7 +157,10 @@ def prepare_events(
     attrs = used_columns(workload)
     type_arr = as_stored(table.column(type_col))  # (string_view: as large_string)
     if type_arr.null_count:
-        raise EventDataError(f"type column '{type_col}' has {type_arr.null_count} null value(s)")
+        raise EventDataError(
+            f"type column '{type_col}' has {type_arr.null_count} null value(s), the first at row "
+            f"{first_null(type_arr)}"
+        )
 
     # One dictionary encoding gives the types present, the rows to keep (types some query
     # uses) and the type codes: lookups per distinct name, not per row.
@@ -195,7 +198,10 @@ def prepare_events(
     )
     time = sub.column(time_col)
     if time.null_count:
-        raise EventDataError(f"time column '{time_col}' has {time.null_count} null value(s)")
+        at = int(rows[first_null(time)])  # (a row of the events as given)
+        raise EventDataError(
+            f"time column '{time_col}' has {time.null_count} null value(s), the first at row {at}"
+        )
     if axis.is_float:
         tnp = time.to_numpy().astype(np.float64, copy=False)
         if not np.all(np.isfinite(tnp)):
@@ -203,6 +209,11 @@ def prepare_events(
     else:
         tnp = (time if time.type == pa.int64() else time.cast(pa.int64())).to_numpy()
     return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count)
+
+
+def first_null(col: pa.ChunkedArray) -> int:
+    """The row of a column's first null (it has one)."""
+    return int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
 
 
 def _without_null_entries(col: pa.ChunkedArray) -> pa.ChunkedArray:

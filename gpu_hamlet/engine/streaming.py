@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_hamlet.engine.evaluate import evaluate
-from gpu_hamlet.engine.events import check_columns, warn_absent_types
+from gpu_hamlet.engine.events import check_columns, first_null, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
@@ -97,6 +97,10 @@ class Stream:
                 f"the batch at row {self.seen} of the stream has another schema than the first "
                 f"batch: {_difference(table.schema, self.schema)}"
             )
+        for name, what in ((self.options.time_col, "time"), (self.options.type_col, "type")):
+            if table.column(name).null_count:  # (a chunk's own row numbers would mislead)
+                at = self.seen + first_null(table.column(name))
+                raise EventDataError(f"row {at} of the stream: its {what} ('{name}') is null")
         ticks = _ticks(table.column(self.options.time_col))
         if self.cut is not None and ticks.size:
             early = np.flatnonzero(ticks < self.cut)  # (NaN and nulls: evaluate names them)
