@@ -14,6 +14,7 @@ else.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -41,6 +42,8 @@ MAX_SECONDS = 1e11
 #: A marker for messages raised inside Spark jobs (`raise_error`), found again in the exception.
 RAISED = "gpu-hamlet input error: "
 UNIT_FUNCTIONS = {"s": "timestamp_seconds", "ms": "timestamp_millis", "us": "timestamp_micros"}
+
+log = logging.getLogger("gpu_hamlet")
 
 
 class UsageError(GpuHamletError):
@@ -118,8 +121,10 @@ EXTRA = "_gpu_hamlet_extra_field"
 
 def _typed(df: Any, path: str, names: list[str]) -> Any:
     """`df` (all strings: the columns `names`, then EXTRA) with each column cast to the first of
-    bigint, double and timestamp that holds every one of its values; a UsageError naming a row
-    that fills EXTRA (more fields than the columns). One job counts both."""
+    bigint, double and timestamp that holds every one of its values (one job counts them); a
+    UsageError naming a row that fills EXTRA (more fields than the columns), and a warning
+    naming a value that keeps a column of numbers text (the errors about that column later
+    could not name it)."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import _quote
@@ -140,6 +145,17 @@ def _typed(df: Any, path: str, names: list[str]) -> Any:
     for i, c in enumerate(names):
         fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
         kind = fits[0] if fits and row[i] else "string"
+        numbers = row[n + i * len(kinds) + 1]  # (values a double holds)
+        if kind == "string" and numbers:  # a number column but for some values: say which
+            other = df.where(F.expr(f"try_cast({_quote(c)} AS double) IS NULL")).where(
+                F.col(_quote(c)).isNotNull()
+            )
+            (bad,) = other.select(_quote(c)).limit(1).collect()
+            log.warning(
+                "%s: column '%s' is read as text: %d of its %d values are numbers, the others "
+                "not, e.g. %r",
+                path, c, numbers, row[i], bad[0],
+            )  # fmt: skip
         casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string" else F.col(_quote(c)))
     return df.select(*casts)
 

@@ -357,6 +357,12 @@ def test_csv_rows_of_more_fields_and_json_lines_that_are_no_object_stop_the_run(
     path.write_text("1,T1,1\n2,T2,4,9\n")  # (named by --columns: no header line)
     df = read_events(spark, str(path), "csv", columns=["time", "type", "x", "y"])
     assert [r["y"] for r in df.collect()] == [None, 9]
+    path.write_text("time,type,x\n1,T1,1\n2,T2,abc\n3,T2,2.5\n")  # a column of numbers but one
+    main(["explain", "--workload", str(wl), "--events", str(path)])
+    assert (
+        f"gpu-hamlet: {path}: column 'x' is read as text: 2 of its 3 values are numbers, the "
+        f"others not, e.g. 'abc'" in capsys.readouterr().err
+    )
     path = tmp_path / "events.jsonl"
     path.write_text('{"time": 1, "type": "T1"}\n{"time": 2, "type": "T2"\n')
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
