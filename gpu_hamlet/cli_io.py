@@ -41,6 +41,8 @@ FORMATS = {
 MAX_SECONDS = 1e11
 #: A marker for messages raised inside Spark jobs (`raise_error`), found again in the exception.
 RAISED = "gpu-hamlet input error: "
+#: Timestamps in CSV and JSON results: to the microsecond, as Spark holds them.
+TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 UNIT_FUNCTIONS = {"s": "timestamp_seconds", "ms": "timestamp_millis", "us": "timestamp_micros"}
 
 log = logging.getLogger("gpu_hamlet")
@@ -221,6 +223,9 @@ def check_output(out: Path, mode: str) -> None:
     """Refuse an output folder the run must not write into: by default anything but an absent
     or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result."""
     if not out.exists():
+        above = next((a for a in out.parents if a.exists()), None)
+        if above is not None and not above.is_dir():
+            raise UsageError(f"--out '{out}' is inside '{above}', which is a file, not a folder")
         return
     if not out.is_dir():
         raise UsageError(f"--out '{out}' is a file, not a folder")
@@ -238,7 +243,16 @@ def check_output(out: Path, mode: str) -> None:
             f"--out '{out}' is not a gpu-hamlet result (no {MARKER} file): "
             f"--mode overwrite replaces only those; choose another folder"
         )
-    ours = set(json.loads(marker.read_text()).get("queries", [])) | {MARKER}
+    try:
+        queries = json.loads(marker.read_text(encoding="utf-8"))["queries"]
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            raise TypeError
+    except (OSError, ValueError, TypeError, KeyError):
+        raise UsageError(
+            f"--out '{out}' has a {MARKER} file that is not one gpu-hamlet wrote (no list of "
+            f"queries): --mode overwrite replaces only gpu-hamlet results; choose another folder"
+        ) from None
+    ours = set(queries) | {MARKER}
     foreign = [e for e in entries if e not in ours]
     if foreign:
         raise UsageError(
@@ -273,8 +287,12 @@ def write_results(
     def write(item: tuple[str, Any]) -> tuple[str, int]:
         name, df = item
         writer = df.write.mode("overwrite")
-        if fmt == "csv":
-            writer = writer.option("header", True)
+        if fmt in ("csv", "json"):  # (Spark's default writes milliseconds only)
+            writer = writer.option("timestampFormat", TIMESTAMP_FORMAT)
+        if fmt == "csv":  # values as they are: Spark's default strips their spaces
+            writer = writer.options(
+                header=True, ignoreLeadingWhiteSpace=False, ignoreTrailingWhiteSpace=False
+            )
         getattr(writer, fmt)(str(tmp / name))
         return name, df.count()
 

@@ -216,6 +216,55 @@ def test_existing_folder_is_refused_and_left_as_it_was(tmp_path, capsys, monkeyp
     assert (out / "thesis.tex").read_text() == "years of work"
 
 
+def test_unusable_output_folders_are_usage_errors_before_spark(tmp_path, capsys, monkeypatch):
+    """A marker file gpu-hamlet did not write (no JSON, no list of queries), and an --out inside
+    a file, are usage errors naming the folder, before Spark starts (not a JSONDecodeError, or a
+    FileExistsError after the whole run)."""
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    wl, events = _inputs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = ["run", "--workload", str(wl), "--events", str(events), "--mode", "overwrite"]
+    for text in ("not json", "[1, 2]", '{"queries": "q1"}', "{}"):
+        (out / MARKER).write_text(text)
+        assert main(run + ["--out", str(out)]) == 2
+        assert f"has a {MARKER} file that is not one gpu-hamlet wrote" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(run + ["--out", str(tmp_path / "notes.txt" / "out")]) == 2
+    assert "notes.txt', which is a file, not a folder" in capsys.readouterr().err
+
+
+def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, capsys):
+    """CSV keeps a value's leading and trailing spaces (Spark's writer strips them by default)
+    and both text formats write timestamps to the microsecond (Spark's default: milliseconds),
+    so that two groups apart by microseconds stay two."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(A, B) GROUPBY g, at WITHIN 10 s")
+    events = tmp_path / "e.parquet"
+    at = [123_456, 123_456, 123_999, 123_999]
+    table = pa.table(
+        {
+            "type": ["A", "B", "A", "B"],
+            "time": pa.array([1, 2, 3, 4], pa.int64()),
+            "g": [" x ", " x ", "x", "x"],
+            "at": pa.array(at, pa.timestamp("us", tz="UTC")),
+        }
+    )
+    pq.write_table(table, events)
+    for fmt in ("csv", "json"):
+        out = tmp_path / fmt
+        run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+        assert main(run + ["--out-format", fmt, "--quiet"]) == 0
+        files = sorted((out / "q1").glob(f"part-*.{fmt}"))
+        if fmt == "csv":
+            rows = pa.concat_tables(pacsv.read_csv(f) for f in files).to_pylist()
+        else:
+            rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+        got = sorted((r["g"], str(r["at"])) for r in rows)
+        assert [g for g, _ in got] == [" x ", "x"]
+        assert [t[19:26] for _, t in got] == [".123456", ".123999"]
+
+
 def _no_spark(*args, **kwargs):
     raise AssertionError("Spark must not start")
 
