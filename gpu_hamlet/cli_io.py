@@ -289,9 +289,13 @@ def write_results(
         writer = df.write.mode("overwrite")
         if fmt in ("csv", "json"):  # (Spark's default writes milliseconds only)
             writer = writer.option("timestampFormat", TIMESTAMP_FORMAT)
-        if fmt == "csv":  # values as they are: Spark's default strips their spaces
+        if fmt == "csv":  # values as they are: Spark's default strips their spaces, and
+            # escapes quotes as \" where CSV readers (RFC 4180) expect ""
             writer = writer.options(
-                header=True, ignoreLeadingWhiteSpace=False, ignoreTrailingWhiteSpace=False
+                header=True,
+                ignoreLeadingWhiteSpace=False,
+                ignoreTrailingWhiteSpace=False,
+                escape='"',
             )
         getattr(writer, fmt)(str(tmp / name))
         return name, df.count()

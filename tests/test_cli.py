@@ -265,6 +265,29 @@ def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, caps
         assert [t[19:26] for _, t in got] == [".123456", ".123999"]
 
 
+def test_csv_results_quote_as_csv_readers_expect(spark, tmp_path):
+    """Quotes inside CSV values are doubled (RFC 4180), not backslash-escaped: other readers
+    (pyarrow, pandas, Python's csv) read every value back, and rows do not run together."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s")
+    events = tmp_path / "e.parquet"
+    values = ['say "hi"', '"', 'a\\"b', "x,y"]
+    table = pa.table(
+        {
+            "type": ["A", "B"] * len(values),
+            "time": pa.array(range(2 * len(values)), pa.int64()),
+            "g": [v for v in values for _ in "AB"],
+        }
+    )
+    pq.write_table(table, events)
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+    assert main(run + ["--out-format", "csv", "--quiet"]) == 0
+    files = sorted((out / "q1").glob("part-*.csv"))
+    got = pa.concat_tables(pacsv.read_csv(f) for f in files)
+    assert sorted(got.column("g").to_pylist()) == sorted(values)
+
+
 def _no_spark(*args, **kwargs):
     raise AssertionError("Spark must not start")
 
