@@ -283,6 +283,10 @@ def write_results(
     check_output(out, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    # mkdtemp's folder is private (0700); `out` gets the permissions any new folder would
+    umask = os.umask(0o022)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)
 
     def write(item: tuple[str, Any]) -> tuple[str, int]:
         name, df = item

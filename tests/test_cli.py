@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -59,6 +60,10 @@ def test_run_round_trip(spark, tmp_path, capsys):
     ]
     assert [r["count"] for r in rows] == [132]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+    # the folder's permissions are those of any new folder (umask), not mkdtemp's private 0700
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask
 
 
 def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
