@@ -283,6 +283,10 @@ def write_results(
     check_output(out, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    if fmt == "parquet" and results:  # timestamps as Parquet's microseconds in UTC, which
+        # readers give back with their unit and zone (Spark's default, INT96, loses both)
+        session = next(iter(results.values())).sparkSession
+        session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     # mkdtemp's folder is private (0700); `out` gets the permissions any new folder would
     umask = os.umask(0o022)
     os.umask(umask)
@@ -293,6 +297,8 @@ def write_results(
         writer = df.write.mode("overwrite")
         if fmt in ("csv", "json"):  # (Spark's default writes milliseconds only)
             writer = writer.option("timestampFormat", TIMESTAMP_FORMAT)
+        if fmt == "json":  # a null as null (Spark's default leaves the field out)
+            writer = writer.option("ignoreNullFields", False)
         if fmt == "csv":  # values as they are: Spark's default strips their spaces, and
             # escapes quotes as \" where CSV readers (RFC 4180) expect ""
             writer = writer.options(

@@ -270,6 +270,44 @@ def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, caps
         assert [t[19:26] for _, t in got] == [".123456", ".123999"]
 
 
+def test_json_results_hold_nulls_and_parquet_results_utc_microseconds(spark, tmp_path):
+    """JSON results write a null as null (Spark's default left the field out), and Parquet
+    results hold timestamps as microseconds in UTC, which pyarrow reads back with their unit and
+    zone (Spark's default INT96 came back as timestamp[ns] without one)."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s")
+    events = tmp_path / "e.parquet"
+    table = pa.table(
+        {
+            "type": ["A", "B"],
+            "time": pa.array([1_000_000, 2_000_000], pa.timestamp("us", tz="UTC")),
+            "g": pa.array([None, None], pa.string()),
+            "x": pa.array([None, None], pa.int64()),
+        }
+    )
+    pq.write_table(table, events)
+    for fmt in ("json", "parquet"):
+        out = tmp_path / fmt
+        run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+        assert main(run + ["--out-format", fmt, "--quiet"]) == 0
+        files = sorted((out / "q1").glob(f"part-*.{fmt}"))
+        if fmt == "json":
+            rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+            assert rows == [
+                {
+                    "g": None,
+                    "window_start": "1970-01-01T00:00:00.000000Z",
+                    "window_end": "1970-01-01T00:00:10.000000Z",
+                    "count": 1,
+                    "sum_B_x": None,
+                }
+            ]
+        else:
+            got = pa.concat_tables(pq.read_table(f) for f in files)
+            assert got.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
+            assert got.column("window_end").to_pylist()[0].timestamp() == 10
+
+
 def test_csv_results_quote_as_csv_readers_expect(spark, tmp_path):
     """Quotes inside CSV values are doubled (RFC 4180), not backslash-escaped: other readers
     (pyarrow, pandas, Python's csv) read every value back, and rows do not run together."""

@@ -348,6 +348,21 @@ def test_empty_events_give_empty_results(spark):
         assert got.column_names == ["window_start", "window_end", "count", "sum_A_x"]
 
 
+def test_a_void_column_is_read_as_strings(spark, tmp_path):
+    """A column of Spark's void type (a Parquet column of Arrow's null type: all nulls) is read
+    as strings. Grouped by it, the job returned no rows, silently (a helper's hunt found it
+    through `gpu-hamlet run`)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "e.parquet"
+    table = pa.table({"type": ["A", "B"], "time": pa.array([1, 2], pa.int64()), "g": pa.nulls(2)})
+    pq.write_table(table, path)
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s"
+    got = trend_aggregate(spark.read.parquet(str(path)), text, num_tasks=2)["q1"].toArrow()
+    assert got.schema.field("g").type == pa.string()
+    assert got.to_pylist() == [{"g": None, "window_start": 0, "window_end": 10, "count": 1}]
+
+
 def test_shard_labels_hash_to_their_tasks(spark):
     """placement.py computes Spark's hash partitioning itself: every label lands on its task."""
     from pyspark.sql import functions as F

@@ -126,7 +126,11 @@ def run_job(
         raise EventDataError(
             f"column '{missing[0]}' is missing from the events (columns: {', '.join(df.columns)})"
         )
-    events = df.select(*columns)
+    # A column of Spark's void type (all nulls, no type: a Parquet column of Arrow's null type)
+    # is read as strings: grouped by void keys, the job's rows vanished (0 result rows, silently)
+    events = df.select(
+        *(F.col(_quote(c)).cast("string").alias(c) if _void(df, c) else _quote(c) for c in columns)
+    )
     ttype = events.schema[time_col].dataType
     if not isinstance(
         ttype, (TimestampType, TimestampNTZType, IntegralType, DoubleType, FloatType)
@@ -321,6 +325,13 @@ def type_codes(col: Any, type_names: tuple[str, ...]) -> Any:
 
     code = F.array_position(F.array(*[F.lit(t) for t in type_names]), col) - 1
     return code.cast("int")
+
+
+def _void(df: Any, name: str) -> bool:
+    """Whether column `name` of `df` has Spark's void type (NullType)."""
+    from pyspark.sql.types import NullType
+
+    return isinstance(df.schema[name].dataType, NullType)
 
 
 def _quote(name: str) -> str:
