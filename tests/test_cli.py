@@ -239,6 +239,15 @@ def test_unusable_output_folders_are_usage_errors_before_spark(tmp_path, capsys,
     assert "notes.txt', which is a file, not a folder" in capsys.readouterr().err
 
 
+def _results(tmp_path: Path, wl: Path, events: Path, fmt: str) -> list[Path]:
+    """`gpu-hamlet run` of workload file `wl` over `events` into tmp_path/fmt: query q1's part
+    files."""
+    out = tmp_path / fmt
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
+    assert main(run + ["--out-format", fmt, "--quiet"]) == 0
+    return sorted((out / "q1").glob(f"part-*.{fmt}"))
+
+
 def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, capsys):
     """CSV keeps a value's leading and trailing spaces (Spark's writer strips them by default)
     and both text formats write timestamps to the microsecond (Spark's default: milliseconds),
@@ -257,10 +266,7 @@ def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, caps
     )
     pq.write_table(table, events)
     for fmt in ("csv", "json"):
-        out = tmp_path / fmt
-        run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
-        assert main(run + ["--out-format", fmt, "--quiet"]) == 0
-        files = sorted((out / "q1").glob(f"part-*.{fmt}"))
+        files = _results(tmp_path, wl, events, fmt)
         if fmt == "csv":
             rows = pa.concat_tables(pacsv.read_csv(f) for f in files).to_pylist()
         else:
@@ -287,10 +293,7 @@ def test_json_results_hold_nulls_and_parquet_results_utc_microseconds(spark, tmp
     )
     pq.write_table(table, events)
     for fmt in ("json", "parquet"):
-        out = tmp_path / fmt
-        run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out)]
-        assert main(run + ["--out-format", fmt, "--quiet"]) == 0
-        files = sorted((out / "q1").glob(f"part-*.{fmt}"))
+        files = _results(tmp_path, wl, events, fmt)
         if fmt == "json":
             rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
             assert rows == [
