@@ -22,12 +22,8 @@ from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.recursions import EVENT
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Adjacency
-from gpu_hamlet.query.schema import has_order, widened
+from gpu_hamlet.query.schema import has_order, values_type, widened
 from gpu_hamlet.query.workload import NextCondition, Query
-
-
-def _value_type(t: pa.DataType) -> pa.DataType:
-    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
@@ -35,7 +31,7 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     as int64; integers and decimals as a decimal; any number with a float as float64 (an integer
     that float64 cannot hold exactly is then an error); timestamps of one time zone in the finer
     unit; strings as large strings."""
-    a, b = _value_type(a), _value_type(b)
+    a, b = values_type(a), values_type(b)
     if not (has_order(a) and has_order(b)):  # (lists, structs, ...: Arrow ranks none)
         return None
     if pa.types.is_null(a) or pa.types.is_null(b):  # all nulls: never adjacent

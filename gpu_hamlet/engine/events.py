@@ -20,7 +20,7 @@ from numba import njit
 
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.host_threads import cpu_threads, host_map
-from gpu_hamlet.query.schema import as_stored, decoded, stored
+from gpu_hamlet.query.schema import as_stored, decoded, stored, values_type
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
 
@@ -133,7 +133,7 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
                 )
     axis = time_axis(schema.field(time_col).type, time_col)
     type_type = schema.field(type_col).type
-    names_type = stored(type_type.value_type if pa.types.is_dictionary(type_type) else type_type)
+    names_type = stored(values_type(type_type))
     if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
         raise EventDataError(
             f"type column '{type_col}' must hold strings, not {type_type} "

@@ -19,7 +19,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Template
-from gpu_hamlet.query.schema import decoded, stored
+from gpu_hamlet.query.schema import decoded, stored, values_type
 from gpu_hamlet.query.time_axis import value_range
 from gpu_hamlet.query.workload import Filter, Literal, Query
 
@@ -138,7 +138,7 @@ def check_filter(q: Query, f: Filter, t: pa.DataType) -> None:
     """A WorkloadError unless the filter's literal can be compared with its column, of type `t`:
     a number with an integer, decimal or float column, a string with a string column (a
     dictionary column: of such values)."""
-    v = stored(t.value_type if pa.types.is_dictionary(t) else t)
+    v = stored(values_type(t))
     numeric_col = pa.types.is_integer(v) or pa.types.is_floating(v) or pa.types.is_decimal(v)
     string_col = pa.types.is_string(v) or pa.types.is_large_string(v)
     if isinstance(f.value, str) == numeric_col or not (numeric_col or string_col):

@@ -27,11 +27,16 @@ def attr_kind(arrow_type: pa.DataType) -> str:
     return "other"
 
 
+def values_type(t: pa.DataType) -> pa.DataType:
+    """The type of a column's values: a dictionary's value type, any other type itself."""
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
 def has_order(t: pa.DataType) -> bool:
     """Whether values of type `t` (a dictionary's: its values) have an order Arrow sorts and
     ranks by, as MIN, MAX and NEXT conditions need: lists, structs, maps, unions and intervals
     have none."""
-    t = t.value_type if pa.types.is_dictionary(t) else t
+    t = values_type(t)
     return not (pa.types.is_nested(t) or pa.types.is_interval(t))
 
 
@@ -156,5 +161,6 @@ __all__ = [
     "result_schema",
     "stored",
     "value_type",
+    "values_type",
     "widened",
 ]
