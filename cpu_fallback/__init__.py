@@ -19,7 +19,12 @@ from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
-from gpu_hamlet.host_threads import cpu_threads, host_submit
+from gpu_hamlet.host_threads import cpu_threads, host_map, host_submit
+
+#: A call of `burst_coefficients` over at least this many events per share is cut into one share
+#: per thread. The kernel takes about 0.1 us an event (bench_sharing.py, bursts of 50: 10 ms of
+#: the calling thread, 100,000 events), so a share is at least 2 ms, beyond the handover's cost.
+COEFFICIENT_SHARE_EVENTS = 20_000
 
 
 class CpuBackend:
@@ -131,10 +136,26 @@ class CpuBackend:
         return burst_ids(pid, pane, time, is_e)
 
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
+        """Each burst's coefficients are its own, so a large call is cut into consecutive bursts
+        of about equal events, one share per thread (the same bits): one set's call is made in
+        the calling thread while the queries wait for it (COEFFICIENT_SHARE_EVENTS)."""
         event_bounds, burst_bounds = recursions.pieces(seg_id, time, recursions.PIECE_GROUPS, nseg)
-        return kernels.burst_coefficients(
-            make_tag(ring, param), time, as_array(weights), event_bounds, burst_bounds
-        )
+        tag, W = make_tag(ring, param), as_array(weights)
+        shares = min(self.threads, seg_id.shape[0] // COEFFICIENT_SHARE_EVENTS, nseg)
+        if shares < 2:
+            return kernels.burst_coefficients(tag, time, W, event_bounds, burst_bounds)
+        firsts = event_bounds[burst_bounds[:-1]]  # each burst's first event
+        targets = np.arange(1, shares) * (seg_id.shape[0] / shares)
+        cuts = [0, *np.searchsorted(firsts, targets).tolist(), nseg]
+
+        def share(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+            p0, p1 = burst_bounds[lo], burst_bounds[hi]
+            return kernels.burst_coefficients(
+                tag, time, W, event_bounds[p0 : p1 + 1], burst_bounds[lo : hi + 1] - p0
+            )
+
+        parts = host_map(lambda c: share(*c), zip(cuts[:-1], cuts[1:]), shares)
+        return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
 
 __all__ = ["CpuBackend"]

@@ -166,3 +166,34 @@ def test_burst_pieces_equal_their_array_definition(raw, groups, dtype):
     got = pieces(seg_id, t, groups, nseg)
     want = _pieces_definition(seg_id, t, groups, nseg)
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8)), min_size=1, max_size=200),
+    st.integers(1, 40),
+    st.sampled_from(["xfloat", "modp"]),
+)
+def test_burst_coefficients_cut_into_shares_keep_their_bits(raw, share, ring):
+    """The CPU backend cuts a large call of `burst_coefficients` into shares of consecutive
+    bursts, one per thread: every burst's coefficients are the bits of the call made whole."""
+    import cpu_fallback
+
+    ev = sorted(raw)
+    _, seg_id = np.unique(np.asarray([s for s, _ in ev], np.int64), return_inverse=True)
+    seg_id = seg_id.astype(np.int64)
+    nseg = int(seg_id.max()) + 1
+    t = np.asarray([x for _, x in ev], np.int64)
+    values = np.random.default_rng(len(ev)).integers(1, 9, (2, len(ev)))
+    if ring == "xfloat":  # (mantissa, exponent) pairs
+        W = np.stack([values / 8.0, np.full(values.shape, 3.0)], axis=-1)
+        param = 0
+    else:
+        W, param = values[..., None].astype(np.int64), P
+    whole = CpuBackend(threads=1).burst_coefficients(ring, seg_id, t, W, nseg, param)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpu_fallback, "COEFFICIENT_SHARE_EVENTS", share)
+        cut = CpuBackend(threads=3).burst_coefficients(ring, seg_id, t, W, nseg, param)
+    for a, b in zip(whole, cut, strict=True):
+        assert a.shape == b.shape == (nseg, *a.shape[1:]) and a.dtype == b.dtype
+        assert np.array_equal(a, b)

@@ -135,7 +135,14 @@ class QueryResults:
         )
 
     def _windows(self, win_pid: np.ndarray, win_k: np.ndarray) -> Windows:
-        rep = self.src.rows[np.searchsorted(self.src.pid, win_pid)]
+        # Each window's partition's first row. With many windows a partition (a fused run of
+        # a few partitions and 15,000 windows: 0.3 ms), each partition's is found once.
+        pid, npid = self.src.pid, self.src.gid_of_pid.shape[0]
+        if win_pid.shape[0] > npid:
+            first = np.searchsorted(pid, np.arange(npid))[win_pid]
+        else:
+            first = np.searchsorted(pid, win_pid)
+        rep = self.src.rows[first]
         q = self.plan.query
         gid = self.src.gid_of_pid[win_pid]
         if len(q.partition_attrs) == len(q.groupby):
