@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from datetime import UTC, datetime, timedelta
@@ -277,11 +278,12 @@ def test_csv_and_json_results_keep_spaces_and_microseconds(spark, tmp_path, caps
 
 
 def test_json_results_hold_nulls_and_parquet_results_utc_microseconds(spark, tmp_path):
-    """JSON results write a null as null (Spark's default left the field out), and Parquet
-    results hold timestamps as microseconds in UTC, which pyarrow reads back with their unit and
-    zone (Spark's default INT96 came back as timestamp[ns] without one)."""
+    """JSON results write a null as null (Spark's default left the field out) and a NaN as the
+    string "NaN" (JSON numbers hold none; README, Output), and Parquet results hold timestamps as
+    microseconds in UTC, which pyarrow reads back with their unit and zone (Spark's default
+    INT96 came back as timestamp[ns] without one)."""
     wl = tmp_path / "w.txt"
-    wl.write_text("RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s")
+    wl.write_text("RETURN COUNT(*), SUM(B.x), MAX(B.y) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s")
     events = tmp_path / "e.parquet"
     table = pa.table(
         {
@@ -289,6 +291,7 @@ def test_json_results_hold_nulls_and_parquet_results_utc_microseconds(spark, tmp
             "time": pa.array([1_000_000, 2_000_000], pa.timestamp("us", tz="UTC")),
             "g": pa.array([None, None], pa.string()),
             "x": pa.array([None, None], pa.int64()),
+            "y": [0.0, float("nan")],
         }
     )
     pq.write_table(table, events)
@@ -303,10 +306,12 @@ def test_json_results_hold_nulls_and_parquet_results_utc_microseconds(spark, tmp
                     "window_end": "1970-01-01T00:00:10.000000Z",
                     "count": 1,
                     "sum_B_x": None,
+                    "max_B_y": "NaN",
                 }
             ]
         else:
             got = pa.concat_tables(pq.read_table(f) for f in files)
+            assert math.isnan(got.column("max_B_y")[0].as_py())
             assert got.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
             assert got.column("window_end").to_pylist()[0].timestamp() == 10
 
