@@ -101,7 +101,7 @@ class Stream:
             if table.column(name).null_count:  # (a chunk's own row numbers would mislead)
                 at = self.seen + first_null(table.column(name))
                 raise EventDataError(f"row {at} of the stream: its {what} ('{name}') is null")
-        ticks = _ticks(table.column(self.options.time_col))
+        ticks = column_ticks(table.column(self.options.time_col))
         if self.cut is not None and ticks.size:
             early = np.flatnonzero(ticks < self.cut)  # (NaN and nulls: evaluate names them)
             if early.size:
@@ -145,7 +145,7 @@ class Stream:
     def _chunk(self, final: bool) -> None:
         """Answer the buffer; keep its final windows and the events later windows need."""
         events = pa.concat_tables(self.buffer)
-        ticks = _ticks(events.column(self.options.time_col))
+        ticks = column_ticks(events.column(self.options.time_col))
         cut = ticks.max() if ticks.size else self.cut
         done, slack = cut, 0.0
         assert self.axis is not None, "the schema is known before a chunk"
@@ -172,7 +172,7 @@ class Stream:
         if self.stats is not None and one is not None:
             self.stats.add(one)
         for name, table in res.items():
-            ends = _ticks(table.column("window_end"))
+            ends = column_ticks(table.column("window_end"))
             keep = np.ones(ends.shape[0], bool)
             if self.done is not None:
                 keep &= ends > self.done
@@ -216,10 +216,3 @@ def _is_data_frame(x: Any) -> bool:
     except ImportError:  # pragma: no cover - pandas is optional
         return False
     return isinstance(x, pd.DataFrame)
-
-
-def _ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """`column_ticks`, float32 as float64: in float32 the cut's margin below a window end (1e-9
-    of it) rounds away, and a window ending on the cut would pass for final."""
-    ticks = column_ticks(col)
-    return ticks.astype(np.float64) if ticks.dtype == np.float32 else ticks

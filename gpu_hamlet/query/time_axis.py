@@ -130,12 +130,14 @@ class TimeAxis:
 
 def column_ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A time column's values (or window bounds) as the engine's ticks: a timestamp's own unit,
-    or the numbers."""
+    or the numbers, float32 as float64 as the engine reads them (in float32 the stream's cut,
+    1e-9 of a window end below it, rounded away: gpu_hamlet/engine/streaming.py)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if pa.types.is_timestamp(col.type):
         col = col.cast(pa.int64())
-    return col.to_numpy(zero_copy_only=False)
+    ticks = col.to_numpy(zero_copy_only=False)
+    return ticks.astype(np.float64) if ticks.dtype == np.float32 else ticks
 
 
 def time_axis(t: pa.DataType, name: str) -> TimeAxis:
