@@ -94,11 +94,16 @@ def _options(args: argparse.Namespace, **fixed: str) -> Options:
 def _spark(master: str | None, app: str):
     """A SparkSession: the one spark-submit configured, or a new one on `master` (local[*]).
 
-    Spark's own log is off unless --verbose: a failed task would print its Java and Python
-    traces there, and main() prints the one line that matters instead."""
+    Spark's own log is off unless --verbose, from the JVM's start (gpu_hamlet/spark/jvm_log.py):
+    a failed task would print its Java and Python traces there, and main() prints the one line
+    that matters instead."""
     from pyspark.sql import SparkSession
 
+    from gpu_hamlet.spark.jvm_log import quiet_jvm_start
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not _console.verbose:
+        quiet_jvm_start()
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)

@@ -38,7 +38,10 @@ def demo_session(master: str, app: str = "gpu-hamlet demo") -> Any:
     starts the JVM); workers run this Python, which has the package installed."""
     from pyspark.sql import SparkSession
 
+    from gpu_hamlet.spark.jvm_log import quiet_jvm_start
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    quiet_jvm_start()  # (Spark's startup warnings, above the demo's output)
     builder = SparkSession.builder.appName(app).master(master)
     for key, value in DEMO_SPARK_CONF.items():
         builder = builder.config(key, value)

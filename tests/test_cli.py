@@ -725,3 +725,26 @@ def test_bad_numbers_and_conflicting_time_flags_are_usage_errors(tmp_path, capsy
     assert "give --time-format (times as text) or --time-unit (numbers), not both" in (
         capsys.readouterr().err
     )
+
+
+def test_a_jvm_the_command_starts_reads_the_quiet_log_config(monkeypatch, tmp_path):
+    """Spark's startup warnings would print above the command's output before setLogLevel runs:
+    a JVM this process starts reads the package's log4j2.properties (through SPARK_SUBMIT_OPTS,
+    beside options already there), unless the user chose a log configuration."""
+    from gpu_hamlet.spark.jvm_log import CONFIG, quiet_jvm_start
+
+    assert "rootLogger.level = warn" in CONFIG.read_text()  # (installed as package data)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")
+    quiet_jvm_start()
+    quiet_jvm_start()  # (once)
+    assert os.environ["SPARK_SUBMIT_OPTS"] == f"-Xss4m -Dlog4j2.configurationFile={CONFIG}"
+    own = "-Dlog4j2.configurationFile=/etc/mine.properties"
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", own)
+    quiet_jvm_start()
+    assert os.environ["SPARK_SUBMIT_OPTS"] == own
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    quiet_jvm_start()
+    assert "SPARK_SUBMIT_OPTS" not in os.environ
