@@ -101,7 +101,8 @@ def read_events(
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
         schema = StructType([StructField(c, StringType()) for c in [*names, EXTRA]])
-        df = _typed(reader.schema(schema).csv(path), path, names)
+        text = {time_col} if time_format else set()  # parsed by its pattern, as written
+        df = _typed(reader.schema(schema).csv(path), path, names, text)
     else:
         df = getattr(spark.read, fmt)(path)
     if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
@@ -121,12 +122,12 @@ def read_events(
 EXTRA = "_gpu_hamlet_extra_field"
 
 
-def _typed(df: Any, path: str, names: list[str]) -> Any:
-    """`df` (all strings: the columns `names`, then EXTRA) with each column cast to the first of
-    bigint, double and timestamp that holds every one of its values (one job counts them); a
-    UsageError naming a row that fills EXTRA (more fields than the columns), and a warning
-    naming a value that keeps a column of numbers text (the errors about that column later
-    could not name it)."""
+def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
+    """`df` (all strings: the columns `names`, then EXTRA) with each column but those of `text`
+    cast to the first of bigint, double and timestamp that holds every one of its values (one
+    job counts them); a UsageError naming a row that fills EXTRA (more fields than the
+    columns), and a warning naming a value that keeps a column of numbers text (the errors
+    about that column later could not name it)."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import _quote
@@ -145,6 +146,9 @@ def _typed(df: Any, path: str, names: list[str]) -> Any:
         )
     casts = []
     for i, c in enumerate(names):
+        if c in text:
+            casts.append(F.col(_quote(c)))
+            continue
         fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
         kind = fits[0] if fits and row[i] else "string"
         numbers = row[n + i * len(kinds) + 1]  # (values a double holds)

@@ -435,6 +435,22 @@ def test_ragged_rows_any_delimiter_and_date_times(spark, tmp_path):
     assert str(rows[1]["time"]) == "2021-06-18 17:31:32"
 
 
+def test_time_format_reads_csv_text_that_spark_could_cast(spark, tmp_path):
+    """With --time-format, a CSV time column is parsed by that pattern, as text: times Spark's
+    own cast reads were made timestamps first, and the run stopped ('already timestamp: drop
+    --time-format', where dropping it reads 2024-03-04 as March 4 whatever the pattern), and
+    digits became bigints, losing their leading zeros (01022024 no longer matched MMddyyyy)."""
+    path = tmp_path / "events.csv"
+    for text, pattern, time in (
+        ("2024-04-03 10:00:00", "yyyy-dd-MM HH:mm:ss", "2024-03-04 10:00:00"),
+        ("01022024", "MMddyyyy", "2024-01-02 00:00:00"),
+    ):
+        path.write_text(f"type,time\nA,{text}\n")
+        df = read_events(spark, str(path), "csv", time_format=pattern)
+        assert dict(df.dtypes)["time"] == "timestamp"
+        assert str(df.first()["time"]) == time
+
+
 def test_json_lines_with_a_time_unit(spark, tmp_path):
     """Numbers in a stated unit become timestamps, exactly (nanoseconds through integers)."""
     ns = 1_612_137_600_123_456_000
