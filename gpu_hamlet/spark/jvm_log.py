@@ -4,9 +4,9 @@
 has printed its own lines and two warnings that hold on most machines (a loopback hostname, no
 native Hadoop library) above the command's output. A JVM that this process starts reads
 `log4j2.properties` beside this module instead: warnings and errors, less those two. Nothing
-changes where the user
-chose a log configuration (SPARK_CONF_DIR's, or a -Dlog4j2.configurationFile of their own), nor
-under spark-submit, which started the JVM before this code runs.
+changes where the user chose a log configuration (SPARK_CONF_DIR's, or a
+-Dlog4j2.configurationFile of their own), nor under spark-submit, which started the JVM before
+this code runs.
 """
 
 from __future__ import annotations
