@@ -133,7 +133,14 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
     from gpu_hamlet.spark.job import _quote
 
     kinds = ("bigint", "double", "timestamp")
-    counts = [F.count(F.expr(f"try_cast({_quote(c)} AS {k})")) for c in names for k in kinds]
+    # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
+    # date is no timestamp (event types T1, T2, ... were read as times).
+    fits_as = {
+        "bigint": "try_cast({c} AS bigint)",
+        "double": "try_cast({c} AS double)",
+        "timestamp": "if(try_cast({c} AS date) IS NULL, NULL, try_cast({c} AS timestamp))",
+    }
+    counts = [F.count(F.expr(fits_as[k].format(c=_quote(c)))) for c in names for k in kinds]
     row = df.agg(*[F.count(F.col(_quote(c))) for c in [*names, EXTRA]], *counts).first()
     n = len(names) + 1
     if row[n - 1]:

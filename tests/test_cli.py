@@ -451,6 +451,18 @@ def test_time_format_reads_csv_text_that_spark_could_cast(spark, tmp_path):
         assert str(df.first()["time"]) == time
 
 
+def test_csv_event_types_like_times_stay_text(spark, tmp_path, capsys):
+    """Spark casts 'T3' (a time of day) to a timestamp of today: a CSV type column of T1, T2, T3
+    was read as timestamps, and explain failed with 'ArrowTypeError: ...', exit status 1."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.csv"
+    path.write_text("time,type,at\n1,T1,12:30\n2,T2,2024-03-04 10:00:00\n3,T2,12:30\n")
+    df = read_events(spark, str(path), "csv")
+    assert dict(df.dtypes) == {"time": "bigint", "type": "string", "at": "string"}
+    path.write_text("time,type\n1,T1\n2,T2\n3,T2\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 0
+    assert "sharing decisions over 3 events" in capsys.readouterr().out
+
 def test_json_lines_with_a_time_unit(spark, tmp_path):
     """Numbers in a stated unit become timestamps, exactly (nanoseconds through integers)."""
     ns = 1_612_137_600_123_456_000
