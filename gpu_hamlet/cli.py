@@ -213,6 +213,7 @@ def _print_automata(pattern: Pattern) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from gpu_hamlet.engine.conjunction import runs_of
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
 
@@ -236,7 +237,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"  window     : {q.window}")
         _print_automata(q.pattern)
     print()
-    print(analyze(workload).describe())
+    # The sets of the queries the engine runs (an AND as its counts), as `evaluate` finds them.
+    print(analyze(Workload(tuple(r for q in workload for r, _ in runs_of(q, options)))).describe())
     events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
     print()
     print(plan_workload(workload, events, options.type_col, args.plan_search).describe())

@@ -155,6 +155,22 @@ def test_explain_keeps_the_query_units(tmp_path, capsys):
     assert "workload pane: 90 s" in out
 
 
+def test_explain_shows_the_sets_an_and_shares_through_its_counts(tmp_path, capsys):
+    """The engine runs an AND as its counts, and `a[left]` shares T2+ with b: explain said
+    'no shareable Kleene sub-pattern: every query runs alone'."""
+    text = (
+        "a: RETURN COUNT(*) PATTERN SEQ(T1, T2+) AND SEQ(T3, T4) WITHIN 100 s;\n"
+        "b: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 100 s"
+    )
+    wl = tmp_path / "w.txt"
+    wl.write_text(text)
+    assert main(["explain", "--workload", str(wl)]) == 0
+    assert "sharable set T2+: a[left], b (partition -, pane 100 s)" in capsys.readouterr().out
+    events = pa.table({"time": [1, 2, 3, 4, 5], "type": ["T1", "T3", "T2", "T2", "T4"]})
+    stats = gpu_hamlet.RunStats()
+    gpu_hamlet.aggregate(events, text, sharing="static", backend="cpu", stats=stats)
+    assert [(s.kleene_type, s.queries) for s in stats.sets] == [("T2", ("a[left]", "b"))]
+
 @pytest.mark.spark
 def test_spark_submit_entry_script(tmp_path):
     """The README's spark-submit line, with the local profile, writes every query's dataset."""
