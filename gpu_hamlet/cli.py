@@ -240,17 +240,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
     # The sets of the queries the engine runs (an AND as its counts), as `evaluate` finds them.
     print(analyze(Workload(tuple(r for q in workload for r, _ in runs_of(q, options)))).describe())
     events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
-    print()
-    print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
-    print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
-    print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, and HAMLET's")
-    print(" one-type bursts burst by burst: docs/architecture.md section 10)")
-    if events is not None:
+    stats = None
+    if events is not None:  # first: the engine checks the columns the plan's statistics read
         from gpu_hamlet import RunStats
         from gpu_hamlet.engine.evaluate import evaluate
 
         stats = RunStats()
         evaluate(events, workload, options, stats=stats)
+    print()
+    print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
+    print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
+    print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, and HAMLET's")
+    print(" one-type bursts burst by burst: docs/architecture.md section 10)")
+    if events is not None and stats is not None:
         print(
             f"\nsharing decisions over {events.num_rows:,} events (in-process, "
             f"sharing={args.sharing}):"

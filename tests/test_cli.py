@@ -171,6 +171,7 @@ def test_explain_shows_the_sets_an_and_shares_through_its_counts(tmp_path, capsy
     gpu_hamlet.aggregate(events, text, sharing="static", backend="cpu", stats=stats)
     assert [(s.kleene_type, s.queries) for s in stats.sets] == [("T2", ("a[left]", "b"))]
 
+
 @pytest.mark.spark
 def test_spark_submit_entry_script(tmp_path):
     """The README's spark-submit line, with the local profile, writes every query's dataset."""
@@ -478,6 +479,22 @@ def test_csv_event_types_like_times_stay_text(spark, tmp_path, capsys):
     path.write_text("time,type\n1,T1\n2,T2\n3,T2\n")
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 0
     assert "sharing decisions over 3 events" in capsys.readouterr().out
+
+
+def test_explain_checks_the_events_before_planning_over_them(spark, tmp_path, capsys):
+    """The plan's statistics read the type column: a missing or integer one was a pyarrow
+    error (exit status 1) rather than the engine's line naming the column."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.parquet"
+    for table, message in (
+        (pa.table({"time": [1, 2], "type": [1, 2]}), "type column 'type' must hold strings"),
+        (pa.table({"time": [1, 2], "kind": ["T1", "T2"]}), "type column 'type' is missing"),
+    ):
+        pq.write_table(table, path)
+        assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+
 
 def test_json_lines_with_a_time_unit(spark, tmp_path):
     """Numbers in a stated unit become timestamps, exactly (nanoseconds through integers)."""
