@@ -29,6 +29,7 @@ from gpu_hamlet.cli_io import (
     UsageError,
     check_names,
     check_output,
+    check_time_flags,
     input_format,
     read_events,
     write_results,
@@ -172,8 +173,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
 
     t0 = time.perf_counter()
     # Everything that can be checked without Spark is, before it starts.
-    if args.time_format and args.time_unit:
-        raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
+    check_time_flags(args.time_format, args.time_unit)
     workload = _read_workload(args.workload)
     check_names(q.name for q in workload)
     options = _options(args)
@@ -217,6 +217,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
 
+    check_time_flags(args.time_format, args.time_unit)
     workload = _read_workload(args.workload)
     options = _options(args, numeric="float", on_overflow="null")
     fmt = input_format(args.events, args.in_format) if args.events else None

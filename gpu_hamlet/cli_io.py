@@ -173,6 +173,12 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
     return df.select(*casts)
 
 
+def check_time_flags(time_format: str | None, time_unit: str | None) -> None:
+    """The two ways of reading times exclude each other (the commands ask before Spark starts)."""
+    if time_format and time_unit:
+        raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
+
+
 def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str | None) -> Any:
     """The time column converted in Spark: parsed with `time_format`, or numbers in `time_unit`
     made timestamps, or numbers of seconds checked to be plausible as seconds."""
@@ -190,8 +196,7 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
             F.concat(F.lit(f"{RAISED}{where}: value '"), raw.cast("string"), F.lit(f"' {reason}"))
         )
 
-    if time_format and time_unit:
-        raise UsageError("give --time-format (times as text) or --time-unit (numbers), not both")
+    check_time_flags(time_format, time_unit)
     if time_format:
         if not isinstance(dtype, (StringType, NumericType)):
             raise UsageError(f"{where} is already {dtype.simpleString()}: drop --time-format")

@@ -773,7 +773,8 @@ def test_workload_file_encoding(tmp_path, capsys, monkeypatch):
 
 def test_bad_numbers_and_conflicting_time_flags_are_usage_errors(tmp_path, capsys, monkeypatch):
     """Exit status 2 and one line, before Spark starts: a demo of no events, and both time
-    flags of `run` (they were refused only after Spark had read the events)."""
+    flags of `run` and of `explain --events` (they were refused only after Spark had read the
+    events)."""
     monkeypatch.setattr(cli, "_spark", _no_spark)
     assert main(["demo", "--events", "-5"]) == 2
     assert "argument --events: must be a whole number of 1 or more, not '-5'" in (
@@ -782,10 +783,12 @@ def test_bad_numbers_and_conflicting_time_flags_are_usage_errors(tmp_path, capsy
     wl, events = _inputs(tmp_path)
     flags = ["--time-format", "yyyy", "--time-unit", "s"]
     run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
-    assert main([*run, *flags]) == 2
-    assert "give --time-format (times as text) or --time-unit (numbers), not both" in (
-        capsys.readouterr().err
-    )
+    explain = ["explain", "--workload", str(wl), "--events", str(events)]
+    for command in (run, explain):
+        assert main([*command, *flags]) == 2
+        assert "give --time-format (times as text) or --time-unit (numbers), not both" in (
+            capsys.readouterr().err
+        )
 
 
 def test_a_jvm_the_command_starts_reads_the_quiet_log_config(monkeypatch, tmp_path):
