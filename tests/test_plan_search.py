@@ -127,6 +127,8 @@ def test_searched_plan_is_the_cheapest_choice_of_candidates(case):
     for plan in plans.values():
         assert plan_cost(pools, plan.nodes) == pytest.approx(plan.cost)
         assert plan.cost <= plan.nonshared * (1 + 1e-12)
+    # (Greedy weighs two candidates a pool, the number `explain` prints; it printed the pools)
+    assert plans["greedy"].candidates == 2 * len(template.pools)
     full = {}
     for pool in template.pools:
         full[pool.key] = pools.generate(pool, full)

@@ -479,9 +479,8 @@ def find_plan(
     if search == "greedy":
         nodes = _greedy(pools)
         total = plan_cost(pools, nodes)
-        return SharingPlan(
-            search, template, nodes, total, nonshared, False, len(nodes), stats.source
-        )
+        weighed = 2 * len(nodes)  # (two candidates a pool: alone, or reusing what came before)
+        return SharingPlan(search, template, nodes, total, nonshared, False, weighed, stats.source)
     cands = pools.candidates()
     nodes, exact, count = _min_sum(pools, cands, prune=search == "gloria")
     if not exact:  # ties closed a cycle: improve the repaired plan, and Greedy's, pool by pool
