@@ -193,7 +193,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
         + ", ".join(f"{n}: {r:,} rows" for n, r in rows.items())
         + f" to {args.out} in {dt:.1f} s"
     )
-    if stats is not None:
+    if events is not None and stats is not None:
         print(stats.describe())
     return 0
 
@@ -213,7 +213,7 @@ def _print_automata(pattern: Pattern) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpu_hamlet.engine.conjunction import runs_of
+    from gpu_hamlet.engine.conjunction import run_queries
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
 
@@ -238,8 +238,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"  window     : {q.window}")
         _print_automata(q.pattern)
     print()
-    # The sets of the queries the engine runs (an AND as its counts), as `evaluate` finds them.
-    print(analyze(Workload(tuple(r for q in workload for r, _ in runs_of(q, options)))).describe())
+    print(analyze(run_queries(workload)).describe())  # (the sets `evaluate` finds)
     events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
     stats = None
     if events is not None:  # first: the engine checks the columns the plan's statistics read

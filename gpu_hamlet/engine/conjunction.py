@@ -19,14 +19,20 @@ from typing import Any
 import pyarrow as pa
 
 from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
-from gpu_hamlet.engine.options import Options
+from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
-from gpu_hamlet.query.workload import Aggregate, Query
+from gpu_hamlet.query.workload import Aggregate, Query, Workload
 
 SIDES = ("left", "right", "both")
+
+
+def run_queries(workload: Workload) -> Workload:
+    """The queries the engine runs for `workload` (an AND as its three counts): what sharing
+    and GLORIA's plan look at, in `evaluate` and in `explain` alike."""
+    return Workload(tuple(run for q in workload for run, _ in runs_of(q, DEFAULTS)))
 
 
 def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:

@@ -36,9 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from gpu_hamlet.engine.conjunction import runs_of
+from gpu_hamlet.engine.conjunction import run_queries
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
-from gpu_hamlet.engine.options import DEFAULTS
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
 from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.workload import Workload
@@ -502,11 +501,9 @@ def plan_workload(
     """GLORIA's plan for a workload, with statistics from the first `sample` events of its types
     (or uniform ones without events): what `gpu-hamlet explain` prints. It is the plan that
     `dynamic` searches (stage_sharing.py `stage_plan`): over the queries the engine runs (an AND
-    as its counts, conjunction.py `runs_of`) and the first `sample` of the rows the engine keeps
+    as its counts, conjunction.py `run_queries`) and the first `sample` of the rows the engine keeps
     (the events of the workload's types, events.py `prepare_events`)."""
-    template = TransitionTemplate.of(
-        Workload(tuple(r for q in workload for r, _ in runs_of(q, DEFAULTS)))
-    )
+    template = TransitionTemplate.of(run_queries(workload))
     if events is None:
         stats = StreamStats.uniform({t for q in workload for t in q.types})
         return find_plan(template, stats, search=search)
