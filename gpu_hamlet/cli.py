@@ -186,7 +186,8 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     stats = RunStats() if args.stats else None
     results = run_job(events, workload, options, stats=stats)
     log.info("writing %d queries' results to %s", len(results), out)
-    rows = write_results(results, out, args.out_format, args.mode, __version__)
+    order = {q.name: (*q.groupby, "window_start") for q in workload}
+    rows = write_results(results, order, out, args.out_format, args.mode, __version__)
     dt = time.perf_counter() - t0
     print(
         f"read {events.count():,} events; wrote "
@@ -216,17 +217,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.engine.conjunction import run_queries
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
+    from gpu_hamlet.query.names import quoted, quoted_list
 
     check_time_flags(args.time_format, args.time_unit)
     workload = _read_workload(args.workload)
     options = _options(args, numeric="float", on_overflow="null")
     fmt = input_format(args.events, args.in_format) if args.events else None
     for q in workload:
-        print(f"{q.name}: PATTERN {q.pattern_text}")
-        print(f"  aggregates : {', '.join(f'{a} AS {a.name}' for a in q.aggregates)}")
+        print(f"{quoted(q.name)}: PATTERN {q.pattern_text}")
+        print(f"  aggregates : {', '.join(f'{a} AS {quoted(a.name)}' for a in q.aggregates)}")
         print(
-            f"  partitions : {', '.join(q.partition_attrs) or '(one)'}"
-            f"  (GROUPBY {', '.join(q.groupby) or '-'})"
+            f"  partitions : {quoted_list(q.partition_attrs) or '(one)'}"
+            f"  (GROUPBY {quoted_list(q.groupby) or '-'})"
         )
         if q.filters:
             print(f"  filters    : {' AND '.join(map(str, q.filters))}")

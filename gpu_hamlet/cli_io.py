@@ -130,7 +130,7 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
     about that column later could not name it)."""
     from pyspark.sql import functions as F
 
-    from gpu_hamlet.spark.job import _quote
+    from gpu_hamlet.spark.job import sql_name
 
     kinds = ("bigint", "double", "timestamp")
     # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
@@ -140,8 +140,8 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
         "double": "try_cast({c} AS double)",
         "timestamp": "if(try_cast({c} AS date) IS NULL, NULL, try_cast({c} AS timestamp))",
     }
-    counts = [F.count(F.expr(fits_as[k].format(c=_quote(c)))) for c in names for k in kinds]
-    row = df.agg(*[F.count(F.col(_quote(c))) for c in [*names, EXTRA]], *counts).first()
+    counts = [F.count(F.expr(fits_as[k].format(c=sql_name(c)))) for c in names for k in kinds]
+    row = df.agg(*[F.count(F.col(sql_name(c))) for c in [*names, EXTRA]], *counts).first()
     n = len(names) + 1
     if row[n - 1]:
         (long,) = df.where(F.col(EXTRA).isNotNull()).limit(1).collect()
@@ -154,22 +154,24 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
     casts = []
     for i, c in enumerate(names):
         if c in text:
-            casts.append(F.col(_quote(c)))
+            casts.append(F.col(sql_name(c)))
             continue
         fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
         kind = fits[0] if fits and row[i] else "string"
         numbers = row[n + i * len(kinds) + 1]  # (values a double holds)
         if kind == "string" and numbers:  # a number column but for some values: say which
-            other = df.where(F.expr(f"try_cast({_quote(c)} AS double) IS NULL")).where(
-                F.col(_quote(c)).isNotNull()
+            other = df.where(F.expr(f"try_cast({sql_name(c)} AS double) IS NULL")).where(
+                F.col(sql_name(c)).isNotNull()
             )
-            (bad,) = other.select(_quote(c)).limit(1).collect()
+            (bad,) = other.select(sql_name(c)).limit(1).collect()
             log.warning(
                 "%s: column '%s' is read as text: %d of its %d values are numbers, the others "
                 "not, e.g. %r",
                 path, c, numbers, row[i], bad[0],
             )  # fmt: skip
-        casts.append(F.col(_quote(c)).cast(kind).alias(c) if kind != "string" else F.col(_quote(c)))
+        casts.append(
+            F.col(sql_name(c)).cast(kind).alias(c) if kind != "string" else F.col(sql_name(c))
+        )
     return df.select(*casts)
 
 
@@ -185,10 +187,10 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, NumericType, StringType
 
-    from gpu_hamlet.spark.job import _quote
+    from gpu_hamlet.spark.job import sql_name
 
     dtype = df.schema[col].dataType
-    raw = F.col(_quote(col))
+    raw = F.col(sql_name(col))
     where = f"{path}: column '{col}'"
 
     def fail(reason: str) -> Any:
@@ -212,7 +214,7 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
             )
         return raw  # a timestamp, or a type trend_aggregate names as unsupported
     if time_unit == "ns":  # exact: `div` on integers, never through a double
-        micros = F.timestamp_micros(F.expr(f"CAST({_quote(col)} AS BIGINT) div 1000"))
+        micros = F.timestamp_micros(F.expr(f"CAST({sql_name(col)} AS BIGINT) div 1000"))
         return F.when(
             raw % 1000 != 0, fail("has nanoseconds, finer than a Spark timestamp holds")
         ).otherwise(micros)
@@ -290,11 +292,22 @@ def check_names(names: Iterable[str]) -> None:
 
 
 def write_results(
-    results: dict[str, Any], out: Path, fmt: str, mode: str, version: str
+    results: dict[str, Any],
+    order: dict[str, tuple[str, ...]],
+    out: Path,
+    fmt: str,
+    mode: str,
+    version: str,
 ) -> dict[str, int]:
     """Write every query's dataset into a hidden folder beside `out`, add the marker, then move
     it into place (over a previous result only as `check_output` allows): a failed run leaves
-    `out` as it was. Returns the rows written per query."""
+    `out` as it was. Each dataset is sorted by its query's `order` columns, ascending with
+    nulls last as `aggregate` sorts (gpu_hamlet/query/schema.py `in_result_order`), across
+    its part files in the order of their names. Returns the rows written per query."""
+    from pyspark.sql import functions as F
+
+    from gpu_hamlet.spark.job import sql_name
+
     out = out.absolute()
     check_output(out, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -310,6 +323,7 @@ def write_results(
 
     def write(item: tuple[str, Any]) -> tuple[str, int]:
         name, df = item
+        df = df.orderBy(*[F.col(sql_name(c)).asc_nulls_last() for c in order[name]])
         writer = df.write.mode("overwrite")
         if fmt in ("csv", "json"):  # (Spark's default writes milliseconds only)
             writer = writer.option("timestampFormat", TIMESTAMP_FORMAT)

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -65,6 +66,45 @@ def test_run_round_trip(spark, tmp_path, capsys):
     umask = os.umask(0o022)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_run_writes_each_query_sorted_across_its_part_files(spark, tmp_path, capsys):
+    """Read in the order of their names, a query's part files hold its rows as `aggregate`
+    returns them: by GROUPBY values (nulls last), then window_start. The engine's tasks each
+    wrote their own groups before."""
+    rng = np.random.default_rng(5)
+    n = 3_000
+    groups = rng.choice(np.array(["b", "a", "c d", None, "e"], dtype=object), n).tolist()
+    events = pa.table(
+        {
+            "time": np.sort(rng.integers(0, 600, n)),
+            "type": rng.choice(["A", "B", "C"], n).tolist(),
+            "g": groups,
+            "k": rng.integers(-3, 3, n),
+        }
+    )
+    path = tmp_path / "e.parquet"
+    pq.write_table(events, path)
+    text = (
+        "q1: RETURN g, k, COUNT(*) PATTERN SEQ(A, B+, C) GROUPBY g, k WITHIN 1 min SLIDE 30 s;"
+        "q2: RETURN COUNT(*) PATTERN SEQ(A, C) WITHIN 20 s"
+    )
+    wl = tmp_path / "w.txt"
+    wl.write_text(text)
+    out = tmp_path / "out"
+    argv = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]
+    coalesce = "spark.sql.adaptive.coalescePartitions.enabled"  # (else one file: rows are few)
+    spark.conf.set(coalesce, "false")
+    try:
+        assert main([*argv, "--numeric", "float", "--quiet"]) == 0
+    finally:
+        spark.conf.unset(coalesce)
+    expected = gpu_hamlet.aggregate(events, text, backend="cpu", numeric="float")
+    for name in ("q1", "q2"):
+        parts = sorted((out / name).glob("part-*.parquet"))
+        assert len(parts) > 1
+        got = pa.concat_tables([pq.read_table(p) for p in parts])
+        assert got.to_pylist() == expected[name].to_pylist()
 
 
 def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
@@ -143,6 +183,28 @@ def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
         )
         assert "r runs alone: not a SEQ of distinct types under Kleene plus" in out
     assert main(["explain", "--workload", str(wl), "--plan-search", "bell"]) == 2
+
+
+def test_explain_quotes_names_that_need_it(tmp_path, capsys):
+    """A name with a space or comma is shown in backticks, as the language writes it: bare,
+    `a, b` and c read as three queries."""
+    wl = tmp_path / "w.txt"
+    wl.write_text(
+        "`my q`: RETURN COUNT(*) AS `n, m`, SUM(`B b`.`x y`) PATTERN SEQ(`A a`, `B b`+) "
+        "WHERE `B b`.`x y` < 3 GROUPBY `g h`, k WITHIN 30 s;"
+        "`and q`: RETURN COUNT(*) PATTERN SEQ(`A a`, `B b`+) AND SEQ(C, D) GROUPBY `g h`, k "
+        "WITHIN 30 s"
+    )
+    assert main(["explain", "--workload", str(wl)]) == 0
+    out = capsys.readouterr().out
+    assert "`my q`: PATTERN SEQ(`A a`, `B b`+)\n" in out
+    assert "aggregates : COUNT(*) AS `n, m`, SUM(`B b`.`x y`) AS `sum_B b_x y`\n" in out
+    assert "partitions : `g h`, k  (GROUPBY `g h`, k)" in out
+    assert "filters    : `B b`.`x y` < 3\n" in out
+    assert "entered by `B b`, extends s0, s1 [end]" in out
+    assert "sharable set `B b`+: `my q`, `and q`[left] (partition `g h`, k, pane 30 s)" in out
+    assert "start(`A a`)             `and q`[left], `my q` share (snapshots of `A a`" in out
+    assert "`and q`[both] runs alone" in out
 
 
 def test_explain_keeps_the_query_units(tmp_path, capsys):

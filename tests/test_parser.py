@@ -5,8 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.query.names import quoted, quoted_list
 from gpu_hamlet.query.parser import parse_workload, tokenize
 from gpu_hamlet.query.pattern import Alt, And, Not, Seq
 from gpu_hamlet.query.workload import (
@@ -993,3 +996,57 @@ def test_a_pattern_nested_too_deeply_names_its_query():
     text += "SEQ(B, " * 400 + "A" + ")" * 400 + " WITHIN 1 s"
     with pytest.raises(WorkloadError, match="query deep, line 2, column 1: the query nests too"):
         parse_workload(text)
+
+
+#: Names that need backticks (spaces, commas, brackets, a backtick, keywords) and names that do not.
+NAMES = st.text(alphabet="ab ,`()+[]_1", min_size=1, max_size=5) | st.sampled_from(
+    ["SEQ", "and", "Not", "x", "next"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(types=st.lists(NAMES, min_size=4, max_size=4, unique=True), attr=NAMES, alias=NAMES)
+def test_patterns_conditions_and_aggregates_read_back_as_they_are_shown(types, attr, alias):
+    """What `explain` and messages show (str() of a pattern, filter, NEXT condition or
+    aggregate) parses back to the same thing, whatever the names: it quotes where it must."""
+    a, b, c, d = map(quoted, types)
+    x = quoted(attr, attribute=True)
+    q = one(
+        f"RETURN COUNT(*) AS {quoted(alias)}, SUM({b}.{x}) PATTERN SEQ({a}, NOT {c}, ({b} OR {d})+)"
+        f" WHERE {b}.{x} < 3 AND {a}.{x} = 'it''s' WITHIN 1 s"
+    )
+    again = one(
+        f"RETURN {', '.join(f'{g} AS {quoted(g.name)}' for g in q.aggregates)} "
+        f"PATTERN {q.pattern_text} WHERE {' AND '.join(map(str, q.filters))} WITHIN 1 s"
+    )
+    assert (again.pattern, again.filters, again.aggregates) == (q.pattern, q.filters, q.aggregates)
+    q = one(f"RETURN COUNT(*) PATTERN SEQ({a}, {b}+) WHERE {a}.{x} < NEXT({b}).{x} WITHIN 1 s")
+    again = one(f"RETURN COUNT(*) PATTERN SEQ({a}, {b}+) WHERE {q.next_conditions[0]} WITHIN 1 s")
+    assert again.next_conditions == q.next_conditions
+
+
+@pytest.mark.parametrize(
+    ("name", "shown_as"),
+    [("q1", "q1"), ("my q", "`my q`"), ("a`b", "`a``b`"), ("Return", "`Return`"), ("1a", "`1a`")],
+)
+def test_names_are_quoted_only_where_they_must_be(name: str, shown_as: str) -> None:
+    assert quoted(name) == shown_as
+    assert quoted("return", attribute=True) == "return"  # (after `TYPE.` any identifier is one)
+
+
+def test_and_counts_show_their_query_quoted() -> None:
+    assert quoted_list(["my q[left]", "b[both]", "c d"]) == "`my q`[left], b[both], `c d`"
+
+
+def test_a_query_named_as_a_count_of_an_and_query() -> None:
+    """An AND query `a` runs as counts named a[left], a[right] and a[both]; a query of that name
+    would take one's place and change `a`'s result."""
+    assert_error(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B) AND SEQ(C, D) WITHIN 1 min;\n"
+        "`a[both]`: RETURN COUNT(*) PATTERN SEQ(A, C+) WITHIN 1 min",
+        query="a[both]",
+        line=2,
+        column=1,
+        contains=("'a[both]' is the name of a count that the AND query 'a' runs as",),
+    )
+    assert len(parse_workload("`a[left]`: RETURN COUNT(*) PATTERN A WITHIN 1 s")) == 1

@@ -70,6 +70,24 @@ def test_nested_kleene_is_one_pool_and_filters_split_classes():
     assert len({t.class_of(cycle, q) for q in "abc"}) == 3
 
 
+def test_transitions_of_types_with_commas_are_different_pools():
+    """Pools are keyed by their names: bare names made tran(A, `B, C`) and tran(`A, B`, C) one
+    pool, `tran(A, B, C)`, of both queries, and the second's transitions went unshared."""
+    t = TransitionTemplate.of(
+        parse_workload(
+            "a: RETURN COUNT(*) PATTERN SEQ(A, `B, C`) WITHIN 1 min;"
+            "b: RETURN COUNT(*) PATTERN SEQ(`A, B`, C) WITHIN 1 min"
+        )
+    )
+    pools = {p.key: p.queries for p in t.pools}
+    assert pools == {
+        "start(A)": ("a",),
+        "tran(A, `B, C`)": ("a",),
+        "start(`A, B`)": ("b",),
+        "tran(`A, B`, C)": ("b",),
+    }
+
+
 def test_sharing_pays_where_snapshots_are_few_and_not_where_they_are_many():
     w = parse_workload(
         ";".join(f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, B+, C{i}) WITHIN 1 min" for i in range(20))

@@ -22,11 +22,10 @@ from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query.names import AND_SIDES, and_run_name
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.workload import Aggregate, Query, Workload
-
-SIDES = ("left", "right", "both")
 
 
 def run_queries(workload: Workload) -> Workload:
@@ -52,7 +51,7 @@ def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
         (
             replace(
                 q,
-                name=f"{q.name}[{side}]",
+                name=and_run_name(q.name, side),
                 pattern=pattern,
                 aggregates=count,
                 group_items=(),
@@ -61,7 +60,7 @@ def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
             ),
             opts,
         )
-        for side, pattern in zip(SIDES, (left, right, Both(left, right)))
+        for side, pattern in zip(AND_SIDES, (left, right, Both(left, right)))
     ]
 
 
@@ -70,7 +69,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
     part_cols = (*q.partition_attrs, "window_start")
     counts: dict[tuple, dict[str, Any]] = {}
     ends: dict[tuple, Any] = {}
-    for side, (run, _) in zip(SIDES, runs_of(q, options)):
+    for side, (run, _) in zip(AND_SIDES, runs_of(q, options)):
         t = tables[run.name]
         cols = [t.column(c).to_pylist() for c in part_cols]
         end = t.column("window_end").to_pylist()

@@ -39,6 +39,7 @@ from numba import njit
 from gpu_hamlet.engine.conjunction import run_queries
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
+from gpu_hamlet.query.names import quoted, quoted_list, shown
 from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.workload import Workload
 
@@ -189,20 +190,20 @@ class SharingPlan:
                     if b.reuse
                     else f"snapshots of {_snapshot_type(pool)}"
                 )
-                parts.append(f"{', '.join(sorted(b.queries))} share ({how})")
+                parts.append(f"{quoted_list(sorted(b.queries))} share ({how})")
             alone = sorted(set(pool.queries) - _shared(node))
             if alone:
-                parts.append(f"{', '.join(alone)} alone")
+                parts.append(f"{quoted_list(alone)} alone")
             lines.append(f"    {pool.key:<24} {'; '.join(parts)}")
         for name, why in t.alone.items():
-            lines.append(f"    {name} runs alone: {why}")
+            lines.append(f"    {shown(name)} runs alone: {why}")
         return "\n".join(lines)
 
 
 def _snapshot_type(pool: Pool) -> str:
     if pool.kind == "start":
-        return f"{pool.types[0]} (constant)"
-    return "its runs" if pool.kind == "kleene" else pool.types[0]
+        return f"{quoted(pool.types[0])} (constant)"
+    return "its runs" if pool.kind == "kleene" else quoted(pool.types[0])
 
 
 def _shared(node: Node) -> frozenset[str]:

@@ -39,6 +39,7 @@ from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.engine.row_sample import RowSample
+from gpu_hamlet.query.names import quoted, quoted_list
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
 
@@ -105,14 +106,14 @@ class WorkloadAnalysis:
             q0 = s.queries[0]
             per_window = " AND ".join(map(str, s.conditions))
             lines.append(
-                f"sharable set {s.kleene_type}+: {', '.join(s.names)} "
-                f"(partition {', '.join(q0.partition_attrs) or '-'}, "
+                f"sharable set {quoted(s.kleene_type)}+: {quoted_list(s.names)} "
+                f"(partition {quoted_list(q0.partition_attrs) or '-'}, "
                 f"pane {format_ms(s.pane_ms)})"
                 + (f", per window with {per_window}" if per_window else "")
-                + (f", ties of {', '.join(s.ties)} as event-level snapshots" if s.ties else "")
+                + (f", ties of {quoted_list(s.ties)} as event-level snapshots" if s.ties else "")
             )
             for (a, b), names in sorted(s.merged_template().items()):
-                lines.append(f"    {a:>12} -> {b:<12} {', '.join(names)}")
+                lines.append(f"    {quoted(a):>12} -> {quoted(b):<12} {quoted_list(names)}")
         return "\n".join(lines)
 
 
@@ -812,22 +813,23 @@ class RunStats:
         for s in self.sets:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
             # transition `tran(A, B)` or a chain of them) is named as written.
-            name = s.kleene_type if s.is_stage else s.kleene_type + "+"
+            name = s.kleene_type if s.is_stage else quoted(s.kleene_type) + "+"
+            queries = quoted_list(s.queries)
             if s.loses_on_sample:
                 out.append(
-                    f"{name} shared by {', '.join(s.queries)}: not analysed, on a sample of the "
+                    f"{name} shared by {queries}: not analysed, on a sample of the "
                     "rows sharing its bursts window by window cost more than the queries' own "
                     "trees"
                 )
                 continue
             if s.below_fixed_costs and not s.bursts:
                 out.append(
-                    f"{name} shared by {', '.join(s.queries)}: not analysed, sharing could not "
+                    f"{name} shared by {queries}: not analysed, sharing could not "
                     f"pay for its fixed costs in this call (too few or too short bursts)"
                 )
                 continue
             out.append(
-                f"{name} shared by {', '.join(s.queries)}: {s.bursts} bursts "
+                f"{name} shared by {queries}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"

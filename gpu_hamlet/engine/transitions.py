@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpu_hamlet.query.names import quoted
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types
 from gpu_hamlet.query.workload import Query, Workload
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage of a query's pattern: a type (`types == (name,)`, not `kleene`) or a Kleene
-    sub-pattern named as written."""
+    """One stage of a query's pattern: a type (`types == (type,)`, not `kleene`) or a Kleene
+    sub-pattern, named as the language writes it (names quoted: pools are keyed by name)."""
 
     name: str
     types: tuple[str, ...]
@@ -40,7 +41,7 @@ def stages(pattern: Pattern) -> tuple[Stage, ...] | None:
 
     def visit(node: object) -> bool:
         if isinstance(node, PatternElement) and not node.kleene:
-            out.append(Stage(node.type, (node.type,), False))
+            out.append(Stage(quoted(node.type), (node.type,), False))
             return True
         if isinstance(node, PatternElement | Seq) and node.kleene:
             if not _seq_only(node):

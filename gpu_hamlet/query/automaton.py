@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from gpu_hamlet.query.names import quoted
 from gpu_hamlet.query.pattern import Alt, And, Both, Not, Pattern, PatternElement, Positive
 
 #: follow[p][q]: the types negated between p and q.
@@ -214,22 +215,24 @@ class Automaton:
         def name(s: int) -> str:
             st = self.states[s]
             at = " & ".join(
-                ",".join(f"{c.types[p]}#{p}" for p in sorted(a))
+                ",".join(f"{quoted(c.types[p])}#{p}" for p in sorted(a))
                 for c, a in zip(self.positions, st.at)
             )
-            seen = "+".join(sorted(set().union(*st.seen)))
+            seen = "+".join(map(quoted, sorted(set().union(*st.seen))))
             return f"s{s}{{{at}}}" + (f" after {seen}" if seen else "")
 
         lines = []
         for s, st in enumerate(self.states):
             flags = [f for f, on in (("start", self.start[s]), ("end", self.end[s])) if on]
-            entered = f"entered by {st.type}" if st.type else "reached by negated events only"
+            entered = (
+                f"entered by {quoted(st.type)}" if st.type else "reached by negated events only"
+            )
             reads = ", ".join(f"s{p}" for p in self.preds[s]) or "nothing"
             tail = f" [{', '.join(flags)}]" if flags else ""
             lines.append(f"{name(s)}: {entered}, extends {reads}{tail}")
         for n, ms in self.moves.items():
             shown = ", ".join(f"s{a} -> {'ended' if b < 0 else f's{b}'}" for a, b in ms)
-            lines.append(f"NOT {n} blocks: {shown}")
+            lines.append(f"NOT {quoted(n)} blocks: {shown}")
         return lines
 
 

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.automaton import can_follow
+from gpu_hamlet.query.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name
 from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
@@ -33,28 +34,6 @@ from gpu_hamlet.query.workload import (
 )
 
 __all__ = ["parse_workload"]
-
-#: Words that cannot be an unquoted name (type, attribute, alias, query name), because they would
-#: make the grammar ambiguous; backticks (`` `Return` ``) make any of them a name. Aggregate
-#: function names and time units are not reserved: they are keywords only where the grammar expects
-#: them (before '(' in RETURN, after a duration's number), so `min` or `day` stay usable attributes.
-#: After `TYPE.` every identifier is an attribute, so `SUM(Stock.return)` needs no backticks.
-RESERVED: frozenset[str] = frozenset(
-    {
-        "RETURN",
-        "PATTERN",
-        "WHERE",
-        "GROUPBY",
-        "WITHIN",
-        "SLIDE",
-        "AND",
-        "AS",
-        "SEQ",
-        "NOT",
-        "OR",
-        "NEXT",
-    }
-)
 
 _MS_PER_SECOND = 1000
 #: Time units, lower case, to milliseconds.
@@ -107,7 +86,6 @@ class Token:
         return "end of text" if self.kind is Kind.END else repr(self.text)
 
 
-_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 #: Alternative spellings accepted for operators, mapped to the canonical one.
 # fmt: off
@@ -187,7 +165,7 @@ def tokenize(text: str) -> list[Token]:
             newline = text.find("\n", i)
             i = n if newline < 0 else newline
             continue
-        if m := _IDENT_RE.match(text, i):
+        if m := IDENT_RE.match(text, i):
             tok = make(Kind.IDENT, m.group(), m.end())
         elif m := _NUMBER_RE.match(text, i):
             tok = make(Kind.NUMBER, m.group(), m.end())
@@ -325,6 +303,7 @@ class _Parser:
             raise WorkloadError("empty workload: the text holds no query")
         queries: list[Query] = []
         seen_names: dict[str, tuple[int, bool]] = {}  # name -> (1-based position, explicit)
+        starts: dict[str, Token] = {}
         while True:
             position = len(queries) + 1
             start = self._peek()
@@ -341,6 +320,7 @@ class _Parser:
                     f"duplicate query name {query.name!r}: query {other} has it too{hint}", start
                 )
             seen_names[query.name] = (position, explicit)
+            starts[query.name] = start
             queries.append(query)
             if self._accept_symbol(";"):
                 if self._peek().kind is Kind.END:
@@ -350,6 +330,17 @@ class _Parser:
                 break
             self._expected.append("end of text")
             self._fail()
+        for q in queries:  # an AND runs as counts named after it (gpu_hamlet/engine/conjunction.py)
+            if not isinstance(q.pattern, And):
+                continue
+            for name in (and_run_name(q.name, s) for s in AND_SIDES):
+                if name in starts:
+                    self.query_name = name
+                    raise self._error(
+                        f"query name {name!r} is the name of a count that the AND query "
+                        f"{q.name!r} runs as: rename the query",
+                        starts[name],
+                    )
         return Workload(tuple(queries))
 
     def query(self, position: int) -> tuple[Query, bool]:

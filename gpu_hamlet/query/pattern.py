@@ -2,13 +2,16 @@
 NOT between the parts of a SEQ, and AND at the top.
 
 Every positive node may carry Kleene plus (`kleene`). `str()` spells a node back in the query
-language, so messages and `explain` show what the user wrote in one canonical form.
+language (names quoted where they must be), so messages and `explain` show what the user wrote in
+one canonical form, and different patterns never read the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from gpu_hamlet.query.names import quoted
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,7 @@ class PatternElement:
     kleene: bool = False
 
     def __str__(self) -> str:
-        return self.type + ("+" if self.kleene else "")
+        return quoted(self.type) + ("+" if self.kleene else "")
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Not:
     type: str
 
     def __str__(self) -> str:
-        return f"NOT {self.type}"
+        return f"NOT {quoted(self.type)}"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gpu_hamlet.query.names import quoted
 from gpu_hamlet.query.pattern import (
     Pattern,
     PatternElement,
@@ -53,7 +54,7 @@ class Filter:
 
     def __str__(self) -> str:
         value = str(self.value) if isinstance(self.value, Decimal) else repr(self.value)
-        return f"{self.type}.{self.attr} {self.op} {value}"
+        return f"{quoted(self.type)}.{quoted(self.attr, True)} {self.op} {value}"
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,10 @@ class NextCondition:
     next_attr: str
 
     def __str__(self) -> str:
-        return f"{self.type}.{self.attr} {self.op} NEXT({self.next_type}).{self.next_attr}"
+        return (
+            f"{quoted(self.type)}.{quoted(self.attr, True)} {self.op} "
+            f"NEXT({quoted(self.next_type)}).{quoted(self.next_attr, True)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,9 +102,9 @@ class Aggregate:
         if self.type is None:
             arg = "*"
         elif self.attr is None:
-            arg = self.type
+            arg = quoted(self.type)
         else:
-            arg = f"{self.type}.{self.attr}"
+            arg = f"{quoted(self.type)}.{quoted(self.attr, True)}"
         return f"{self.func}({arg})"
 
 

@@ -129,7 +129,10 @@ def run_job(
     # A column of Spark's void type (all nulls, no type: a Parquet column of Arrow's null type)
     # is read as strings: grouped by void keys, the job's rows vanished (0 result rows, silently)
     events = df.select(
-        *(F.col(_quote(c)).cast("string").alias(c) if _void(df, c) else _quote(c) for c in columns)
+        *(
+            F.col(sql_name(c)).cast("string").alias(c) if _void(df, c) else sql_name(c)
+            for c in columns
+        )
     )
     ttype = events.schema[time_col].dataType
     if not isinstance(
@@ -174,7 +177,7 @@ def run_job(
         ticks = "timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {})"
     else:
         ticks = "CAST({} AS %s)" % ("BIGINT" if integral else "DOUBLE")
-    tcol = _quote(time_col)
+    tcol = sql_name(time_col)
 
     # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
     # after min and max, once per group), and how many events of each pattern type it holds;
@@ -312,7 +315,7 @@ def run_job(
     # SQL strings: two py4j calls per query, where Column objects take a few per column.
     return {
         name: wide.where(f"{QUERY_COL} = {i}").selectExpr(
-            *[f"{slot} AS {_quote(col)}" for slot, col in job.columns(i)]
+            *[f"{slot} AS {sql_name(col)}" for slot, col in job.columns(i)]
         )
         for i, name in enumerate(names)
     }
@@ -334,7 +337,7 @@ def _void(df: Any, name: str) -> bool:
     return isinstance(df.schema[name].dataType, NullType)
 
 
-def _quote(name: str) -> str:
+def sql_name(name: str) -> str:
     """A column name as a Spark SQL identifier."""
     return "`" + name.replace("`", "``") + "`"
 
@@ -415,4 +418,4 @@ def assign_tasks(
     return plan
 
 
-__all__ = ["assign_tasks", "run_job", "trend_aggregate", "type_codes"]
+__all__ = ["assign_tasks", "run_job", "sql_name", "trend_aggregate", "type_codes"]
