@@ -15,7 +15,7 @@ from strategies import event_streams, workload_cases, workload_types
 import gpu_hamlet
 from gpu_hamlet.engine.pruning import rows_in_runs
 from gpu_hamlet.engine.query_rows import QueryRows
-from gpu_hamlet.engine.window_copies import window_copies
+from gpu_hamlet.engine.window_copies import window_copies, windows_holding
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -29,7 +29,7 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
     text, wl = data.draw(workload_cases())
     events = data.draw(event_streams(workload_types(wl)))
     expected = oracle(events, wl, with_magnitudes=True)
-    with patch.object(QueryRows, "_windows_cheaper", return_value=copies):
+    with patch.object(QueryRows, "_copies_cheaper", return_value=copies):
         got = gpu_hamlet.aggregate(
             events_to_table(events), text, numeric=numeric, sharing=sharing, backend="cpu"
         )
@@ -37,6 +37,9 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
 
 
 def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
+    """Dense panes (ten events each, and twelve under windows of ten panes, where the rule
+    before chose copies at 2.6x the maps' time: BENCHMARKS.md, "Sliding windows' route") take
+    pane maps; partitions of two events take copies."""
     dense = events_to_table(
         [
             {"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1, "y": 0.0, "s": "u"}
@@ -50,24 +53,30 @@ def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
             for t in range(4000)
         ]
     )
+    long = events_to_table(
+        [
+            {"time": 5 * t, "type": "ABC"[t % 3], "g": "g1", "k": 0, "x": t, "y": 0.0, "s": "u"}
+            for t in range(20_000)
+        ]
+    )
     text = "RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE [k] WITHIN 300 s SLIDE 100 s"
     chosen = []
-    original = QueryRows._windows_cheaper
+    original = QueryRows._copies_cheaper
 
-    def spy(self, nseg):
-        chosen.append(original(self, nseg))
+    def spy(self, starts):
+        chosen.append(original(self, starts))
         return chosen[-1]
 
-    with patch.object(QueryRows, "_windows_cheaper", spy):
+    options = dict(backend="cpu", numeric="float", on_overflow="null")
+    with patch.object(QueryRows, "_copies_cheaper", spy):
+        gpu_hamlet.aggregate(dense, text.replace(" WHERE [k]", ""), **options)
+        gpu_hamlet.aggregate(sparse, text, **options)
         gpu_hamlet.aggregate(
-            dense,
-            text.replace(" WHERE [k]", ""),
-            backend="cpu",
-            numeric="float",
-            on_overflow="null",
+            long,
+            "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 min SLIDE 1 min",
+            **options,
         )
-        gpu_hamlet.aggregate(sparse, text, backend="cpu", numeric="float", on_overflow="null")
-    assert chosen == [False, True]
+    assert chosen == [False, True, False]
 
 
 @settings(max_examples=200, deadline=None)
@@ -91,6 +100,9 @@ def test_window_copies_list_every_window_of_every_event(data, a, extra):
     none = np.zeros(0, bool)
     rep, win = window_copies(pid, pane, a, n, len(want), none, none, none)
     assert [(int(pid[e]), int(k), int(e)) for e, k in zip(rep, win)] == want
+    # The windows holding an event, which the choice of route reads, from each run's first.
+    starts = np.flatnonzero(np.r_[True, (pid[1:] != pid[:-1]) | (pane[1:] != pane[:-1])][:m])
+    assert windows_holding(pid, pane, starts, a, n) == len({(p, k) for p, k, _ in want})
     # Pruned as they are made: the copies `rows_in_runs` keeps among all of them.
     flags = [
         np.asarray(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)), bool)

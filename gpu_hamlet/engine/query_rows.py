@@ -5,7 +5,6 @@ rows (ordinary or macro), cut into which segments, and their segment maps in eac
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -28,7 +27,7 @@ from gpu_hamlet.engine.pruning import ranges, rows_in_runs, rows_may_complete, t
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.engine.stage_sharing import SharedStages
-from gpu_hamlet.engine.window_copies import window_copies
+from gpu_hamlet.engine.window_copies import WINDOW_ROUTE_COSTS, window_copies, windows_holding
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
@@ -204,7 +203,7 @@ class QueryRows:
         self.seg, starts = yield ("segments", (self.pid, self.time, w.seg))
         if self.maps:
             return
-        if w.full and (self.plan.adjacency or self._windows_cheaper(starts.shape[0])):
+        if w.full and (self.plan.adjacency or self._copies_cheaper(starts)):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
         if not self.full and self.prune and not self._window_pruned:  # prune again, per window
             kept = rows_in_runs(self.pid, self.seg, *self._ends())
@@ -326,23 +325,19 @@ class QueryRows:
         if alias:
             self.label = self.pos
 
-    def _windows_cheaper(self, nseg: int) -> bool:
+    def _copies_cheaper(self, starts: np.ndarray) -> bool:
         """Whether running each window's events from zero beats composing pane maps, for the
-        events in `nseg` non-empty (partition, pane) runs.
-
-        Pane maps cost (1 + carried positions) columns per event, plus a D x D map and about two
-        sparse D^3 products per non-empty (partition, pane); copying each event into its
-        r = ceil(n/a) windows costs r vector updates. With many tiny panes (equivalence
-        partitions with a few events per pane) the copies win; with dense panes the maps do."""
+        events whose (partition, pane) runs start at `starts` (`WindowRouteCosts`). With about
+        one event per pane (sparse partitions) the copies win, by up to a third; with dense
+        panes the maps do, by up to 17x (BENCHMARKS.md, "Sliding windows' route")."""
         w, tpl = self.plan.windowing, self.tpl
-        n = self.pos.shape[0]
-        if n == 0:
+        rows = self.pos.shape[0]
+        if rows == 0:
             return False
-        nch = len(self.plan.linear)
-        D = nch * (tpl.k + 1) + 1
-        per_pane_maps = n * (1 + tpl.carry.shape[0]) * nch + nseg * (D * D + 0.5 * D**3)
-        copies = n * math.ceil(w.n / w.a) * nch * 1.5
-        return copies < per_pane_maps
+        assert self.seg is not None, "events are segmented first"
+        D = len(self.plan.linear) * (tpl.k + 1) + 1
+        windows = windows_holding(self.pid, self.seg, starts, w.a, w.n)
+        return WINDOW_ROUTE_COSTS.copies_cheaper(rows, -(-w.n // w.a), starts.shape[0], windows, D)
 
     def _into_windows(self) -> None:
         """Copy every event into each window holding its pane; windows become the segments.

@@ -1,5 +1,6 @@
 """Copying events into the windows that hold them, for queries whose windows are cheaper to run
-from zero than to compose from pane maps (QueryRows._into_windows).
+from zero than to compose from pane maps (QueryRows._into_windows), and the costs that choose
+between the two routes (`WindowRouteCosts`).
 
 Windows are [k*a, k*a + n) in pane units. Within a partition the events are in time order, so
 the events of window k are one contiguous range, and both ends of that range only move forward
@@ -8,8 +9,59 @@ as k grows: one pass per partition, no sort. Windows without events are skipped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
+
+
+@dataclass(frozen=True)
+class WindowRouteCosts:
+    """Seconds of the two routes to a query's sliding windows. Copies: each of the query's rows
+    once per window holding its pane, about r = ceil(n / a) windows (`copy_s` a copy). Pane
+    maps: a D x D map and its products for each non-empty (partition, pane) run (`pane_s` per
+    D^2 + D^3 / 2), each window holding an event composed from them (`window_s` per D: the
+    maps are sparse, and a window's cost grew about as D did, not as D^2), and the composing
+    step's own call (`maps_s`, which decides small inputs).
+    What both routes pay alike (the rows' own updates, the results) is left out.
+
+    Fitted by `python benchmarks/calibrate_windows.py` (2-core x86_64, 72 cases from dense
+    panes to about one event per pane; BENCHMARKS.md, "Sliding windows' route"). The GPU
+    backend uses the same constants (not calibrated on a device)."""
+
+    copy_s: float
+    pane_s: float
+    window_s: float
+    maps_s: float
+
+    def copies_cheaper(self, rows: int, r: int, nseg: int, windows: int, D: int) -> bool:
+        copies = self.copy_s * rows * r
+        maps = self.pane_s * nseg * (D * D + D**3 / 2) + self.window_s * windows * D + self.maps_s
+        return copies < maps
+
+
+WINDOW_ROUTE_COSTS = WindowRouteCosts(
+    copy_s=4.1e-08, pane_s=3.9e-09, window_s=2.3e-09, maps_s=1e-04
+)
+
+
+@njit(cache=True, nogil=True)
+def windows_holding(pid: np.ndarray, pane: np.ndarray, starts: np.ndarray, a: int, n: int) -> int:
+    """The windows [k*a, k*a + n) that hold an event, over every partition, from the first
+    event of each (partition, pane) run (`starts`, events sorted by partition and pane): each
+    run's windows, less those the partition's run before counted. Compiled: a query's choice
+    of route makes this call, and NumPy's steps cost a small call more than its runs."""
+    total = 0
+    after = 0  # the first window the run before (same partition) left uncounted
+    for j in range(starts.shape[0]):
+        i = starts[j]
+        lo = -((n - 1 - pane[i]) // a)  # the first window holding the pane
+        hi = pane[i] // a  # the last
+        if j == 0 or pid[i] != pid[starts[j - 1]]:
+            after = lo
+        total += max(hi - max(lo, after) + 1, 0)
+        after = max(after, hi + 1)
+    return total
 
 
 @njit(cache=True)
