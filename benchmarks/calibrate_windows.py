@@ -3,6 +3,7 @@ each event into its windows and running each window from zero (gpu_hamlet/engine
 `WindowRouteCosts`, docs/architecture.md section 2).
 
     python benchmarks/calibrate_windows.py [--events 200000] [--repeat 2] [--json OUT.json]
+    python benchmarks/calibrate_windows.py --sweep [--events 200000]
 
 Per case (`--events` random events in partitions of 1 to 3,000 values of an equivalence
 attribute, so from dense panes to about one event per pane; three patterns with 1 or 2 channels
@@ -16,6 +17,9 @@ The difference of the two times is fitted by least squares, with no coefficient 
 then searched around for the constants that choose the faster route best (`fit`). The script
 prints each case, how often the engine's choice (its constants now) and the fitted ones pick
 the faster route (and what they lose where they do not), and the constants to paste.
+
+`--sweep` times the engine's own choice instead, on one dense partition under 10-minute windows
+sliding by 60 s down to 1 s (`sweep`): the seconds should grow with the windows.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from harness import best_in_turn
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.query_rows import QueryRows
-from gpu_hamlet.engine.window_copies import windows_holding
 
 PATTERNS = (
     ("SEQ(A, B+, C)", "COUNT(*)"),
@@ -79,12 +82,33 @@ def cases(n: int) -> list[tuple[str, pa.Table, str]]:
     return out
 
 
+def sweep(n: int, repeat: int) -> None:
+    """The engine's seconds (best of `repeat`) for SLIDEs from 60 s to 1 s over n events in one
+    partition, float: with the route chosen well, more windows never run faster."""
+    table = events(n, 1)
+    print(f"machine: {platform.machine()}; {n:,} events, one partition; float, best of {repeat}")
+    for slide in (60, 30, 20, 15, 12, 10, 8, 6, 5, 2, 1):
+        text = f"RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 min SLIDE {slide} s"
+        gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")
+        best = best_in_turn(
+            {"engine": lambda: gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")},
+            repeat,
+        )["engine"]
+        print(f"SLIDE {slide:>2} s: {best:.4f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--sweep", action="store_true")
     args = ap.parse_args()
+    if args.sweep:  # (before any name the engine gained with the calibrated choice: the sweep
+        sweep(args.events, max(args.repeat, 3))  # runs on older trees too, for a before)
+        return
+    from gpu_hamlet.engine.window_copies import windows_holding
+
     seen: dict = {}
     route = {"copies": False}
     choose = QueryRows._copies_cheaper
