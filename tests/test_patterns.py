@@ -211,6 +211,37 @@ def test_conjunction_counts_pairs_of_distinct_trends(pattern, events, pairs):
         assert count(pattern, evs, numeric=numeric) == pairs, numeric
 
 
+def test_conjunction_partition_attributes_named_like_its_count_column():
+    """An AND runs as counts grouped by its whole partition: an equivalence or GROUPBY column
+    named `count` was the counts' own column (a KeyError), one named `window_end` a window
+    column of theirs (an AssertionError); the first counts as any other attribute, the second
+    is refused by the parser, naming the query."""
+    table = pa.table(
+        {
+            "time": [1, 2, 3, 4, 5, 6],
+            "type": ["A", "B", "A", "B", "A", "B"],
+            "count": [1, 1, 1, 1, 2, 2],
+            "window_end": [0] * 6,
+        }
+    )
+    rows = table.to_pylist()
+    for text in (
+        "RETURN COUNT(*) PATTERN SEQ(A, B) AND SEQ(A, B) WHERE [`count`] WITHIN 10 s",
+        "RETURN `count`, COUNT(*) AS n PATTERN SEQ(A, B) AND SEQ(A, B) GROUPBY `count` WITHIN 10 s",
+    ):
+        want = oracle(rows, parse_workload(text))["q1"]
+        assert want, text
+        for numeric in NUMERIC_MODES:
+            got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric=numeric)["q1"]
+            assert [[float(v) for v in r.values()] for r in got.to_pylist()] == [
+                [float(v) for v in r.values()] for r in want
+            ], (text, numeric)
+    with pytest.raises(WorkloadError, match="query q1, .*equivalence attribute 'window_end'"):
+        parse_workload("RETURN COUNT(*) PATTERN A AND B WHERE [window_end] WITHIN 10 s")
+    # (outside an AND it is an attribute like any other)
+    parse_workload("RETURN COUNT(*) PATTERN SEQ(A, B) WHERE [window_end] WITHIN 10 s")
+
+
 def test_conjunction_overflow_names_the_query_and_window():
     # 130 As: 2^130 - 1 trends of A+ on either side, pairs far beyond decimal(38)
     table = pa.table({"time": list(range(130)), "type": ["A"] * 130})

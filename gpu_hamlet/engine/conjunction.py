@@ -46,7 +46,12 @@ def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:
         numeric="bigint" if exact else "float",
         on_overflow="error" if exact else "null",
     )
-    count = (Aggregate("COUNT", None, None, "count"),)
+    # The counts are grouped by the whole partition: their column must not take the name of one
+    # of its attributes (`[count]`, or `GROUPBY count` with `COUNT(*) AS n`).
+    name = "count"
+    while name in q.partition_attrs:
+        name += "_"
+    count = (Aggregate("COUNT", None, None, name),)
     return [
         (
             replace(
@@ -73,7 +78,8 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         t = tables[run.name]
         cols = [t.column(c).to_pylist() for c in part_cols]
         end = t.column("window_end").to_pylist()
-        for i, (values, n) in enumerate(zip(zip(*cols), t.column("count").to_pylist())):
+        counts_of = t.column(run.aggregates[0].name).to_pylist()
+        for i, (values, n) in enumerate(zip(zip(*cols), counts_of)):
             key = group_key(values)
             counts.setdefault(key, {})[side] = None if n is None else _number(n)
             ends[key] = end[i]

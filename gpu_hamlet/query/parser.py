@@ -621,6 +621,16 @@ class _Parser:
                         f"{item} over {shown_pattern}: a conjunction (AND) defines only COUNT(*)",
                         tok,
                     )
+            # An AND runs as counts grouped by its whole partition (gpu_hamlet/engine/
+            # conjunction.py), whose tables have window columns beside the partition's.
+            for attr in query.equivalence:
+                if attr in WINDOW_COLUMNS:
+                    raise self._error(
+                        f"equivalence attribute {attr!r} of a conjunction (AND) clashes with the "
+                        f"window column {attr!r} of the counts it runs as, grouped by its "
+                        "equivalence attributes: rename the column",
+                        return_tok,
+                    )
         for filt, tok in filters:
             if filt.type not in seen_types and filt.type not in query.negated_types:
                 raise self._error(
