@@ -969,6 +969,21 @@ def test_next_condition_errors(text: str, column: int, contains: tuple[str, ...]
     assert_error(text, query="q1", line=1, column=column, contains=contains)
 
 
+def test_next_condition_errors_quote_the_types() -> None:
+    """The types of a NEXT condition's messages read as names (`a b`, not 'a a b event')."""
+    message = str(
+        error("RETURN COUNT(*) PATTERN SEQ(`a b`, B) WHERE B.x = NEXT(`a b`).x WITHIN 1 h")
+    )
+    assert "a `a b` event never comes right after a B event" in message
+    message = str(
+        error(
+            "RETURN COUNT(*) PATTERN SEQ(`a b`, B) WHERE `a b`.x < NEXT(B).x "
+            "AND `a b`.y > NEXT(B).y WITHIN 1 h"
+        )
+    )
+    assert "both compare a `a b` event with the B event after it" in message
+
+
 def test_next_is_reserved() -> None:
     assert "write `NEXT` to use it as a name" in str(
         error("RETURN COUNT(*) PATTERN NEXT WITHIN 1 h")

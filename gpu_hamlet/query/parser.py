@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.automaton import can_follow
-from gpu_hamlet.query.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name
+from gpu_hamlet.query.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name, quoted
 from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
@@ -701,17 +701,17 @@ class _Parser:
                     )
             if not can_follow(query.pattern, cond.type, cond.next_type):
                 raise self._error(
-                    f"{cond}: in the pattern {shown} a {cond.next_type} event never comes right "
-                    f"after a {cond.type} event in a trend",
+                    f"{cond}: in the pattern {shown} a {quoted(cond.next_type)} event never comes "
+                    f"right after a {quoted(cond.type)} event in a trend",
                     tok,
                 )
             if cond.op != "=":
                 other = ordering.setdefault((cond.type, cond.next_type), cond)
                 if other != cond:
                     raise self._error(
-                        f"{cond} and {other} both compare a {cond.type} event with the "
-                        f"{cond.next_type} event after it by order: at most one condition with "
-                        "<, <=, >, >= or != per pair of types (any number with =)",
+                        f"{cond} and {other} both compare a {quoted(cond.type)} event with the "
+                        f"{quoted(cond.next_type)} event after it by order: at most one condition "
+                        "with <, <=, >, >= or != per pair of types (any number with =)",
                         tok,
                     )
 
