@@ -447,3 +447,46 @@ def test_shared_stages_through_spark_equal_sharing_nothing(spark, middle):
     shared, runs = sum(s.shared for s in stages), sum(s.bursts for s in stages)
     assert runs >= 500 and shared >= 0.9 * runs  # (panes cut some short)
     _assert_same(got, expected)
+
+
+def test_column_names_spark_would_parse_or_confuse(spark):
+    """Column names are the events' own, whatever Spark makes of them: dots and backticks
+    (which Spark reads as a path: an AnalysisException, mapInArrow's own column references
+    included), names that differ in case alone (one name to Spark's case-insensitive
+    resolution: ambiguous), and names of the job's own columns (`__n`, `__t0`, `__shard`:
+    ambiguous after its joins). Each query, through cut groups, NEXT passes and an AND, gives
+    aggregate's table."""
+    rng = np.random.default_rng(3)
+    n = 400
+    events = pa.table(
+        {
+            "t.s": np.sort(rng.integers(0, 200, n)),
+            "ty`pe": rng.choice(["A", "b.c", "C"], n),
+            "x.y": rng.integers(0, 5, n),
+            "p`q": rng.integers(0, 5, n),
+            "x": rng.integers(0, 3, n),
+            "X": rng.integers(0, 3, n),
+            "__n": rng.integers(0, 2, n),
+            "__t0": rng.integers(0, 2, n),
+            "__shard": rng.integers(0, 2, n),
+            "g.h": rng.choice(["u", "v"], n, p=[0.9, 0.1]),
+        }
+    )
+    text = (
+        "a: RETURN `g.h`, COUNT(*), SUM(`b.c`.`x.y`), MAX(`b.c`.`p``q`), SUM(`b.c`.x) AS sx, "
+        "SUM(`b.c`.X) AS `sX` PATTERN SEQ(A, `b.c`+, C) WHERE [`__n`] GROUPBY `g.h` "
+        "WITHIN 20 s SLIDE 10 s;"
+        "b: RETURN COUNT(*), MIN(`b.c`.`__t0`) PATTERN SEQ(A, `b.c`+) GROUPBY `__shard` "
+        "WITHIN 10 s;"
+        "c: RETURN COUNT(*) PATTERN `b.c`+ WHERE `b.c`.x <= NEXT(`b.c`).X GROUPBY `g.h` "
+        "WITHIN 10 s;"
+        "d: RETURN COUNT(*), COUNT(`b.c`) AS `Count` PATTERN SEQ(A, `b.c`+) WHERE [`__t0`] "
+        "WITHIN 10 s;"
+        "e: RETURN COUNT(*) PATTERN SEQ(A, `b.c`) AND `b.c`+ WITHIN 10 s"
+    )
+    options = dict(time_col="t.s", type_col="ty`pe")
+    local = gpu_hamlet.aggregate(events, text, backend="cpu", **options)
+    assert all(local[q].num_rows for q in "abcde")
+    df = spark.createDataFrame(events)
+    for tasks in (1, 3):
+        _assert_same(trend_aggregate(df, text, num_tasks=tasks, **options), local)

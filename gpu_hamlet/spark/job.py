@@ -43,6 +43,7 @@ from gpu_hamlet.engine.events import used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.query.names import quoted, quoted_list
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.workload import Workload
 from gpu_hamlet.spark.placement import shard_labels
@@ -114,6 +115,7 @@ def run_job(
         FloatType,
         IntegralType,
         StringType,
+        StructType,
         TimestampNTZType,
         TimestampType,
     )
@@ -126,15 +128,30 @@ def run_job(
         raise EventDataError(
             f"column '{missing[0]}' is missing from the events (columns: {', '.join(df.columns)})"
         )
+    twice = [c for c in columns if df.columns.count(c) > 1]
+    if twice:
+        raise EventDataError(
+            f"column '{twice[0]}' is in the events {df.columns.count(twice[0])} times "
+            f"(columns: {', '.join(df.columns)})"
+        )
+    # Spark reads the columns under names of the job's own, `__e0`, `__e1`, ... (`safe`): a
+    # user's name is never parsed by Spark, where a dot or backtick in it reads as a path (in
+    # mapInArrow's own column references too), names that differ in case alone are one name
+    # to Spark's case-insensitive resolution, and a column could be named like one of the job's
+    # (`__n`, `__t0`, `__shard`, ...). toDF renames by position, resolving no name. The engine
+    # tasks give the columns their names back (ShardJob.event_columns).
+    raw = df.toDF(*[f"__d{i}" for i in range(len(df.columns))])
+    safe = {c: f"__e{i}" for i, c in enumerate(dict.fromkeys(columns))}
+
     # A column of Spark's void type (all nulls, no type: a Parquet column of Arrow's null type)
     # is read as strings: grouped by void keys, the job's rows vanished (0 result rows, silently)
-    events = df.select(
-        *(
-            F.col(sql_name(c)).cast("string").alias(c) if _void(df, c) else sql_name(c)
-            for c in columns
-        )
-    )
-    ttype = events.schema[time_col].dataType
+    def read(c: str) -> Any:
+        col = F.col(f"__d{df.columns.index(c)}")
+        return col.cast("string") if _void(df, c) else col
+
+    events = raw.select(*(read(c).alias(e) for c, e in safe.items()))
+    named = StructType([replace_name(events.schema[e], c) for c, e in safe.items()])
+    ttype = named[time_col].dataType
     if not isinstance(
         ttype, (TimestampType, TimestampNTZType, IntegralType, DoubleType, FloatType)
     ):
@@ -142,12 +159,12 @@ def run_job(
             f"time column '{time_col}' has unsupported type "
             f"{ttype.simpleString()}: use a timestamp, or int or float seconds"
         )
-    if not isinstance(events.schema[type_col].dataType, StringType):
+    if not isinstance(named[type_col].dataType, StringType):
         raise EventDataError(
             f"type column '{type_col}' must hold strings, not "
-            f"{events.schema[type_col].dataType.simpleString()}"
+            f"{named[type_col].dataType.simpleString()}"
         )
-    schemas = result_schemas(to_arrow_schema(events.schema), wl, options)
+    schemas = result_schemas(to_arrow_schema(named), wl, options)
     passes = _passes(wl)
     if len(passes) > 1:  # every query validated above, before any pass's Spark job
         out: dict[str, Any] = {}
@@ -156,10 +173,11 @@ def run_job(
             if not any(q.next_conditions for q in sub):
                 kind = "without NEXT conditions"
             elif by:
-                kind = f"NEXT conditions, GROUPBY {', '.join(by)}: each group whole in one task"
+                grouped = ", ".join(map(quoted, by))
+                kind = f"NEXT conditions, GROUPBY {grouped}: each group whole in one task"
             else:
                 kind = "NEXT conditions, no GROUPBY: all events in one task"
-            log.info("pass %d of %d (%s): %s", i + 1, len(passes), ", ".join(sub.names), kind)
+            log.info("pass %d of %d (%s): %s", i + 1, len(passes), quoted_list(sub.names), kind)
             out.update(run_job(df, sub, options, num_tasks=num_tasks, stats=stats))
         return {q.name: out[q.name] for q in wl}
     cut = not any(q.next_conditions for q in wl)  # NEXT: no pane summaries, windows run whole
@@ -168,6 +186,7 @@ def run_job(
     tasks = num_tasks or spark.sparkContext.defaultParallelism
     started = time.perf_counter()
     keys = [a for a in wl.queries[0].groupby if all(a in q.groupby for q in wl)]
+    skeys, tcol, ycol = [safe[k] for k in keys], safe[time_col], safe[type_col]
     integral = not isinstance(ttype, (DoubleType, FloatType))
     # Ticks as the engine sees them: microseconds since the epoch (wall clock for TIMESTAMP_NTZ,
     # as Arrow hands it over), or the numeric seconds themselves.
@@ -177,18 +196,17 @@ def run_job(
         ticks = "timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {})"
     else:
         ticks = "CAST({} AS %s)" % ("BIGINT" if integral else "DOUBLE")
-    tcol = sql_name(time_col)
 
     # 2. the statistics: per shard-key group its size, time span and nulls (times are converted
     # after min and max, once per group), and how many events of each pattern type it holds;
     # grouping by type first costs one hash per row, where a count per pattern type would cost
     # a string comparison per type and row.
     type_names = tuple(sorted({t for q in wl for t in q.event_types}))
-    per_type = events.groupBy(*keys, type_col).agg(
+    per_type = events.groupBy(*skeys, ycol).agg(
         F.count(F.lit(1)).alias("__n"),
-        F.min(time_col).alias("__lo"),
-        F.max(time_col).alias("__hi"),
-        F.count(time_col).alias("__times"),
+        F.min(tcol).alias("__lo"),
+        F.max(tcol).alias("__hi"),
+        F.count(tcol).alias("__times"),
     )
 
     def sum0(col: Any) -> Any:  # 0, not null, over no rows (no keys and no events)
@@ -198,14 +216,14 @@ def run_job(
         return sum0(F.when(cond, F.col("__n")).otherwise(0))
 
     groups = (
-        per_type.groupBy(*keys)
+        per_type.groupBy(*skeys)
         .agg(
             sum0("__n").alias("__n"),
             F.expr(ticks.format("min(__lo)")).alias("__lo"),
             F.expr(ticks.format("max(__hi)")).alias("__hi"),
             sum0("__times").alias("__times"),
-            of_type(F.col(type_col).isNull()).alias("__null_types"),
-            *[of_type(F.col(type_col) == t).alias(f"__type{i}") for i, t in enumerate(type_names)],
+            of_type(F.col(ycol).isNull()).alias("__null_types"),
+            *[of_type(F.col(ycol) == t).alias(f"__type{i}") for i, t in enumerate(type_names)],
         )
         .collect()
     )
@@ -218,9 +236,9 @@ def run_job(
     total = sum(r["__n"] for r in groups)
     missing = [t for i, t in enumerate(type_names) if not sum(r[f"__type{i}"] for r in groups)]
     if total and missing:  # no error: those queries have no trends (warned once, here)
-        present = [r[0] for r in events.select(type_col).distinct().limit(1000).collect()]
+        present = [r[0] for r in events.select(ycol).distinct().limit(1000).collect()]
         warn_absent_types(wl, present, type_col)
-    plan = assign_tasks(groups, keys, total, tasks, integral, cut=cut)
+    plan = assign_tasks(groups, skeys, total, tasks, integral, cut=cut)
     log.info(
         "statistics of %d events in %d group(s): %.1f s; %d task(s), %d split group(s)",
         total,
@@ -232,7 +250,7 @@ def run_job(
     started = time.perf_counter()
 
     # 3. a shard label per group, and per time slice of a cut group, that hashes to its task.
-    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+    from pyspark.sql.types import ArrayType, LongType, StructField
 
     nk = len(keys)
     labels = iter(shard_labels([t for row in plan for t in row[nk]], tasks))
@@ -245,7 +263,7 @@ def run_job(
         rows.append(row[:nk] + (shards, t0, R, rmax))
     tick_type = LongType() if integral else DoubleType()
     pschema = StructType(
-        [StructField(f"__key{i}", events.schema[k].dataType) for i, k in enumerate(keys)]
+        [StructField(f"__key{i}", events.schema[k].dataType) for i, k in enumerate(skeys)]
         + [
             StructField(SHARDS_COL, ArrayType(LongType())),
             StructField("__t0", tick_type),
@@ -255,11 +273,11 @@ def run_job(
     )
     pdf = F.broadcast(spark.createDataFrame(rows, pschema))
     # Null-safe: a null GROUPBY value is a group like any other.
-    on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(keys)]
+    on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(skeys)]
     # The engine's first step, before the shuffle: events of types no pattern uses are in no
     # trend (gpu_hamlet/engine/events.py drops them too).
-    used = events.filter(F.col(type_col).isin(*type_names))
-    used = used.withColumn(type_col, type_codes(F.col(type_col), type_names))
+    used = events.filter(F.col(ycol).isin(*type_names))
+    used = used.withColumn(ycol, type_codes(F.col(ycol), type_names))
     typed = used.join(pdf, on=on, how="inner") if keys else used.crossJoin(pdf)
     # Cut.slice_of() of gpu_hamlet/engine/summaries.py: floor((t - t0) / R) clamped to [0, rmax];
     # only evaluated for the rows of cut groups.
@@ -268,18 +286,26 @@ def run_job(
     r = F.least(F.greatest(r.cast("long"), F.lit(0)), F.col("__rmax"))
     r = F.when(F.col("__R").isNull(), F.lit(0).cast("long")).otherwise(r)
     typed = typed.select(
-        *columns, F.element_at(F.col(SHARDS_COL), (r + 1).cast("int")).alias(SHARD_COL)
+        *safe.values(), F.element_at(F.col(SHARDS_COL), (r + 1).cast("int")).alias(SHARD_COL)
     )
     names = tuple(q.name for q in wl)
     acc = None if stats is None else spark.sparkContext.accumulator(RunStats(), StatsParam())
     job = ShardJob(
-        wl, names, tuple(schemas[n] for n in names), tuple(keys), options, cuts, type_names, acc
+        wl,
+        names,
+        tuple(schemas[n] for n in names),
+        tuple(keys),
+        options,
+        cuts,
+        type_names,
+        acc,
+        tuple(safe),
     )
     # Time order within each shard is all the engine's sort needs (gpu_hamlet/engine/partitions.py):
     # sorting by the other partition attributes as well costs Spark more than it saves there.
     wide = (
         typed.repartition(tasks, SHARD_COL)
-        .sortWithinPartitions(SHARD_COL, time_col)
+        .sortWithinPartitions(SHARD_COL, tcol)
         .mapInArrow(job, from_arrow_schema(job.wide_schema, prefer_timestamp_ntz=True))
     )
     try:
@@ -328,6 +354,13 @@ def type_codes(col: Any, type_names: tuple[str, ...]) -> Any:
 
     code = F.array_position(F.array(*[F.lit(t) for t in type_names]), col) - 1
     return code.cast("int")
+
+
+def replace_name(field: Any, name: str) -> Any:
+    """The Spark StructField `field` named `name`."""
+    from pyspark.sql.types import StructField
+
+    return StructField(name, field.dataType, field.nullable, field.metadata)
 
 
 def _void(df: Any, name: str) -> bool:

@@ -80,6 +80,9 @@ class ShardJob:
     cuts: dict[int, tuple]  # shard label of each slice of a cut group: (slice, t0, R, last slice)
     type_names: tuple[str, ...]  # the type column arrives as codes into these
     stats: Accumulator | None = None  # of RunStats: each task adds its sharing decisions
+    #: The events' column names, in the order the columns arrive (then the shard label): Spark
+    #: carries them under names of the job's own (gpu_hamlet/spark/job.py); () keeps the names
+    event_columns: tuple[str, ...] = ()
 
     @functools.cached_property
     def layout(self) -> tuple[tuple[pa.DataType, ...], tuple[tuple[int, ...], ...]]:
@@ -127,6 +130,10 @@ class ShardJob:
         names = pa.array(self.type_names, pa.string())
         at = None
         for batch in batches:
+            if self.event_columns:
+                batch = pa.RecordBatch.from_arrays(
+                    batch.columns, names=[*self.event_columns, SHARD_COL]
+                )
             at = batch.schema.get_field_index(options.type_col) if at is None else at
             batch = batch.set_column(
                 at, options.type_col, pa.DictionaryArray.from_arrays(batch.column(at), names)
@@ -144,7 +151,7 @@ class ShardJob:
             self.stats.add(stats)
 
     def _last_shard_start(self, table: pa.Table) -> int:
-        labels = table.column(SHARD_COL).to_numpy()
+        labels = table.column(table.num_columns - 1).to_numpy()  # (SHARD_COL, last)
         differ = np.flatnonzero(labels != labels[-1])
         return int(differ[-1]) + 1 if differ.size else 0
 
@@ -165,8 +172,9 @@ class ShardJob:
         def engine(events: pa.Table, options: Options, stats: RunStats | None):
             return evaluate(events, wl, options, stats=stats, part=True)
 
-        labels = table.column(SHARD_COL).to_numpy()
-        events = table.drop_columns([SHARD_COL])
+        # The shard label is the last column (an event column may have its name too)
+        labels = table.column(table.num_columns - 1).to_numpy()
+        events = table.select(range(table.num_columns - 1))
         cut = np.isin(labels, np.fromiter(self.cuts, np.int64, len(self.cuts)))
         whole = np.flatnonzero(~cut)
         if whole.size == labels.shape[0]:
