@@ -112,6 +112,11 @@ def _spark(master: str | None, app: str):
         builder = builder.config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if _console.verbose else "OFF")
+    # Names are case-sensitive in the workload language (docs/semantics.md section 4), as in
+    # `aggregate`: columns `x` and `X` of the events, or results `count` and `Count`, are two.
+    # Spark's default would rename such CSV header names (x2, X3), refuse such JSON keys, and
+    # refuse to write such results.
+    spark.conf.set("spark.sql.caseSensitive", "true")
     return spark
 
 

@@ -95,7 +95,9 @@ def read_events(
     if fmt == "csv":
         from pyspark.sql.types import StringType, StructField, StructType
 
-        reader = spark.read.option("sep", delimiter).option("header", columns is None)
+        # Quotes inside a quoted field are doubled (RFC 4180, as `run` writes CSV): Spark's
+        # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
+        reader = spark.read.options(sep=delimiter, header=columns is None, escape='"')
         names = columns if columns is not None else reader.csv(path).columns
         # One column more than the names: a row of more fields fills it, and stops the run
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
