@@ -268,6 +268,43 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def column_names(text: str) -> list[str]:
+    """The names of --columns: separated by commas, spaces around a name dropped; a name in
+    double quotes is kept as written, commas and spaces included, a doubled quote standing for
+    one (as in a CSV header line). An empty name or an unclosed quote is a usage error."""
+    names: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] == " ":
+            i += 1
+        if i < n and text[i] == '"':
+            name, i = "", i + 1
+            while True:
+                end = text.find('"', i)
+                if end < 0:
+                    raise argparse.ArgumentTypeError(f"unclosed quote in {text!r}")
+                name += text[i:end]
+                if text.startswith('"', end + 1):
+                    name, i = name + '"', end + 2
+                    continue
+                i = end + 1
+                break
+            while i < n and text[i] == " ":
+                i += 1
+        else:
+            end = text.find(",", i)
+            end = n if end < 0 else end
+            name, i = text[i:end].strip(), end
+        if not name:
+            raise argparse.ArgumentTypeError(f"an empty column name in {text!r}")
+        names.append(name)
+        if i >= n:
+            return names
+        if text[i] != ",":
+            raise argparse.ArgumentTypeError(f"expected ',' after \"{name}\" in {text!r}")
+        i += 1
+
+
 def _positive(text: str) -> int:
     """A whole number of 1 or more (argparse turns the error into a usage error, exit 2)."""
     try:
@@ -346,11 +383,11 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--columns",
-        type=lambda s: [c.strip() for c in s.split(",")],
+        type=column_names,
         default=None,
         metavar="NAME,...",
         help="names of every column of a CSV file without a "
-        "header line (default: the file's header)",
+        'header line (default: the file\'s header); "a, b" in double quotes is one name',
     )
     p.add_argument("--delimiter", default=",", help="CSV field delimiter (default ,)")
     p.add_argument("--time-col", default=DEFAULTS.time_col, help="time column (default time)")

@@ -207,6 +207,31 @@ def test_explain_quotes_names_that_need_it(tmp_path, capsys):
     assert "`and q`[both] runs alone" in out
 
 
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("type,time,x", ["type", "time", "x"]),
+        (" type , time ", ["type", "time"]),
+        ('type,"a, b",x', ["type", "a, b", "x"]),
+        ('"say ""hi""", t', ['say "hi"', "t"]),
+        ('" lead"', [" lead"]),
+    ],
+)
+def test_columns_are_split_on_commas_outside_double_quotes(text, names):
+    """--columns names a header holding a comma in double quotes, as a CSV header writes it
+    (split on every comma, `"a, b"` was two names)."""
+    assert cli.column_names(text) == names
+
+
+@pytest.mark.parametrize("text", ["a,,b", 'a,"b', '"a"b', "", "a,"])
+def test_bad_columns_are_usage_errors(text, tmp_path, capsys):
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*) PATTERN A WITHIN 1 s")
+    argv = ["run", "--workload", str(wl), "--events", "e.csv", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--columns", text]) == 2
+    assert "--columns" in capsys.readouterr().err
+
+
 def test_explain_keeps_the_query_units(tmp_path, capsys):
     """Durations as the query wrote them, not raw milliseconds (nor converted: 60 min stays)."""
     wl = tmp_path / "w.txt"
