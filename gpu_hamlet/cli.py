@@ -222,7 +222,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.engine.conjunction import run_queries
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
-    from gpu_hamlet.query.names import quoted, quoted_list
+    from gpu_hamlet.names import quoted, quoted_list
 
     check_time_flags(args.time_format, args.time_unit)
     workload = _read_workload(args.workload)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpu_hamlet.names import shown
+
 
 class GpuHamletError(Exception):
     """Base class of every error gpu-hamlet raises on purpose."""
@@ -27,7 +29,7 @@ class WorkloadError(GpuHamletError, ValueError):
         self.column = column
         where = []
         if query is not None:
-            where.append(f"query {query}")
+            where.append(f"query {shown(query)}")
         if line is not None:
             where.append(f"line {line}, column {column}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)

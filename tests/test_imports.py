@@ -148,7 +148,7 @@ def layer_of(path: Path) -> str:
         return "cpu_fallback"
     if parts[1] in ("query", "core", "engine", "kernels"):
         return parts[1]
-    if parts[1] in ("errors.py", "devices.py", "host_threads.py"):
+    if parts[1] in ("errors.py", "devices.py", "host_threads.py", "names.py"):
         return "base"
     return "entry"  # the package's face: __init__, cli, spark/, demo, datagen, kernel_cache
 

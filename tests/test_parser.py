@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_hamlet.errors import WorkloadError
-from gpu_hamlet.query.names import quoted, quoted_list
+from gpu_hamlet.names import quoted, quoted_list
 from gpu_hamlet.query.parser import parse_workload, tokenize
 from gpu_hamlet.query.pattern import Alt, And, Not, Seq
 from gpu_hamlet.query.workload import (
@@ -1065,3 +1065,13 @@ def test_a_query_named_as_a_count_of_an_and_query() -> None:
         contains=("'a[both]' is the name of a count that the AND query 'a' runs as",),
     )
     assert len(parse_workload("`a[left]`: RETURN COUNT(*) PATTERN A WITHIN 1 s")) == 1
+
+
+def test_messages_quote_the_query_name_as_the_language_does():
+    """'query my q, line 1, ...' read as a query 'my' and more; a name such as
+    `q, line 1, column 1` made the message's place ambiguous."""
+    err = error("`my q`: RETURN COUNT(*) PATTERN SEQ(A, B WITHIN 1 s")
+    assert err.query == "my q"
+    assert str(err).startswith("query `my q`, line 1, column 42: expected")
+    err = error("`q, line 1, column 1`: RETURN COUNT(*) PATTERN SEQ(A, B WITHIN 1 s")
+    assert str(err).startswith("query `q, line 1, column 1`, line 1, column 57:")

@@ -22,7 +22,7 @@ from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
-from gpu_hamlet.query.names import AND_SIDES, and_run_name
+from gpu_hamlet.names import AND_SIDES, and_run_name, shown
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.workload import Aggregate, Query, Workload
@@ -85,7 +85,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
             ends[key] = end[i]
     ng = len(q.groupby)
     totals: dict[tuple, Any] = {}
-    shown: dict[tuple, tuple] = {}
+    picked: dict[tuple, tuple] = {}  # per group: the key and window end its row shows
     for key, c in counts.items():
         cl, cr, cb = c.get("left", 0), c.get("right", 0), c.get("both", 0)
         if None in (cl, cr, cb):  # a float count beyond float64
@@ -97,13 +97,13 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         group = key[:ng] + key[-1:]
         before = totals.get(group, 0)
         totals[group] = None if before is None or pairs is None else before + pairs
-        shown[group] = (key, ends[key])
+        picked[group] = (key, ends[key])
     rows = {g: v for g, v in totals.items() if v is None or v > 0}
     name = q.aggregates[0].name  # COUNT(*), the only aggregate of an AND
     typ = schema.field(name).type
     out: dict[str, list] = {name: [] for name in schema.names}
     for group, total in rows.items():
-        key, end = shown[group]
+        key, end = picked[group]
         if total is not None and pa.types.is_decimal(typ) and total >= DECIMAL38_LIMIT:
             total = None
         if total is not None and pa.types.is_floating(typ):
@@ -152,6 +152,6 @@ def _overflow(q: Query, group: tuple, start: Any, end: Any, typ: pa.DataType) ->
         "or on_overflow='null'"
     )
     return (
-        f"query {q.name}: COUNT(*) for group ({values or 'all events'}) in window "
+        f"query {shown(q.name)}: COUNT(*) for group ({values or 'all events'}) in window "
         f"[{start}, {end}) {what}; use {ways}"
     )

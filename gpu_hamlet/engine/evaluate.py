@@ -39,6 +39,7 @@ from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.names import shown
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import QueryPlan, plan_query
@@ -324,7 +325,7 @@ def _check_window_bounds(
         t = ev.time[matcher.positions(q, plan.template) >= 0]
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
-            raise EventDataError(f"query {q.name}: {fault}")
+            raise EventDataError(f"query {shown(q.name)}: {fault}")
 
 
 #: Float times are numbered by pane as int64, floor(t / pane), and windows by pane numbers plus
@@ -346,7 +347,7 @@ def _check_float_panes(
         far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
         if abs(far) / seg >= FLOAT_PANES:
             raise EventDataError(
-                f"query {q.name}: the event at {far!r} lies {abs(far) / seg:.3g} panes of "
+                f"query {shown(q.name)}: the event at {far!r} lies {abs(far) / seg:.3g} panes of "
                 f"{seg:g} s from time 0, more than the 2^62 panes float times may lie from it "
                 f"(pane numbers are int64): shift the times nearer 0, or use a longer WITHIN"
             )

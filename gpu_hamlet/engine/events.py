@@ -20,6 +20,7 @@ from numba import njit
 
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.names import shown
 from gpu_hamlet.query.schema import as_stored, decoded, stored, values_type
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
@@ -87,7 +88,7 @@ def _require_column(schema: pa.Schema, name: str, what: str, query: Query | None
     the one meant."""
     count = schema.names.count(name)
     if count != 1:
-        who = f"query {query.name}: " if query is not None else ""
+        who = f"query {shown(query.name)}: " if query is not None else ""
         raise EventDataError(
             f"{who}{what} column '{name}' is "
             + (f"in the events {count} times" if count else "missing from the events")
@@ -264,12 +265,13 @@ def warn_absent_types(
                 t, present, n=1, cutoff=0.6
             )
             hints.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
-        shown = ", ".join(present[:20]) + (", ..." if len(present) > 20 else "")
+        listed = ", ".join(present[:20]) + (", ..." if len(present) > 20 else "")
         warnings.warn(
             AbsentTypeWarning(
-                f"query {q.name}: event type{'s' if len(absent) > 1 else ''} {', '.join(hints)} "
-                f"of its pattern never occur{'' if len(absent) > 1 else 's'} in column "
-                f"'{type_col}', so the query has no trends there (types present: {shown})"
+                f"query {shown(q.name)}: event type{'s' if len(absent) > 1 else ''} "
+                f"{', '.join(hints)} of its pattern never occur{'' if len(absent) > 1 else 's'} "
+                f"in column '{type_col}', so the query has no trends there (types present: "
+                f"{listed})"
             ),
             stacklevel=stacklevel + 1,
         )

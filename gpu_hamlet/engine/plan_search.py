@@ -39,7 +39,7 @@ from numba import njit
 from gpu_hamlet.engine.conjunction import run_queries
 from gpu_hamlet.engine.optimizer import CPU_COSTS, EngineCostModel
 from gpu_hamlet.engine.transitions import Pool, TransitionTemplate
-from gpu_hamlet.query.names import quoted, quoted_list, shown
+from gpu_hamlet.names import quoted, quoted_list, shown
 from gpu_hamlet.query.schema import decoded
 from gpu_hamlet.query.workload import Workload
 

@@ -30,6 +30,7 @@ from gpu_hamlet.engine.stage_sharing import SharedStages
 from gpu_hamlet.engine.window_copies import WINDOW_ROUTE_COSTS, window_copies, windows_holding
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.names import shown
 from gpu_hamlet.query.plan import Channel, QueryPlan, Template
 
 #: The share of a query's rows that runs must drop for `QueryRows._collapse_runs` to collapse
@@ -390,8 +391,8 @@ class QueryRows:
             n = pc.sum(bad.take(pa.array(of_type))).as_py() or 0
             if n:
                 raise EventDataError(
-                    f"query {q.name}: {agg} reads column '{agg.attr}', which holds {what} on "
-                    f"{n} matched {agg.type} event(s); {advice}"
+                    f"query {shown(q.name)}: {agg} reads column '{agg.attr}', which holds "
+                    f"{what} on {n} matched {agg.type} event(s); {advice}"
                 )
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):

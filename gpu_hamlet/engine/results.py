@@ -36,6 +36,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.names import shown
 from gpu_hamlet.query.plan import Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, in_result_order
 from gpu_hamlet.query.workload import Query
@@ -367,7 +368,7 @@ class QueryResults:
                 ways.append("numeric='float' for float64")
         ways.append("on_overflow='null'")
         return NumericOverflowError(
-            f"query {q.name}: {agg} for group ({group or 'all events'}) in window "
+            f"query {shown(q.name)}: {agg} for group ({group or 'all events'}) in window "
             f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways),
             window_end=ticks[1],
         )

@@ -39,7 +39,7 @@ from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.engine.row_sample import RowSample
-from gpu_hamlet.query.names import quoted, quoted_list
+from gpu_hamlet.names import quoted, quoted_list
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
 

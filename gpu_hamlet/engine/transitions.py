@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpu_hamlet.query.names import quoted
+from gpu_hamlet.names import quoted
 from gpu_hamlet.query.pattern import Pattern, PatternElement, Seq, positive_types
 from gpu_hamlet.query.workload import Query, Workload
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gpu_hamlet.query.names import quoted
+from gpu_hamlet.names import quoted
 from gpu_hamlet.query.pattern import Alt, And, Both, Not, Pattern, PatternElement, Positive
 
 #: follow[p][q]: the types negated between p and q.

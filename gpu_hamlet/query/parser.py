@@ -18,8 +18,8 @@ from enum import Enum
 from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
+from gpu_hamlet.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name, quoted
 from gpu_hamlet.query.automaton import can_follow
-from gpu_hamlet.query.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name, quoted
 from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,

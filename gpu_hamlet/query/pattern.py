@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpu_hamlet.query.names import quoted
+from gpu_hamlet.names import quoted
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpu_hamlet.query.names import quoted
+from gpu_hamlet.names import quoted
 from gpu_hamlet.query.pattern import (
     Pattern,
     PatternElement,

@@ -43,7 +43,7 @@ from gpu_hamlet.engine.events import used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.query.names import quoted, quoted_list
+from gpu_hamlet.names import quoted, quoted_list
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.workload import Workload
 from gpu_hamlet.spark.placement import shard_labels

@@ -3,7 +3,7 @@ it reads as one (docs/semantics.md section 2).
 
 Messages, `explain` and the keys of GLORIA's pools spell patterns back as text; a type such as
 `` `B, C` `` written bare would read as two types there, and two different transitions could
-get one key.
+get one key. A leaf module: error messages quote query names with it too.
 """
 
 from __future__ import annotations
