@@ -276,7 +276,7 @@ def main() -> None:
                     secs, rs = timed(
                         table, text, args.repeat, args.numeric, args.seconds, args.backend
                     )
-                    st = [s for s in rs.sets if s.is_stage]
+                    st = [s for s in rs.sets if s.stage]
                     runs = f"{sum(s.shared for s in st)}/{sum(s.bursts for s in st)}"
                     opt, decide = search_ms(text, stats), plan_ms(table, text, args.backend)
                     pools = len(shareable_stages(gpu_hamlet.parse_workload(text))[1])

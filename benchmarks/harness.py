@@ -133,8 +133,8 @@ def sharing_summary(stats: RunStats) -> dict[str, float] | None:
     their runs, and how many ran shared)."""
     if not stats.sets:
         return None
-    bursts = [s for s in stats.sets if not s.is_stage]
-    stages = [s for s in stats.sets if s.is_stage]
+    bursts = [s for s in stats.sets if not s.stage]
+    stages = [s for s in stats.sets if s.stage]
     out: dict[str, float] = {f: sum(getattr(s, f) for s in bursts) for f in SHARING_FIELDS}
     out["sets"] = len(bursts)
     # sets `dynamic` did not analyse: sharing them could not pay for its fixed costs

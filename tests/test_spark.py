@@ -443,7 +443,7 @@ def test_shared_stages_through_spark_equal_sharing_nothing(spark, middle):
         stats=stats,
     )
     # GLORIA's stages are named as written (a chain of them by its pools' keys).
-    stages = [s for s in stats.sets if s.is_stage]
+    stages = [s for s in stats.sets if s.stage]
     shared, runs = sum(s.shared for s in stages), sum(s.bursts for s in stages)
     assert runs >= 500 and shared >= 0.9 * runs  # (panes cut some short)
     _assert_same(got, expected)

@@ -51,3 +51,25 @@ def test_run_stats_add_sums_per_sharable_set():
         ("C", 1, 0, 1),
     ]
     assert a.snapshots == {"x": [1.0, 2.0]}
+
+
+def test_stats_name_stages_as_written_and_types_as_names():
+    """A stage of GLORIA's plan is named as written; a Kleene type E is shown `E`+, quoted where
+    it must be. A type named f(x) was taken for a stage by the shape of its name (shown bare,
+    without its +), and stayed one across `add`."""
+    from gpu_hamlet.engine.sharing import SharingStats
+
+    a, b = gpu_hamlet.RunStats(), gpu_hamlet.RunStats()
+    a.sets += [SharingStats("f(x)", ("q1", "q2"), bursts=1), SharingStats("B", ("my q", "r"))]
+    b.sets.append(SharingStats("tran(A, B)", ("q1", "q2"), bursts=2, stage=True))
+    b.sets.append(SharingStats("f(x)", ("q1", "q2"), bursts=2))
+    a.add(b)
+    assert [(s.kleene_type, s.stage, s.bursts) for s in a.sets] == [
+        ("f(x)", False, 3),
+        ("B", False, 0),
+        ("tran(A, B)", True, 2),
+    ]
+    lines = a.describe().splitlines()
+    assert lines[0].startswith("`f(x)`+ shared by q1, q2: 3 bursts")
+    assert lines[1].startswith("B+ shared by `my q`, r:")
+    assert lines[2].startswith("tran(A, B) shared by q1, q2: 2 bursts")

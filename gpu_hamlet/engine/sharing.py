@@ -202,15 +202,12 @@ class SharingStats:
     #: dynamic did not analyse a window set (NEXT conditions): on a sample of the rows, sharing
     #: its bursts cost more than the queries' own trees (`window_sharing.windows_may_pay`)
     loses_on_sample: bool = False
+    #: a stage of GLORIA's plan (`kleene_type` its name as written: `tran(A, B)`, `SEQ(P, T)+`),
+    #: not a Kleene type E whose bursts HAMLET shares (`kleene_type` E itself)
+    stage: bool = False
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
-
-    @property
-    def is_stage(self) -> bool:
-        """A stage of GLORIA's plan (named as written: `tran(A, B)`, `SEQ(P, T)+`), not a
-        Kleene type E whose bursts HAMLET shares (named E)."""
-        return self.kleene_type.endswith((")", ")+"))
 
 
 @dataclass
@@ -792,14 +789,14 @@ class RunStats:
     def add(self, other: RunStats) -> None:
         """Add the decisions of another run over other events (another Spark task or slice):
         counts summed per sharable set, snapshots appended."""
-        mine = {(s.kleene_type, s.queries): s for s in self.sets}
+        mine = {(s.kleene_type, s.queries, s.stage): s for s in self.sets}
         for s in other.sets:
-            key = (s.kleene_type, s.queries)
+            key = (s.kleene_type, s.queries, s.stage)
             if key not in mine:
-                mine[key] = SharingStats(*key)
+                mine[key] = SharingStats(s.kleene_type, s.queries, stage=s.stage)
                 self.sets.append(mine[key])
             for name, value in s.as_dict().items():
-                if isinstance(value, int):
+                if isinstance(value, int) and name != "stage":
                     setattr(mine[key], name, getattr(mine[key], name) + value)
         for name, snaps in other.snapshots.items():
             self.snapshots.setdefault(name, []).extend(snaps)
@@ -813,7 +810,7 @@ class RunStats:
         for s in self.sets:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
             # transition `tran(A, B)` or a chain of them) is named as written.
-            name = s.kleene_type if s.is_stage else quoted(s.kleene_type) + "+"
+            name = s.kleene_type if s.stage else quoted(s.kleene_type) + "+"
             queries = quoted_list(s.queries)
             if s.loses_on_sample:
                 out.append(

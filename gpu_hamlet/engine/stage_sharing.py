@@ -322,7 +322,7 @@ class SharedStages:
             if b is not None:
                 self.blocks[q.name] = b
         names = tuple(self.blocks)
-        self.stats = SharingStats(key, names)
+        self.stats = SharingStats(key, names, stage=True)
         # maps, the same scaled (XFloat), done
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.run_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
