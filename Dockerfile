@@ -42,7 +42,8 @@ ENV PATH=${VIRTUAL_ENV}/bin:${PATH} \
     PYSPARK_PYTHON=${VIRTUAL_ENV}/bin/python \
     PYSPARK_DRIVER_PYTHON=${VIRTUAL_ENV}/bin/python \
     SPARK_HOME=${VIRTUAL_ENV}/lib/python${PYTHON_VERSION}/site-packages/pyspark \
-    SPARK_RAPIDS_PLUGIN_JAR=/opt/sparkRapidsPlugin/${RAPIDS_JAR}
+    SPARK_RAPIDS_PLUGIN_JAR=/opt/sparkRapidsPlugin/${RAPIDS_JAR} \
+    MALLOC_ARENA_MAX=1
 WORKDIR /opt/gpu-hamlet
 COPY pyproject.toml README.md ./
 COPY cpu_fallback cpu_fallback

@@ -100,12 +100,15 @@ def _spark(master: str | None, app: str):
     that matters instead."""
     from pyspark.sql import SparkSession
 
+    from gpu_hamlet.engine.host_memory import SPARK_WORKER_CONF
     from gpu_hamlet.spark.jvm_log import quiet_jvm_start
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not _console.verbose:
         quiet_jvm_start()
     builder = SparkSession.builder.appName(app)
+    for key, value in SPARK_WORKER_CONF.items():
+        builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
     if not _console.progress:

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpu_hamlet.engine.host_memory import SPARK_WORKER_CONF
 from gpu_hamlet.kernel_cache import WarmUp, warm_up
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ DEMO_SPARK_CONF = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     "spark.ui.enabled": "false",  # nobody looks at it during a demo
     "spark.ui.showConsoleProgress": "false",  # progress bars would garble the demo's output
+    **SPARK_WORKER_CONF,  # one malloc arena in the engine's workers
 }
 
 #: Why the demo's counts are so large (docs/architecture.md section 2).

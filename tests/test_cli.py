@@ -232,6 +232,37 @@ def test_bad_columns_are_usage_errors(text, tmp_path, capsys):
     assert "--columns" in capsys.readouterr().err
 
 
+def test_sessions_gpu_hamlet_starts_give_their_workers_one_malloc_arena(monkeypatch):
+    """Spark's Python workers start with MALLOC_ARENA_MAX=1 (gpu_hamlet/engine/host_memory.py):
+    the command line's session, the demo's and the spark-conf files set it."""
+    from pyspark.sql import SparkSession
+
+    from gpu_hamlet.demo import DEMO_SPARK_CONF
+
+    configured = {}
+
+    class Builder:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: self
+
+        def config(self, key, value):
+            configured[key] = value
+            return self
+
+        def getOrCreate(self):
+            raise RuntimeError("no session in this test")
+
+    monkeypatch.setattr(SparkSession, "builder", Builder())
+    with pytest.raises(RuntimeError, match="no session"):
+        cli._spark("local[1]", "test")
+    assert configured["spark.executorEnv.MALLOC_ARENA_MAX"] == "1"
+    assert DEMO_SPARK_CONF["spark.executorEnv.MALLOC_ARENA_MAX"] == "1"
+    conf = Path(__file__).parent.parent / "spark-conf"
+    for name in ("local.conf", "gpu-cluster.conf"):
+        lines = (conf / name).read_text().splitlines()
+        assert any(line.split() == ["spark.executorEnv.MALLOC_ARENA_MAX", "1"] for line in lines)
+
+
 def test_explain_keeps_the_query_units(tmp_path, capsys):
     """Durations as the query wrote them, not raw milliseconds (nor converted: 60 min stays)."""
     wl = tmp_path / "w.txt"

@@ -7,6 +7,14 @@ benchmark at 10^7 events that was a third of the call (`benchmarks/bench_stream.
 architecture.md section 4). Raising the threshold and the trim threshold once per process lets
 the heap keep and reuse those blocks. Only glibc has these settings; elsewhere nothing changes.
 `GPU_HAMLET_KEEP_FREED_MEMORY=0` keeps the C library's defaults.
+
+The CPU backend's kernels run on threads, and glibc gives each thread an arena of its own whose
+heaps hold at most 64 MiB: a larger block made there (a sliding query's pane maps, 141 MB for
+SEQ of ten types over 200,000 events) is mapped and faulted in on every call whatever the
+thresholds say. One arena for the whole process (MALLOC_ARENA_MAX=1, read when the process
+starts: too late to set here) made such calls 1.5x faster and nothing slower in our runs
+(BENCHMARKS.md, "Sliding windows' route"). gpu-hamlet's own Spark sessions give it to their
+Python workers (`SPARK_WORKER_CONF`); the README says how to set it elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +29,10 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD = 256 << 20
 #: Free memory at the top of the heap kept for reuse, beyond what the process uses.
 TRIM_THRESHOLD = 256 << 20
+
+#: Spark settings of the sessions gpu-hamlet starts (`gpu-hamlet run`, `explain`, the demo):
+#: the Python workers that run the engine start with one malloc arena.
+SPARK_WORKER_CONF = {"spark.executorEnv.MALLOC_ARENA_MAX": "1"}
 
 _applied: bool | None = None
 
