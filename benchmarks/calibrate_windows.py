@@ -2,18 +2,22 @@
 each event into its windows and running each window from zero (gpu_hamlet/engine/window_copies.py
 `WindowRouteCosts`, docs/architecture.md section 2).
 
-    python benchmarks/calibrate_windows.py [--events 200000] [--repeat 2] [--json OUT.json]
+    MALLOC_ARENA_MAX=1 python benchmarks/calibrate_windows.py [--events 200000] [--repeat 2]
+        [--json OUT.json]
     python benchmarks/calibrate_windows.py --sweep [--events 200000]
 
+(One malloc arena, as Spark's workers run: gpu_hamlet/engine/host_memory.py.)
+
 Per case (`--events` random events in partitions of 1 to 3,000 values of an equivalence
-attribute, so from dense panes to about one event per pane; three patterns with 1 or 2 channels
-and 3 or 4 states; windows with 2 to 60 panes and slides of 1 to 5 panes; and bench_small.py's
-sliding queries over its 2,100 events, where the composing step's own call decides) it times
-`aggregate` with each route forced, float mode, the two in turn, best of `--repeat`, and
-records what the choice reads: the query's rows, its non-empty (partition, pane) runs `nseg`,
-the windows holding an event `W`, the map size D and the copies per event r = ceil(n / a).
+attribute, so from dense panes to about one event per pane; four patterns of 3 or 4 states with
+1 to 4 aggregates and SEQs of 7 and 10 types, float and exact; windows with 2 to 60 panes and
+slides of 1 to 5 panes; and bench_small.py's sliding queries over its 2,100 events, where the
+composing step's own call decides) it times `aggregate` with each route forced, the two in
+turn, best of `--repeat`, and records what the choice reads: the query's rows, its non-empty
+(partition, pane) runs `nseg`, the windows holding an event `W`, the map size D, the states k
+and the copies per event r = ceil(n / a).
 The difference of the two times is fitted by least squares, with no coefficient below zero, as
-    copy_s * rows * r * D - pane_s * nseg * D^2.5 - window_s * W * D - maps_s,
+    copy_s * rows * r - pane_s * nseg * D * (k + 1) - window_s * W - maps_s,
 then searched around for the constants that choose the faster route best (`fit`). The script
 prints each case, how often the engine's choice (its constants now) and the fitted ones pick
 the faster route (and what they lose where they do not), and the constants to paste.
@@ -51,15 +55,17 @@ WINDOWS = ((600, 300), (600, 60), (600, 10), (3600, 1500))
 GROUPS = (1, 30, 300, 3000)
 #: Exact mode's maps are larger (an exact sum takes more channels than a float one).
 NUMERICS = ("float", "exact")
+#: Long patterns (7 and 10 states) over ten types, where maps grow with the states, not channels.
+LONG = ("SEQ(A, B, C, D, E, F, G)", "SEQ(A, B, C, D, E, F, G, H, I, J)")
 
 
-def events(n: int, groups: int, seed: int = 0) -> pa.Table:
-    """n events of four types over 10^6 s, in `groups` partitions."""
+def events(n: int, groups: int, types: str = "ABCD", seed: int = 0) -> pa.Table:
+    """n events of `types` over 10^6 s, in `groups` partitions."""
     rng = np.random.default_rng(seed)
     return pa.table(
         {
             "time": np.sort(rng.integers(0, 10**6, n)),
-            "type": rng.choice(list("ABCD"), n).tolist(),
+            "type": rng.choice(list(types), n).tolist(),
             "g": rng.integers(0, groups, n),
             "x": rng.integers(0, 100, n),
             "y": rng.integers(0, 100, n),
@@ -78,6 +84,12 @@ def cases(n: int) -> list[tuple[str, pa.Table, str, str]]:
             PATTERNS, WINDOWS, NUMERICS
         ):
             text = f"RETURN {returns} PATTERN {pattern} WHERE [g] WITHIN {within} s SLIDE {slide} s"
+            out.append((f"{n:,} events, {groups} groups, {numeric}: {text}", table, text, numeric))
+    for groups in GROUPS[:3]:
+        table = events(n, groups, "ABCDEFGHIJ")
+        for pattern, slide, numeric in itertools.product(LONG, (60, 200), NUMERICS):
+            text = f"RETURN COUNT(*), SUM(A.x) PATTERN {pattern} WHERE [g] WITHIN 600 s"
+            text += f" SLIDE {slide} s"
             out.append((f"{n:,} events, {groups} groups, {numeric}: {text}", table, text, numeric))
     small = kleene_stream(
         2_100, seed=7, types=TYPES, mean_burst=20.0, n_groups=8, duplicate_time_fraction=0.1
@@ -127,6 +139,7 @@ def main() -> None:
             nseg=int(nseg_starts.shape[0]),
             W=windows_holding(self.pid, self.seg, nseg_starts, w.a, w.n),
             D=len(self.plan.linear) * (tpl.k + 1) + 1,
+            k=int(tpl.k),
             r=-(-w.n // w.a),
             chosen="copies" if choose(self, nseg_starts) else "maps",
         )
@@ -164,7 +177,7 @@ def fit(rows: list[dict]) -> None:
     searched for the smallest loss (the worst case's time against its faster route's, then the
     mean), ties going to the constants nearest the start."""
     terms = np.array(
-        [[r["rows"] * r["r"] * r["D"], r["nseg"] * r["D"] ** 2.5, r["W"] * r["D"], 1] for r in rows]
+        [[r["rows"] * r["r"], r["nseg"] * r["D"] * (r["k"] + 1), r["W"], 1] for r in rows]
     )
     copies = np.array([r["copies"] for r in rows])
     maps = np.array([r["maps"] for r in rows])

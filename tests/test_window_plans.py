@@ -37,13 +37,13 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
 
 
 def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():
-    """Dense panes (ten events each, and twelve under windows of ten panes, where the rule
-    before chose copies at 2.6x the maps' time: BENCHMARKS.md, "Sliding windows' route") take
-    pane maps; partitions of two events take copies."""
+    """Dense panes (a thousand events each, and twelve under windows of ten panes, where the
+    rule before chose copies at 2.6x the maps' time: BENCHMARKS.md, "Sliding windows' route")
+    take pane maps; partitions of two events take copies."""
     dense = events_to_table(
         [
             {"time": t // 10, "type": "AB"[t % 2], "g": "g1", "k": 0, "x": 1, "y": 0.0, "s": "u"}
-            for t in range(4000)
+            for t in range(40_000)
         ]
     )
     # Sparse: 2000 partitions of one A then one B (a lone event would be pruned: no trend).

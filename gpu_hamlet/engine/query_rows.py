@@ -338,7 +338,9 @@ class QueryRows:
         assert self.seg is not None, "events are segmented first"
         D = len(self.plan.linear) * (tpl.k + 1) + 1
         windows = windows_holding(self.pid, self.seg, starts, w.a, w.n)
-        return WINDOW_ROUTE_COSTS.copies_cheaper(rows, -(-w.n // w.a), starts.shape[0], windows, D)
+        return WINDOW_ROUTE_COSTS.copies_cheaper(
+            rows, -(-w.n // w.a), starts.shape[0], windows, D, int(tpl.k)
+        )
 
     def _into_windows(self) -> None:
         """Copy every event into each window holding its pane; windows become the segments.

@@ -17,34 +17,34 @@ from numba import njit
 
 @dataclass(frozen=True)
 class WindowRouteCosts:
-    """Seconds of the two routes to a query's sliding windows, for maps of size D x D. Copies:
-    each of the query's rows once per window holding its pane, about r = ceil(n / a) windows
-    (`copy_s` per D a copy: it updates a state of D values). Pane maps: a map and its products
-    for each non-empty (partition, pane) run (`pane_s` per D^2.5: the maps are sparse, a block
-    per channel, and D^3 chose copies at up to 3x the maps' time on exact sums' larger maps),
-    each window holding an event composed from them (`window_s` per D), and the composing
-    step's own call (`maps_s`, which decides small inputs). What both routes pay alike (the
-    rows' own updates, the results) is left out, and only the ratios of the constants matter.
+    """Seconds of the two routes to a query's sliding windows. Copies: each of the query's rows
+    once per window holding its pane, about r = ceil(n / a) windows (`copy_s` a copy). Pane
+    maps: a map and its products for each non-empty (partition, pane) run (`pane_s` per
+    D * (k + 1), about the map's nonzeros: a block of (k + 1)^2 per channel, D = channels *
+    (k + 1) + 1 for k states), each window holding an event composed from them (`window_s`),
+    and the composing step's own call (`maps_s`, which decides small inputs). What both routes
+    pay alike (the rows' own updates, the results) is left out. Forms tried first and dropped:
+    maps per D^3 (copies at up to 3x the maps' time on exact sums' larger maps) and per D^2.5
+    (maps at up to 1.55x the copies' time for SEQ of 7 to 10 types).
 
-    Fitted by `python benchmarks/calibrate_windows.py` (2-core x86_64; 128 cases from dense
-    panes to about one event per pane, float and exact, and bench_small.py's 20 sliding
-    queries; BENCHMARKS.md, "Sliding windows' route"). The GPU backend uses the same constants
-    (not calibrated on a device)."""
+    Fitted by `MALLOC_ARENA_MAX=1 python benchmarks/calibrate_windows.py` (2-core x86_64; 152
+    cases from dense panes to about one event per pane, float and exact, 3 to 10 states, and
+    bench_small.py's 20 sliding queries; BENCHMARKS.md, "Sliding windows' route"), with one
+    malloc arena as Spark's workers run (host_memory.py). The GPU backend uses the same
+    constants (not calibrated on a device)."""
 
     copy_s: float
     pane_s: float
     window_s: float
     maps_s: float
 
-    def copies_cheaper(self, rows: int, r: int, nseg: int, windows: int, D: int) -> bool:
-        copies = self.copy_s * rows * r * D
-        maps = self.pane_s * nseg * D**2.5 + self.window_s * windows * D + self.maps_s
+    def copies_cheaper(self, rows: int, r: int, nseg: int, windows: int, D: int, k: int) -> bool:
+        copies = self.copy_s * rows * r
+        maps = self.pane_s * nseg * D * (k + 1) + self.window_s * windows + self.maps_s
         return copies < maps
 
 
-WINDOW_ROUTE_COSTS = WindowRouteCosts(
-    copy_s=2e-09, pane_s=1.3e-09, window_s=1.9e-09, maps_s=7.6e-05
-)
+WINDOW_ROUTE_COSTS = WindowRouteCosts(copy_s=1e-08, pane_s=6e-09, window_s=1e-08, maps_s=2.3e-04)
 
 
 @njit(cache=True, nogil=True)
