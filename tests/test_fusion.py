@@ -208,3 +208,33 @@ def test_groups_that_end_full_leave_nothing_behind(threads):
         assert {n: [int(c) for c in t.column("count").to_pylist()] for n, t in tables.items()} == {
             n: [3] for n in tables
         }
+
+
+def test_the_keys_make_their_arrays_once_whichever_thread_asks():
+    """A fused run reads one `gid_of_pid` for all its queries (`QueryRows.fused` checks that
+    they share it). The query rows are built on the host's threads, and cached_property takes
+    no lock from Python 3.12 on: on a 16-core GPU machine two threads made two arrays and the
+    fused run failed its check (bench_sharing.py, 25 queries over bursts of 50)."""
+    import threading
+
+    import numpy as np
+
+    from gpu_hamlet.engine.partitions import SortedKeys
+
+    n = 100_000
+    pid = np.repeat(np.arange(1000), n // 1000)
+    keys = SortedKeys(np.arange(n), pid, pid // 10, np.arange(n), pid % 7)
+    start = threading.Barrier(8)
+    got: list[tuple] = []
+
+    def read() -> None:
+        start.wait()
+        got.append((keys.gid_of_pid, keys.by_code))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(g) for g, _ in got}) == 1 and len({id(b) for _, b in got}) == 1
+    assert (got[0][0] == np.arange(1000) // 10).all()

@@ -9,8 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +38,17 @@ class SortedKeys:
     _lock: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
+    _made: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _once(self, name: str, make: Callable[[], Any]) -> Any:
+        """`make()` made once per call's keys, whichever of the threads building query rows asks
+        first. functools.cached_property takes no lock from Python 3.12 on: two threads made two
+        `gid_of_pid` arrays, and a fused run's check that its queries share one failed on a
+        16-core GPU machine (bench_sharing.py, 25 queries over bursts of 50)."""
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = make()
+            return self._made[name]
 
     def window_runs(
         self,
@@ -59,21 +69,25 @@ class SortedKeys:
                 runs = self._windows.setdefault(width, runs)
         return runs
 
-    @cached_property
+    @property
     def by_code(self) -> tuple[np.ndarray, np.ndarray]:
         """The sorted rows of each type code (`pruning.rows_by_code`): a flat query's starts
         and ends are read from these lists rather than found in a pass over every row of the
         call per query."""
-        return rows_by_code(self.codes)
+        return self._once("by_code", lambda: rows_by_code(self.codes))
 
-    @cached_property
+    @property
     def gid_of_pid(self) -> np.ndarray:
         """Each partition id's GROUPBY group (a partition lies in one group). The results group
         windows by it for a few rows each; gathering the group of every row a query keeps cost
         a sixth of building its rows (bench_sharing.py, 100 queries: a cache miss per row)."""
-        out = np.zeros(int(self.pid[-1]) + 1 if self.pid.shape[0] else 0, np.int64)
-        out[self.pid] = self.gid
-        return out
+
+        def make() -> np.ndarray:
+            out = np.zeros(int(self.pid[-1]) + 1 if self.pid.shape[0] else 0, np.int64)
+            out[self.pid] = self.gid
+            return out
+
+        return self._once("gid_of_pid", make)
 
     def select(self, mask: np.ndarray) -> SortedRows:
         """The sorted rows where `mask` (in sorted order) holds, with their keys read in sorted
