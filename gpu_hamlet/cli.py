@@ -202,7 +202,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
         + ", ".join(f"{n}: {r:,} rows" for n, r in rows.items())
         + f" to {args.out} in {dt:.1f} s"
     )
-    if events is not None and stats is not None:
+    if stats is not None:
         print(stats.describe())
     return 0
 

@@ -32,23 +32,24 @@ class SortedKeys:
     gid: np.ndarray
     time: np.ndarray
     codes: np.ndarray
-    _windows: dict[int | float, np.ndarray] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
     _lock: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
-    _made: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _made: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def _once(self, name: str, make: Callable[[], Any]) -> Any:
-        """`make()` made once per call's keys, whichever of the threads building query rows asks
-        first. functools.cached_property takes no lock from Python 3.12 on: two threads made two
+    def _once(self, key: Any, make: Callable[[], Any]) -> Any:
+        """What `make()` makes, one object per call's keys whichever of the threads building
+        query rows asks first (two may make it; the first kept is every thread's).
+        functools.cached_property takes no lock from Python 3.12 on: two threads made two
         `gid_of_pid` arrays, and a fused run's check that its queries share one failed on a
         16-core GPU machine (bench_sharing.py, 25 queries over bursts of 50)."""
         with self._lock:
-            if name not in self._made:
-                self._made[name] = make()
-            return self._made[name]
+            made = self._made.get(key)
+        if made is None:
+            made = make()
+            with self._lock:
+                made = self._made.setdefault(key, made)
+        return made
 
     def window_runs(
         self,
@@ -61,13 +62,9 @@ class SortedKeys:
         took a second pass and a gather of the rows kept (bench_gpu.py's 50 queries: 8 ms a
         query at 10^6 events). `segments` is the backend's step, so the windows are those the
         query's rows are given after. Made once per width in a call, for every query of it."""
-        with self._lock:
-            runs = self._windows.get(width)
-        if runs is None:
-            runs = window_run_ids(self.pid, self.time, width, segments)
-            with self._lock:
-                runs = self._windows.setdefault(width, runs)
-        return runs
+        return self._once(
+            ("window_runs", width), lambda: window_run_ids(self.pid, self.time, width, segments)
+        )
 
     @property
     def by_code(self) -> tuple[np.ndarray, np.ndarray]:
