@@ -5,8 +5,10 @@ stage_block_s (gpu_hamlet/engine/optimizer.py).
     python benchmarks/calibrate_stages.py [--backend cpu] [--events 50000] [--repeat 3]
 
 Per case (bursty streams with runs of 3, 10 and 40 events, SEQ chains and Kleene cycles of 2 and
-4 types, 10 and 40 queries, and SEQ chains of 2 types over runs cycling through 10; ridesharing
-Kleene workloads, whose runs are short) it times
+4 types, 10 and 40 queries, SEQ chains of 2 types over runs cycling through 10, and one case of
+COUNT and SUM, whose block rows cost more; streams of type runs, whose one-type pools queries
+`SEQ(X, B+, Y)` share and prune, with one channel and two; ridesharing Kleene workloads, whose
+runs are short) it times
 sharing="dynamic" with the gate open against sharing="hamlet" (the same, without GLORIA's
 stages), float mode, best of `--repeat`. The gate open (`MIN_GAIN` at -inf) keeps the plan and
 the cut's ranking but builds every stretch the cut ranks, paying or not, and lets each share
@@ -30,16 +32,18 @@ import argparse
 import math
 import platform
 import time
+import warnings
 from dataclasses import replace
 from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
-from bench_gloria import bursty, bursty_workload
+from bench_gloria import bursty, bursty_workload, type_runs, type_runs_workload
 from bench_plan_search import kleene_workload
 from harness import best_time
 
 import gpu_hamlet
+from gpu_hamlet import AbsentTypeWarning
 from gpu_hamlet.datagen import ridesharing
 from gpu_hamlet.engine import evaluate, stage_sharing
 from gpu_hamlet.engine.optimizer import COST_MODELS
@@ -61,6 +65,16 @@ def cases(n: int) -> list[tuple[str, pa.Table, str]]:
     ev = bursty(n, 10)
     for q in (10, 40):
         out.append((f"bursty body 10 SEQ L=2 Q={q}", ev, bursty_workload(q, 2, False)))
+    # Queries of two channels (COUNT and SUM): a block row's cost grows with their square.
+    ev = bursty(n, 4, run=10)
+    two = "COUNT(*), SUM(T0.x)"
+    out.append(("bursty run 10 SEQ L=4 Q=40 SUM", ev, bursty_workload(40, 4, False, two)))
+    # Streams of type runs whose one-type pools GLORIA shares (the queries prune a third).
+    for run in (10, 40):
+        ev = type_runs(n, run)
+        for label, returns in (("COUNT", "COUNT(*)"), ("SUM", "COUNT(*), SUM(B.x)")):
+            case = f"type runs {run} X B+ Y Q=20 {label}"
+            out.append((case, ev, type_runs_workload(20, returns)))
     rides = ridesharing(n, seed=1)
     for L in (2, 4):
         for q in (20, 100):
@@ -141,6 +155,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=50_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    warnings.simplefilter("ignore", AbsentTypeWarning)  # bursty runs of 3 never reach T3
     print(
         f"# {platform.machine()} {platform.processor() or ''}, backend {args.backend}, "
         f"{args.events} events, best of {args.repeat}"

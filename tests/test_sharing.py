@@ -36,7 +36,13 @@ from gpu_hamlet.engine.optimizer import (
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.pruning import may_complete
 from gpu_hamlet.engine.query_rows import QueryRows
-from gpu_hamlet.engine.row_sample import SAMPLE_BLOCKS, SAMPLE_ROWS, RowSample, sample_rows
+from gpu_hamlet.engine.row_sample import (
+    SAMPLE_BLOCKS,
+    SAMPLE_ROWS,
+    KeptShares,
+    RowSample,
+    sample_rows,
+)
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, may_pay
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
@@ -563,6 +569,48 @@ def test_a_row_sample_takes_blocks_of_a_long_stream():
     assert sample.scale == keys.codes.shape[0] / SAMPLE_ROWS
     share = sample.kept_share((q,), code, keys, ctx.plans, ctx.matcher, ctx.be.segments)
     assert 0.1 < exact < 0.9 and share == pytest.approx(exact, rel=0.1)  # 0.40 and 0.43
+
+
+def test_kept_shares_are_each_querys_kept_events_of_some_types():
+    """`KeptShares` (GLORIA's stage gate): per query, the share of its events of some types that
+    its pruning keeps alone, the mean over the queries asked; queries that prune alike share
+    one pass. SEQ(A, B) in tumbling windows of 10 s: the A at 15 has no B after it in its
+    window, the B at 12 no A before it."""
+    times = [1, 2, 12, 15, 21, 22, 23]
+    table = pa.table(
+        {
+            "time": pa.array(np.asarray(times) * 1000, pa.timestamp("ms")),
+            "type": ["A", "B", "B", "A", "A", "B", "B"],
+        }
+    )
+    text = (
+        "p: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;\n"
+        "q: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;\n"
+        "r: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 min"
+    )
+    ctx = _context(table, text)
+    passes = []
+    kept_by_code = RowSample.kept_by_code
+
+    def spy(self, q, *args):
+        passes.append(q.name)
+        return kept_by_code(self, q, *args)
+
+    with patch.object(RowSample, "kept_by_code", spy):
+        shares = KeptShares(
+            ctx.runs,
+            lambda q: ctx.parts.keys(q.partition_attrs, len(q.groupby)),
+            ctx.plans,
+            ctx.matcher,
+            ctx.be.segments,
+            ctx.ev.code_of,
+        )
+        assert shares(("p",), ("A",)) == pytest.approx(2 / 3)
+        assert shares(("p", "q"), ("B",)) == pytest.approx(3 / 4)
+        assert shares(("q",), ("A", "B")) == pytest.approx(5 / 7)
+        assert shares(("r",), ("A", "B")) == 1.0  # one window of a minute: every event
+        assert shares(("p", "r"), ("Z",)) == 1.0  # no such events: nothing to weigh
+    assert passes == ["p", "r"]  # q prunes as p does
 
 
 def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():

@@ -30,12 +30,14 @@ from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
-from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS
+from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS, EngineCostModel
 from gpu_hamlet.engine.options import DEFAULTS, Options
-from gpu_hamlet.engine.partitions import Partitioner
+from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.row_sample import KeptShares
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
 from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
+from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.host_threads import cpu_threads, host_map
@@ -145,10 +147,10 @@ def evaluate(
     if options.sharing == "dynamic" and ev.n:  # GLORIA's Q-sets of SEQ transitions and cycles
         by_name = {q.name: q for q in ctx.runs}
         model = COST_MODELS[be.name]
-        for key, chain, names in stage_plan(ctx.runs, ev, model)[1]:
+        for key, chain, names, share in planned_stages(ctx, model):
             qs = tuple(by_name[n] for n in names)
             keys = parts.keys(qs[0].partition_attrs, len(qs[0].groupby))
-            sc = SharedStages(ev, attrs, be, key, chain, qs, keys, plans, matcher, model)
+            sc = SharedStages(ev, attrs, be, key, chain, qs, keys, plans, matcher, model, share)
             if stats is not None:
                 stats.sets.append(sc.stats)
             for name in sc.blocks:
@@ -213,6 +215,25 @@ def evaluate(
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
     return {q.name: ctx.finish(q, out) for q in wl}
+
+
+def planned_stages(
+    ctx: Context, model: EngineCostModel
+) -> list[tuple[str, tuple[Pool, ...], tuple[str, ...], float]]:
+    """GLORIA's Q-sets that `dynamic` builds in this call (`stage_plan`, weighing each query's
+    channels and pruning), each with the share of its runs' events that its queries keep alone
+    (`KeptShares`), which is all that sharing a run can save them."""
+    parts, plans = ctx.parts, ctx.plans
+
+    def keys_of(q: Query) -> SortedKeys:
+        return parts.keys(q.partition_attrs, len(q.groupby))
+
+    widths = {n: len(plan.linear) for n, plan in plans.items()}
+    kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, ctx.be.segments, ctx.ev.code_of)
+    return [
+        (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
+        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept)[1]
+    ]
 
 
 def result_schemas(

@@ -116,10 +116,12 @@ class EngineCostModel:
 #: filter group's own stream, per row of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in
 #: four runs of 1e29b9b's code (calibrate_cpu_1e29b9b.txt holds the whole output of one of
 #: them). The stage constants: the
-#: mean of three runs of `calibrate_stages.py` (gloria/calibrate_stages_cpu_block.txt); the
-#: rows' cost fits at 0, since XFloat sums lost their branches (what a row costs is in the
-#: per-event terms and stage_block_s). Without stage_block_s, Q-sets shared runs that cost more
-#: shared (bench_gloria.py, bursty SEQ over a body of 10 types: 1.26-1.44x the best fixed mode).
+#: mean of three runs of `calibrate_stages.py` after the gate weighed the queries' pruning and
+#: channels, with streams of type runs among its cases (gloria/calibrate_stages_cpu_kept.txt:
+#: alpha 1.26-1.3; before, gloria/calibrate_stages_cpu_block.txt fitted the rows' cost at 0,
+#: and the gate shared one-type pools at 1.2-3.8x the best fixed mode). Without stage_block_s,
+#: Q-sets shared runs that cost more shared (bench_gloria.py, bursty SEQ over a body of 10
+#: types: 1.26-1.44x the best fixed mode).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
@@ -131,9 +133,9 @@ CPU_COSTS = EngineCostModel(
     set_row_s=1.5e-08,
     set_run_s=6.0e-08,
     stream_row_s=2.2e-08,
-    stage_row_s=0.0,
-    stage_stream_s=1.0e-08,
-    stage_block_s=5.7e-08,
+    stage_row_s=1.8e-08,
+    stage_stream_s=2.0e-08,
+    stage_block_s=8.5e-08,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an

@@ -206,7 +206,7 @@ class QueryRows:
             return
         if w.full and (self.plan.adjacency or self._copies_cheaper(starts)):
             self._into_windows()  # NEXT: windows run whole (gpu_hamlet/core/adjacency.py)
-        if not self.full and self.prune and not self._window_pruned:  # prune again, per window
+        if not self.full and not self._window_pruned:  # prune again, per window
             kept = rows_in_runs(self.pid, self.seg, *self._ends())
             if kept.shape[0] < self.pos.shape[0]:  # (ascending: as many rows keep them all)
                 self._keep(kept)
@@ -279,8 +279,17 @@ class QueryRows:
                 return rows & (self.kind == EVENT)  # not MOVE rows
             return rows
 
-        starts = entering(tpl.start_states)
-        return pos >= 0, starts, entering(tpl.end_states)
+        starts, ends = entering(tpl.start_states), entering(tpl.end_states)
+        if not one_row:  # a block row starts (ends) trends where its block holds a start (end)
+            for s_i, sb in enumerate(self.sources):
+                if isinstance(sb, SharedStages):
+                    block = sb.blocks[self.plan.query.name]
+                    at = self.macro_src == s_i
+                    if tpl.is_start[block].any():
+                        starts = starts | at
+                    if tpl.is_end[block].any():
+                        ends = ends | at
+        return pos >= 0, starts, ends
 
     def _expand(self, tpl: Template) -> np.ndarray:
         """Each matched event as one row per state its label enters, then a `MOVE` row when its
@@ -352,14 +361,11 @@ class QueryRows:
         assert seg is not None, "events are segmented first"
         first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
         total = int((seg // a - first + 1).sum())
-        none = np.zeros(0, bool)
-        rep, k = window_copies(
-            self.pid, seg, a, n, total, *(self._ends() if self.prune else (none, none, none))
-        )
+        rep, k = window_copies(self.pid, seg, a, n, total, *self._ends())
         self._keep(rep, tuple(name for name in self._PER_EVENT if name != "seg"))
         self.seg = k
         self.full = False
-        self._window_pruned = self.prune
+        self._window_pruned = True
 
     # -- inputs --
 

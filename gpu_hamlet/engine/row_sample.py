@@ -12,8 +12,9 @@ runs took 1.2 ms of that 23 ms call; docs/architecture.md section 4, step 2).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +56,9 @@ def _runs(first: np.ndarray, base: np.ndarray) -> np.ndarray:
     return np.cumsum(cut)
 
 
+Segments = Callable[[np.ndarray, np.ndarray, int | float], tuple[np.ndarray, np.ndarray]]
+
+
 @dataclass(frozen=True)
 class RowSample:
     """Sampled sorted rows (`sample_rows`) of a call's `SortedKeys`, with the partition runs a
@@ -65,6 +69,8 @@ class RowSample:
     codes: np.ndarray
     part: np.ndarray  # per row: its run of one partition within one block
     scale: float
+    #: per tumbling window width: the sample's window runs (`kept_by_code`)
+    _windows: dict[int | float, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, keys: SortedKeys) -> RowSample:
@@ -85,33 +91,110 @@ class RowSample:
         keys: SortedKeys,
         plans: dict[str, QueryPlan],
         matcher: Matcher,
-        segments: Callable[[np.ndarray, np.ndarray, int | float], tuple[np.ndarray, np.ndarray]],
+        segments: Segments,
     ) -> float:
         """The mean share of the sampled events of type `code` that a query's pruning keeps,
-        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none). Each
-        query is pruned as `QueryRows` prunes it alone: by partition, or by the runs of its
-        tumbling windows, the blocks' edges cutting those runs."""
-        codes = self.codes
-        total = int(np.count_nonzero(codes == code))
-        if total == 0:
+        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none)."""
+        if not np.count_nonzero(self.codes == code):
             return 1.0
-        by_code = rows_by_code(codes)
-        order, pid, time = keys.order[self.rows], keys.pid[self.rows], keys.time[self.rows]
-        runs: dict[int | float, np.ndarray] = {}  # per tumbling window width
         step = max(1, -(-len(queries) // SAMPLE_QUERIES))
-        shares = []
-        for q in queries[::step]:
-            plan = plans[q.name]
-            tpl, w = plan.template, plan.windowing
-            if w.full:
-                run = self.part
-            else:  # the sample's own window runs: those of all rows cost 1-2 ms more
-                if w.seg not in runs:
-                    runs[w.seg] = _runs(self.first, window_run_ids(pid, time, w.seg, segments))
-                run = runs[w.seg]
-            kept, _ = typed_may_complete(
-                codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, order,
-                matcher.drop_mask(q), run, time, w.within, by_code=by_code,
-            )  # fmt: skip
-            shares.append(np.count_nonzero(codes[kept] == code) / total)
-        return float(np.mean(shares))
+        kept = [self.kept_by_code(q, keys, plans, matcher, segments) for q in queries[::step]]
+        return float(np.mean([k[code] / self.counts[code] for k in kept]))
+
+    @functools.cached_property
+    def counts(self) -> np.ndarray:
+        """The sampled events of each type code."""
+        return np.bincount(self.codes)
+
+    @functools.cached_property
+    def _by_code(self) -> tuple[np.ndarray, np.ndarray]:
+        return rows_by_code(self.codes)
+
+    def kept_by_code(
+        self,
+        q: Query,
+        keys: SortedKeys,
+        plans: dict[str, QueryPlan],
+        matcher: Matcher,
+        segments: Segments,
+    ) -> np.ndarray:
+        """How many sampled events of each type code the query's pruning keeps, pruned as
+        `QueryRows` prunes it alone: by partition, or by the runs of its tumbling windows, the
+        blocks' edges cutting those runs."""
+        plan = plans[q.name]
+        tpl, w = plan.template, plan.windowing
+        if w.full:
+            run = self.part
+        else:  # the sample's own window runs: those of all rows cost 1-2 ms more
+            if w.seg not in self._windows:
+                pid, time = keys.pid[self.rows], keys.time[self.rows]
+                self._windows[w.seg] = _runs(self.first, window_run_ids(pid, time, w.seg, segments))
+            run = self._windows[w.seg]
+        kept, _ = typed_may_complete(
+            self.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end,
+            keys.order[self.rows], matcher.drop_mask(q), run, keys.time[self.rows], w.within,
+            by_code=self._by_code,
+        )  # fmt: skip
+        return np.bincount(self.codes[kept], minlength=self.counts.shape[0])
+
+
+class KeptShares:
+    """The share of a Q-set's events of some types that its queries' pruning keeps, from each
+    query's `RowSample` of its partitioning (made when first asked, for a call): alone, a query
+    runs only those, so sharing a run saves only those (`SharedStages.saved_per_run`). On
+    streams of type runs, queries `SEQ(X, B+, Y)` within 10 minutes kept 63% of their events,
+    and the stage gate that gave them all shared runs that cost 1.2-3.8x the best fixed mode
+    (BENCHMARKS.md, GLORIA)."""
+
+    def __init__(
+        self,
+        queries: Iterable[Query],
+        keys: Callable[[Query], SortedKeys],
+        plans: dict[str, QueryPlan],
+        matcher: Matcher,
+        segments: Segments,
+        codes: Callable[[str], int],
+    ) -> None:
+        self.queries = {q.name: q for q in queries}
+        self.keys, self.plans, self.matcher, self.segments = keys, plans, matcher, segments
+        self.code_of = codes
+        self._samples: dict[int, tuple[SortedKeys, RowSample]] = {}
+        self._kept: dict[str, tuple[RowSample, np.ndarray]] = {}
+        self._shares: dict[tuple[tuple[str, ...], frozenset[str]], float] = {}
+        self._alike: dict[tuple, np.ndarray] = {}  # kept counts per way of pruning
+
+    def __call__(self, names: Sequence[str], types: Sequence[str]) -> float:
+        """The mean over up to SAMPLE_QUERIES of the queries `names` of the share of their
+        sampled events of `types` that each keeps (1.0 where the sample holds none)."""
+        key = (tuple(names), frozenset(types))
+        if key not in self._shares:
+            step = max(1, -(-len(names) // SAMPLE_QUERIES))
+            codes = [c for c in map(self.code_of, key[1]) if c >= 0]
+            shares = []
+            for n in names[::step]:
+                sample, kept = self._of(n)
+                mine = [c for c in codes if c < kept.shape[0]]
+                total = int(sample.counts[mine].sum())
+                if total:
+                    shares.append(int(kept[mine].sum()) / total)
+            self._shares[key] = float(np.mean(shares)) if shares else 1.0
+        return self._shares[key]
+
+    def _of(self, name: str) -> tuple[RowSample, np.ndarray]:
+        if name not in self._kept:
+            q = self.queries[name]
+            keys = self.keys(q)
+            if id(keys) not in self._samples:  # (the keys are the partitioner's, kept alive)
+                self._samples[id(keys)] = (keys, RowSample.of(keys))
+            sample = self._samples[id(keys)][1]
+            # Queries that prune alike share the pass: the same pattern, filters and windows
+            # (of 100 bursty SEQ queries, 25 differ: the gate's passes took 8 ms of a 80 ms
+            # call, 4 after).
+            w = self.plans[name].windowing
+            alike = (id(keys), q.pattern, frozenset(q.filters), w.full, w.seg, w.within)
+            if alike not in self._alike:
+                self._alike[alike] = sample.kept_by_code(
+                    q, keys, self.plans, self.matcher, self.segments
+                )
+            self._kept[name] = (sample, self._alike[alike])
+        return self._kept[name]

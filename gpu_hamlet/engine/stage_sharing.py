@@ -18,6 +18,7 @@ propagates. Per run the engine decides whether sharing pays, as HAMLET does per 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping, Sequence
 from math import gcd
 from typing import NamedTuple
 
@@ -116,14 +117,21 @@ def shareable_stages(workload: Workload) -> Shareable:
 
 
 def stage_plan(
-    workload: Workload, ev: EventFrame, model: EngineCostModel
+    workload: Workload,
+    ev: EventFrame,
+    model: EngineCostModel,
+    widths: Mapping[str, int] | None = None,
+    kept: Callable[[Sequence[str], Sequence[str]], float] | None = None,
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
     snapshots propagate along all of them), cut to the stretches whose runs pay. No search
     (None) when neither a pool shared by its whole class nor a stretch of pools that queries
     have in common could pay for its bookkeeping and the search: then only HAMLET's bursts run
-    shared."""
+    shared. `widths`: each query's float channels (`QueryPlan.linear`; None: COUNT alone), which
+    its rows' and block rows' costs grow with; `kept`: the share of the named queries' events
+    of some types that their pruning keeps (`row_sample.KeptShares`; None: all), which is all
+    that sharing those types' runs can save them (`SharedStages.saved_per_run`)."""
     template, pools, stretches, space = shareable_stages(workload)
     if not pools:
         return None, []
@@ -137,24 +145,33 @@ def stage_plan(
         # bookkeeping and the pass that cuts the Q-set's stream into runs: else the stream is
         # not even cut. (All terms grow with the stream alike: the sample decides.) First a
         # bound from the counts alone: sharing saves at most each query's rows of the
-        # sub-pattern, less the map's. The runs of the stages past it are counted in one pass.
+        # sub-pattern, less the map's. The runs of the stages past it are counted in one pass,
+        # and those whose runs would pay are weighed by the share of their rows that the
+        # queries' pruning keeps (a pass per way of pruning: asked last).
         out, past = [], []
         for i, (types, names) in enumerate(stages):
             seen = template.types_of(frozenset(names))
             nt, ns, nq = stats.n(types), stats.n(seen), len(names)
+            width = max(widths[n] for n in names) if widths is not None else 1
             cut = model.stage_stream_s * ns
-            per_event = nq * (model.base_s + model.event_s) - (
+            per_event = nq * (model.base_s + width * model.event_s) - (
                 model.base_s + (len(types) + 2) * model.event_s
             )
             out.append(nt * per_event - cut - bookkeeping(nq, ns - nt, model))
             if out[-1] > 0:
-                past.append((i, (frozenset(types), seen), nt, ns, nq, cut))
+                past.append((i, (frozenset(types), seen), nt, ns, nq, width, cut))
         stats.prefetch(key for _, key, *_ in past)
-        for i, key, nt, ns, nq, cut in past:
+        for i, key, nt, ns, nq, width, cut in past:
             runs = stats.runs(*key)
             mean = np.full(1, nt / max(runs, 1.0))
-            saved = runs * SharedStages.saved_per_run(mean, len(key[0]), nq, model)[0]
-            out[i] = float(saved - bookkeeping(nq, ns - nt + runs, model) - cut)
+            cost = bookkeeping(nq, ns - nt + runs, model) + cut
+            for share in (1.0, None):
+                if share is None:
+                    if kept is None or out[i] <= 0:
+                        break
+                    share = kept(stages[i][1], stages[i][0])
+                per_run = SharedStages.saved_per_run(mean, len(key[0]), nq, model, width, share)
+                out[i] = float(runs * per_run[0] - cost)
         return out
 
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
@@ -311,6 +328,7 @@ class SharedStages:
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         model: EngineCostModel,
+        kept: float = 1.0,
     ) -> None:
         self.ev, self.attrs, self.be = ev, attrs, be
         body = stage_body(queries[0].pattern, chain)
@@ -323,6 +341,8 @@ class SharedStages:
                 self.blocks[q.name] = b
         names = tuple(self.blocks)
         self.stats = SharingStats(key, names, stage=True)
+        # `saved_per_run`'s channels and share of the runs' events kept alone
+        self.width, self.kept = max((len(plans[n].linear) for n in names), default=1), kept
         # maps, the same scaled (XFloat), done
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.run_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
@@ -376,24 +396,39 @@ class SharedStages:
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]  # ascending: run r's events are ev_lo[r]:ev_lo[r + 1]
         self.ev_lo = np.r_[0, np.cumsum(np.bincount(self.ev_run, minlength=self.nruns))]
+        self.last_time = self.ev_time[self.ev_lo[1:] - 1]  # per shared run
 
     def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
-        return float(self.saved_per_run(length, len(self.types), nq, model).sum())
+        L, width, kept = len(self.types), self.width, self.kept
+        return float(self.saved_per_run(length, L, nq, model, width, kept).sum())
 
     def _worth(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
-        return self.saved_per_run(length, len(self.types), nq, model) > 0
+        L, width, kept = len(self.types), self.width, self.kept
+        return self.saved_per_run(length, L, nq, model, width, kept) > 0
 
     @staticmethod
-    def saved_per_run(length: np.ndarray, L: int, nq: int, model: EngineCostModel) -> np.ndarray:
+    def saved_per_run(
+        length: np.ndarray,
+        L: int,
+        nq: int,
+        model: EngineCostModel,
+        width: int = 1,
+        kept: float = 1.0,
+    ) -> np.ndarray:
         """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
-        queries, in HAMLET's burst constants (optimizer.py): alone, each query runs the run's rows;
-        shared, the map's events run once with L + 2 columns (IN, the block, the constant) and
-        each query applies a block macro row of about (L + 1) (L + 2) / 2 multiply-adds per
-        column (`run_segments`) and `stage_block_s`, plus the class's bookkeeping."""
-        unshared = nq * length * (model.base_s + model.event_s)
+        queries of `width` float channels, in HAMLET's burst constants (optimizer.py): alone,
+        each query runs the `kept` share of the run's rows that its pruning keeps (`event_s` per
+        channel); shared, the map's events run once
+        with L + 2 columns (IN, the block, the constant) and each query applies a block macro
+        row of about (L + 1) (L + 2) / 2 multiply-adds per column and pair of channels (each
+        output channel reads every input channel, `run_segments`) and `stage_block_s`, plus the
+        class's bookkeeping. (The maps' kernel took the same time with one channel and two:
+        bench_gloria.py's type runs; docs/architecture.md section 10.)"""
+        unshared = nq * kept * length * (model.base_s + width * model.event_s)
+        per_block = width * width * (L + 1) * (L + 2) / 2 * model.event_s
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
-            + nq * (model.base_s + (L + 1) * (L + 2) / 2 * model.event_s + model.stage_block_s)
+            + nq * (model.base_s + per_block + model.stage_block_s)
             + model.class_s
         )
         return unshared - shared
@@ -417,17 +452,19 @@ class SharedStages:
         and pattern position (a run's: the sub-pattern's entry). So a query reads the slots,
         not the whole stream. With `prune`, event rows that cannot be in a trend no longer
         than `within` are dropped (gpu_hamlet/engine/pruning.py) and every run is kept (it
-        stands for a stretch of time); when the sub-pattern holds the pattern's start or end,
-        whose times a run's slot does not give, nothing is pruned."""
+        stands for a stretch of time). Where the sub-pattern holds the pattern's start (or end),
+        a run starts (ends) trends at its last (first) event's time: the latest start and the
+        earliest end it holds, which reach furthest."""
         sl = self.slots
         if sl is None or not self.shares(q.name):
             return None
         block = self.blocks[q.name]
-        if prune and not (tpl.is_start[block[0]] or tpl.is_end[block[-1]]):
+        if prune:
             idx, pos = typed_may_complete(
                 sl.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, sl.rows,
                 matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst, int(block[0]),
-                self._by_code,
+                self._by_code, self.last_time if tpl.is_start[block].any() else None,
+                bool(tpl.is_end[block].any()),
             )  # fmt: skip
         else:
             run = sl.burst >= 0
