@@ -36,7 +36,7 @@ from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_sample import KeptShares
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
-from gpu_hamlet.engine.stage_sharing import SharedStages, stage_plan
+from gpu_hamlet.engine.stage_sharing import SharedStages, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
@@ -223,6 +223,8 @@ def planned_stages(
     """GLORIA's Q-sets that `dynamic` builds in this call (`stage_plan`, weighing each query's
     channels and pruning), each with the share of its runs' events that its queries keep alone
     (`KeptShares`), which is all that sharing a run can save them."""
+    if not shareable_stages(ctx.runs).pools:  # (most workloads: a small call's every us counts)
+        return []
     parts, plans = ctx.parts, ctx.plans
 
     def keys_of(q: Query) -> SortedKeys:
