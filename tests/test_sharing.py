@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 from unittest.mock import patch
 
 import numpy as np
@@ -40,10 +42,12 @@ from gpu_hamlet.engine.row_sample import (
     SAMPLE_BLOCKS,
     SAMPLE_ROWS,
     KeptShares,
+    PaneRuns,
     RowSample,
     sample_rows,
 )
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, may_pay
+from gpu_hamlet.query.plan import Windowing
 
 PAPER_STREAM = Path(__file__).parent / "data" / "Paper_TestStream.txt"
 PAPER_QUERIES = (
@@ -611,6 +615,15 @@ def test_kept_shares_are_each_querys_kept_events_of_some_types():
         assert shares(("r",), ("A", "B")) == 1.0  # one window of a minute: every event
         assert shares(("p", "r"), ("Z",)) == 1.0  # no such events: nothing to weigh
     assert passes == ["p", "r"]  # q prunes as p does
+
+
+def test_pane_runs_count_the_samples_runs_of_one_pane():
+    """`PaneRuns`: the runs of the named queries' common pane (the gcd of their panes) among the
+    sample's first n events, in the order given."""
+    panes = {"ten": SimpleNamespace(seg=10), "four": SimpleNamespace(seg=4)}
+    runs = PaneRuns(np.asarray([0, 1, 2, 10, 11, 25]), lambda n: cast(Windowing, panes[n]))
+    assert runs(("ten",), 6) == 3 and runs(("ten",), 3) == 1 and runs(("ten",), 0) == 0
+    assert runs(("ten", "four"), 6) == 4  # panes of 2: 0, 0, 1, 5, 5, 12
 
 
 def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():

@@ -511,6 +511,8 @@ def test_a_q_set_runs_only_the_stretch_of_its_chain_that_pays():
     assert not any(key.startswith("start(") for key, _, _ in qsets)
     # Queries that keep a tenth of those events alone (`KeptShares`) save a tenth by sharing.
     assert stage_plan(wl, cast(EventFrame, ev), CPU_COSTS, kept=lambda *_: 0.1)[1] == []
+    # Nor do runs that panes cut to single events (`PaneRuns`: one run an event).
+    assert stage_plan(wl, cast(EventFrame, ev), CPU_COSTS, panes=lambda _, n: n)[1] == []
     # Events 1 ms apart: a window holds many A ... C stretches, and each query keeps most runs
     # (1 s apart, it keeps a tenth: the runs between an A1 and a C, or cut by a window, and
     # sharing the others' maps loses: 2.5-2.8x `none`'s time at 200,000 events).

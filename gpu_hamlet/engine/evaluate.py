@@ -34,9 +34,9 @@ from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS, EngineCostMod
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
-from gpu_hamlet.engine.row_sample import KeptShares
+from gpu_hamlet.engine.row_sample import KeptShares, PaneRuns
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
-from gpu_hamlet.engine.stage_sharing import SharedStages, shareable_stages, stage_plan
+from gpu_hamlet.engine.stage_sharing import SAMPLE, SharedStages, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
@@ -232,9 +232,11 @@ def planned_stages(
 
     widths = {n: len(plan.linear) for n, plan in plans.items()}
     kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, ctx.be.segments, ctx.ev.code_of)
+    head = ctx.ev.type_codes[:SAMPLE] >= 0  # (the events `stage_plan` samples)
+    panes = PaneRuns(ctx.ev.time[:SAMPLE][head], lambda n: plans[n].windowing)
     return [
         (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
-        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept)[1]
+        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept, panes)[1]
     ]
 
 

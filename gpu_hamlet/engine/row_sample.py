@@ -13,6 +13,7 @@ runs took 1.2 ms of that 23 ms call; docs/architecture.md section 4, step 2).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from gpu_hamlet.engine.burst_slots import run_lengths
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import rows_by_code, typed_may_complete
-from gpu_hamlet.query.plan import QueryPlan
+from gpu_hamlet.query.plan import QueryPlan, Windowing
 from gpu_hamlet.query.workload import Query
 
 #: Rows sampled in all, in SAMPLE_BLOCKS blocks spread evenly over the sorted rows (each block
@@ -205,3 +206,26 @@ class KeptShares:
                 )
             self._kept[name] = (sample, self._alike[alike])
         return self._kept[name]
+
+
+class PaneRuns:
+    """How many runs of one pane the first events of GLORIA's sample form (the events as given,
+    those of a type some query reads, as `stage_plan` samples them), for the named queries'
+    common pane: every run of a sub-pattern is cut there (`SharedStages`), while the sample's
+    statistics follow types alone. Without it, a stretch of every type its Q-set reads was one
+    run of 25,000 events on the NASDAQ ticks, and the gate searched for stages that never paid
+    (5 ms of a 200 ms call; BENCHMARKS.md, GLORIA)."""
+
+    def __init__(self, time: np.ndarray, windows: Callable[[str], Windowing]) -> None:
+        self.time, self.windows = time, windows
+        self._runs: dict[tuple[int | float, int], int] = {}
+
+    def __call__(self, names: Sequence[str], n: int) -> int:
+        segs = [self.windows(name).seg for name in names]
+        ints = [s for s in segs if isinstance(s, int)]
+        pane: int | float = math.gcd(*ints) if len(ints) == len(segs) else min(segs)
+        key = (pane, n)
+        if key not in self._runs:
+            ids = np.floor_divide(self.time[:n], pane)
+            self._runs[key] = int(np.count_nonzero(ids[1:] != ids[:-1])) + int(n > 0)
+        return self._runs[key]

@@ -122,6 +122,7 @@ def stage_plan(
     model: EngineCostModel,
     widths: Mapping[str, int] | None = None,
     kept: Callable[[Sequence[str], Sequence[str]], float] | None = None,
+    panes: Callable[[Sequence[str], int], int] | None = None,
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
@@ -131,7 +132,9 @@ def stage_plan(
     shared. `widths`: each query's float channels (`QueryPlan.linear`; None: COUNT alone), which
     its rows' and block rows' costs grow with; `kept`: the share of the named queries' events
     of some types that their pruning keeps (`row_sample.KeptShares`; None: all), which is all
-    that sharing those types' runs can save them (`SharedStages.saved_per_run`)."""
+    that sharing those types' runs can save them (`SharedStages.saved_per_run`); `panes`: the
+    runs of one pane of the named queries that the sample's first n events form (`PaneRuns`;
+    None: none), which cut every sub-pattern's runs as `SharedStages` cuts them."""
     template, pools, stretches, space = shareable_stages(workload)
     if not pools:
         return None, []
@@ -139,6 +142,7 @@ def stage_plan(
     codes = ev.type_codes[:SAMPLE]
     codes = codes[codes >= 0]
     stats = StreamStats.of_codes(codes[:GATE_SAMPLE], type_names)
+    read = min(codes.shape[0], GATE_SAMPLE)  # the events `stats` counted
 
     def gains(stages: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[float]:
         # Per (types, queries): the sample's runs, at their mean length, must save the queries'
@@ -163,6 +167,8 @@ def stage_plan(
         stats.prefetch(key for _, key, *_ in past)
         for i, key, nt, ns, nq, width, cut in past:
             runs = stats.runs(*key)
+            if panes is not None:  # (types alone run on across panes; at most one run an event)
+                runs = max(runs, min(nt, panes(stages[i][1], read)))
             mean = np.full(1, nt / max(runs, 1.0))
             cost = bookkeeping(nq, ns - nt + runs, model) + cut
             for share in (1.0, None):
@@ -191,6 +197,7 @@ def stage_plan(
         return None, []
     if codes.shape[0] > GATE_SAMPLE:  # the search and the cut weigh the whole sample
         stats = StreamStats.of_codes(codes, type_names)
+        read = codes.shape[0]
     plan = find_plan(template, stats, space=space)
     by_set: dict[tuple[str, ...], list[Pool]] = {}
     for pool, _ in pools:
