@@ -19,6 +19,8 @@ window length share one `reach`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 from numba import njit
@@ -38,8 +40,15 @@ def bound(time_max: float, within: int | float | None, dtype: np.dtype) -> tuple
         b = dtype.type(within) + 16 * np.spacing(max(float(time_max), float(within)))
         return b, True, dtype.type(-np.inf), dtype.type(np.inf)
     # Integers: t + within and t - within are computed only where they cannot overflow.
-    lo, hi = value_range(pa.from_numpy_dtype(dtype))
+    lo, hi = _int_range(dtype)
     return dtype.type(within), True, dtype.type(lo + within), dtype.type(hi - within)
+
+
+@functools.cache
+def _int_range(dtype: np.dtype) -> tuple[int, int]:
+    """The dtype's least and greatest values: asked per query and call, and the Arrow type's
+    lookup cost 3 us of `bound`'s 4 (50 small queries ask 58 times a call)."""
+    return value_range(pa.from_numpy_dtype(dtype))
 
 
 def may_complete(
