@@ -171,12 +171,11 @@ def stage_plan(
                 runs = max(runs, min(nt, panes(stages[i][1], read)))
             mean = np.full(1, nt / max(runs, 1.0))
             cost = bookkeeping(nq, ns - nt + runs, model) + cut
-            for share in (1.0, None):
-                if share is None:
-                    if kept is None or out[i] <= 0:
-                        break
-                    share = kept(stages[i][1], stages[i][0])
-                per_run = SharedStages.saved_per_run(mean, len(key[0]), nq, model, width, share)
+            L = len(key[0])
+            out[i] = float(runs * SharedStages.saved_per_run(mean, L, nq, model, width)[0] - cost)
+            if kept is not None and out[i] > 0:
+                share = kept(stages[i][1], stages[i][0])
+                per_run = SharedStages.saved_per_run(mean, L, nq, model, width, share)
                 out[i] = float(runs * per_run[0] - cost)
         return out
 
