@@ -430,8 +430,8 @@ def test_stage_calibration_fits_its_constants():
     where a Q-set was built, and the cost model's stage fields to paste."""
     done = run_script("calibrate_stages.py", "--events", "3000", "--repeat", "1")
     lines = done.stdout.splitlines()
-    cases = [line for line in lines if line.startswith(("bursty", "ridesharing"))]
-    assert len(cases) == 2 * 30  # 26 bursty and 4 ridesharing cases, then their fit
+    cases = [line for line in lines if line.startswith(("bursty", "type runs", "ridesharing"))]
+    assert len(cases) == 2 * 35  # 27 bursty, 4 type-run and 4 ridesharing cases, then their fit
     names = ("stage_row_s", "stage_stream_s", "stage_block_s")
     consts = dict(line.split(" = ") for line in lines if line.startswith(names))
     assert set(consts) == set(names)

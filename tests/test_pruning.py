@@ -250,30 +250,27 @@ def test_typed_may_complete_keeps_shared_runs_as_slots_do(
     assert got_pos.tolist() == pos[want].tolist()
 
 
-def test_a_shared_run_starts_trends_at_its_last_time_and_ends_them_at_its_first():
-    """A run slot (SharedStages.compressed) stands for a stretch of time: where its block holds
-    the pattern's start, a start at its last event reaches furthest; where it holds the end, an
-    end at its first event. SEQ(A, B, C) within 10; the slot's own time is its first event's."""
+def test_a_shared_run_starts_and_ends_trends_where_its_block_holds_a_start_or_an_end():
+    """A run slot (SharedStages.compressed) starts trends at its time, its run's first event's,
+    where its block holds the pattern's start, and ends them there where it holds the end;
+    else it does neither (it is kept all the same). SEQ(A, B, C) within 10."""
     pos_of_code = np.asarray([0, 1, 2], np.int32)  # A, B, C
     is_start, is_end = np.asarray([True, False, False]), np.asarray([False, False, True])
-    run = np.zeros(4, np.int64)
-    order = np.arange(4, dtype=np.int64)
 
-    def kept(codes, time, held, held_pos, last=None, ends=False):
+    def kept(codes, time, held, held_pos, starts=False, ends=False):
+        n = len(codes)
         got, _ = typed_may_complete(
-            np.asarray(codes, np.int32), pos_of_code, is_start, is_end, order[: len(codes)],
-            None, run[: len(codes)], np.asarray(time, np.int64), 10,
-            np.asarray(held, np.int64), held_pos, None,
-            None if last is None else np.asarray(last, np.int64), ends,
+            np.asarray(codes, np.int32), pos_of_code, is_start, is_end, np.arange(n), None,
+            np.zeros(n, np.int64), np.asarray(time, np.int64), 10, np.asarray(held, np.int64),
+            held_pos, None, starts, ends,
         )  # fmt: skip
         return got.tolist()
 
-    # A run of A (start) events from 0 to 5, then B at 8, C at 12 and C at 16: C at 12 is 7 after
-    # the run's last A (12 after its first), C at 16 is 11 after it.
-    starts = ([0, 1, 2, 2], [0, 8, 12, 16], [0, -1, -1, -1], 0)
-    assert kept(*starts, last=[5]) == [0, 1, 2]
+    # A run of A (start) events from 0, then B at 8, C at 9 and C at 12: 12 is 10 after it.
+    starts = ([0, 1, 2, 2], [0, 8, 9, 12], [0, -1, -1, -1], 0)
+    assert kept(*starts, starts=True) == [0, 1, 2]
     assert kept(*starts) == [0]  # a run that starts nothing: no trend
-    # A at 0, B at 3, then a run of C (end) events from 9 to 20: ends at 9.
+    # A at 0, B at 3, then a run of C (end) events from 9.
     ends = ([0, 1, 2], [0, 3, 9], [-1, -1, 0], 2)
     assert kept(*ends, ends=True) == [0, 1, 2]
     assert kept(*ends) == [2]

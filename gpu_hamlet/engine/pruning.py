@@ -94,34 +94,32 @@ def typed_may_complete(
     held: np.ndarray | None = None,
     held_pos: int = -1,
     by_code: tuple[np.ndarray, np.ndarray] | None = None,
-    held_last: np.ndarray | None = None,
+    held_starts: bool = False,
     held_ends: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`rows_may_complete` of a query whose events are one row each at their type's state (a
     flat SEQ), from the events' type codes in sorted order: (the indices kept, their positions).
     `drop`: per event row (`order` maps sorted indices to rows), whether the query's filters drop
     it (None: no filters). `held`: per row, a shared run's id where the row stands for one
-    (`SharedStages.compressed`): such a row is at `held_pos` and is kept. It starts a trend
-    when `held_last` gives each run's last time (the latest start it holds: the row's own time
-    is the run's first), and ends one with `held_ends` (at its first time, the earliest end);
-    else neither. `by_code`: the rows of each type code (`rows_by_code`), which the queries of a
+    (`SharedStages.compressed`): such a row is at `held_pos` and is kept; with `held_starts`
+    (`held_ends`) it starts (ends) trends at its time, its run's first event's. A start later in
+    the run reaches no further: the run lies in one pane of its queries, and a window holding a
+    trend from that start begins at a pane's start, so it holds the run's first event too.
+    `by_code`: the rows of each type code (`rows_by_code`), which the queries of a
     call share; made here when not given. The starts and ends come from those lists and the
     walks read only the rows they cover, all in one compiled call: on small inputs the NumPy
     steps between them cost more than the rows (bench_small.py), and on large ones a pass
     over every row per query was 45% of the pruning (docs/architecture.md section 4)."""
     if time.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0, pos_of_code.dtype)
-    last = np.zeros(0, time.dtype) if held_last is None else held_last
-    tmax = 0.0
-    if within is not None and time.dtype.kind == "f":
-        tmax = max(float(np.max(np.abs(time))), float(np.max(np.abs(last), initial=0.0)))
+    tmax = float(np.max(np.abs(time))) if within is not None and time.dtype.kind == "f" else 0.0
     args = bound(tmax, within, time.dtype)
     drop = np.zeros(0, np.bool_) if drop is None else drop
     held = np.zeros(0, np.int64) if held is None else held
     ptr, idx = rows_by_code(codes) if by_code is None else by_code
     return _typed_may_complete(
         codes, pos_of_code, is_start, is_end, ptr, idx, order, drop, held, held_pos, run, time,
-        held_last is not None, last, held_ends, *args,
+        held_starts, held_ends, *args,
     )  # fmt: skip
 
 
@@ -177,24 +175,20 @@ def _entering(states, pos_of_code, ptr, idx, order, drop, held):
 @njit(cache=True, nogil=True)
 def _typed_may_complete(
     codes, pos_of_code, is_start, is_end, ptr, idx, order, drop, held, held_pos, run, time,
-    held_starts, held_last, held_ends, within, bounded, lowest, highest,
+    held_starts, held_ends, within, bounded, lowest, highest,
 ):  # fmt: skip
     n = codes.shape[0]
     filters = drop.shape[0] > 0
     slots = held.shape[0] > 0  # some rows stand for shared runs
     starts = _entering(is_start, pos_of_code, ptr, idx, order, drop, held)
     ends = _entering(is_end, pos_of_code, ptr, idx, order, drop, held)
-    stime = time  # the starts' times: a run's is its last
     if slots and (held_starts or held_ends):
         runs = np.flatnonzero(held >= 0)
         if held_starts:
             starts = np.sort(np.concatenate((starts, runs)))
-            stime = time.copy()
-            for i in runs:
-                stime[i] = held_last[held[i]]
         if held_ends:
             ends = np.sort(np.concatenate((ends, runs)))
-    flo, fhi = reach(run, stime, starts, within, bounded, highest)
+    flo, fhi = reach(run, time, starts, within, bounded, highest)
     lo, hi = spans(run, time, flo, fhi, ends, within, bounded, lowest)
     ncodes = pos_of_code.shape[0]
     if slots:  # the events in a span, and every run

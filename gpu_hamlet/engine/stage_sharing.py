@@ -402,7 +402,6 @@ class SharedStages:
         self.ev_time = np.ascontiguousarray(t[keep])
         self.ev_run = run_id[keep]  # ascending: run r's events are ev_lo[r]:ev_lo[r + 1]
         self.ev_lo = np.r_[0, np.cumsum(np.bincount(self.ev_run, minlength=self.nruns))]
-        self.last_time = self.ev_time[self.ev_lo[1:] - 1]  # per shared run
 
     def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
         L, width, kept = len(self.types), self.width, self.kept
@@ -459,8 +458,7 @@ class SharedStages:
         not the whole stream. With `prune`, event rows that cannot be in a trend no longer
         than `within` are dropped (gpu_hamlet/engine/pruning.py) and every run is kept (it
         stands for a stretch of time). Where the sub-pattern holds the pattern's start (or end),
-        a run starts (ends) trends at its last (first) event's time: the latest start and the
-        earliest end it holds, which reach furthest."""
+        a run starts (ends) trends at its slot's time, its first event's (`typed_may_complete`)."""
         sl = self.slots
         if sl is None or not self.shares(q.name):
             return None
@@ -469,8 +467,7 @@ class SharedStages:
             idx, pos = typed_may_complete(
                 sl.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, sl.rows,
                 matcher.drop_mask(q), sl.pid, sl.time, within, sl.burst, int(block[0]),
-                self._by_code, self.last_time if tpl.is_start[block].any() else None,
-                bool(tpl.is_end[block].any()),
+                self._by_code, bool(tpl.is_start[block].any()), bool(tpl.is_end[block].any()),
             )  # fmt: skip
         else:
             run = sl.burst >= 0
