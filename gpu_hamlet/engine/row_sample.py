@@ -166,25 +166,31 @@ class KeptShares:
         self._shares: dict[tuple[tuple[str, ...], frozenset[str]], float] = {}
         self._alike: dict[tuple, np.ndarray] = {}  # kept counts per way of pruning
 
-    def __call__(self, names: Sequence[str], types: Sequence[str]) -> float:
+    def __call__(self, names: Sequence[str], types: Sequence[str], need: float = 0.0) -> float:
         """The mean over up to KEPT_QUERIES of the queries `names` of the share of their
-        sampled events of `types` that each keeps (1.0 where the sample holds none)."""
+        sampled events of `types` that each keeps (1.0 where the sample holds none). `need`:
+        the share below which the caller's stage cannot pay; once the mean so far is under a
+        quarter of it, no other query is pruned for it."""
         key = (tuple(names), frozenset(types))
         if key not in self._shares:
-            # Queries pruned already first: each other one costs a compiled pass (about 80 us;
-            # the gate asks of many overlapping Q-sets: 39 passes for NASDAQ's 100 Kleene
-            # queries with 8 a Q-set, 3 ms of a 170 ms call).
+            # Queries pruned already first: each other one costs a compiled pass (40-80 us; the
+            # gate asks of many overlapping Q-sets: 39 passes for NASDAQ's 100 Kleene queries
+            # with 8 a Q-set, 3 ms of a 170 ms call). Where pruning keeps next to nothing (1,000
+            # groups, or windows shorter than a run), one query decides: 21 passes took 1.5 ms
+            # of a 7.8 ms call there (bursty Kleene, 50 queries, 100,000 events).
             step = max(1, -(-len(names) // KEPT_QUERIES))
             done = [n for n in names if n in self._kept]
             asked = (done + [n for n in names[::step] if n not in self._kept])[:KEPT_QUERIES]
             codes = [c for c in map(self.code_of, key[1]) if c >= 0]
-            shares = []
+            shares: list[float] = []
             for n in asked:
                 sample, kept = self._of(n)
                 mine = [c for c in codes if c < kept.shape[0]]
                 total = int(sample.counts[mine].sum())
                 if total:
                     shares.append(int(kept[mine].sum()) / total)
+                    if sum(shares) < len(shares) * need / 4:
+                        break
             self._shares[key] = float(np.mean(shares)) if shares else 1.0
         return self._shares[key]
 

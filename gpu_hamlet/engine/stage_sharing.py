@@ -121,7 +121,7 @@ def stage_plan(
     ev: EventFrame,
     model: EngineCostModel,
     widths: Mapping[str, int] | None = None,
-    kept: Callable[[Sequence[str], Sequence[str]], float] | None = None,
+    kept: Callable[[Sequence[str], Sequence[str], float], float] | None = None,
     panes: Callable[[Sequence[str], int], int] | None = None,
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
@@ -174,7 +174,10 @@ def stage_plan(
             L = len(key[0])
             out[i] = float(runs * SharedStages.saved_per_run(mean, L, nq, model, width)[0] - cost)
             if kept is not None and out[i] > 0:
-                share = kept(stages[i][1], stages[i][0])
+                # The gain is linear in the share kept: it pays from `need` on.
+                none = float(runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)[0])
+                need = (cost - none) / (out[i] + cost - none)
+                share = kept(stages[i][1], stages[i][0], need)
                 per_run = SharedStages.saved_per_run(mean, L, nq, model, width, share)
                 out[i] = float(runs * per_run[0] - cost)
         return out
