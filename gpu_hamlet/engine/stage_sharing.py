@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from math import gcd
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -81,6 +81,8 @@ def bookkeeping(nq: int, slots: float, model: EngineCostModel) -> float:
 IN_TYPE = "IN"
 
 Body = tuple[PatternElement | Seq, ...]
+#: Runs' lengths: an array of them, or one (the gate's mean run, where arrays cost more).
+Lengths = TypeVar("Lengths", np.ndarray, float)
 
 
 class Shareable(NamedTuple):
@@ -169,17 +171,16 @@ def stage_plan(
             runs = stats.runs(*key)
             if panes is not None:  # (types alone run on across panes; at most one run an event)
                 runs = max(runs, min(nt, panes(stages[i][1], read)))
-            mean = np.full(1, nt / max(runs, 1.0))
+            mean = nt / max(runs, 1.0)
             cost = bookkeeping(nq, ns - nt + runs, model) + cut
             L = len(key[0])
-            out[i] = float(runs * SharedStages.saved_per_run(mean, L, nq, model, width)[0] - cost)
+            out[i] = runs * SharedStages.saved_per_run(mean, L, nq, model, width) - cost
             if kept is not None and out[i] > 0:
                 # The gain is linear in the share kept: it pays from `need` on.
-                none = float(runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)[0])
+                none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)
                 need = (cost - none) / (out[i] + cost - none)
                 share = kept(stages[i][1], stages[i][0], need)
-                per_run = SharedStages.saved_per_run(mean, L, nq, model, width, share)
-                out[i] = float(runs * per_run[0] - cost)
+                out[i] = runs * SharedStages.saved_per_run(mean, L, nq, model, width, share) - cost
         return out
 
     def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
@@ -416,13 +417,13 @@ class SharedStages:
 
     @staticmethod
     def saved_per_run(
-        length: np.ndarray,
+        length: Lengths,
         L: int,
         nq: int,
         model: EngineCostModel,
         width: int = 1,
         kept: float = 1.0,
-    ) -> np.ndarray:
+    ) -> Lengths:
         """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
         queries of `width` float channels, in HAMLET's burst constants (optimizer.py): alone,
         each query runs the `kept` share of the run's rows that its pruning keeps (`event_s` per
