@@ -95,14 +95,22 @@ class RowSample:
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         segments: Segments,
+        need: float = 0.0,
     ) -> float:
         """The mean share of the sampled events of type `code` that a query's pruning keeps,
-        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none)."""
+        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none); once
+        the mean of two or more is under a quarter of `need` (the share below which the
+        caller's set cannot pay), no other query is pruned (as `KeptShares`: a pass is 40-80
+        us, and 50 small queries over 2,100 events made 8 a call)."""
         if not np.count_nonzero(self.codes == code):
             return 1.0
         step = max(1, -(-len(queries) // SAMPLE_QUERIES))
-        kept = [self.kept_by_code(q, keys, plans, matcher, segments) for q in queries[::step]]
-        return float(np.mean([k[code] / self.counts[code] for k in kept]))
+        shares: list[float] = []
+        for q in queries[::step]:
+            shares.append(self.kept_by_code(q, keys, plans, matcher, segments)[code])
+            if len(shares) >= 2 and sum(shares) < len(shares) * need * self.counts[code] / 4:
+                break
+        return float(np.mean(shares) / self.counts[code])
 
     @functools.cached_property
     def counts(self) -> np.ndarray:
@@ -169,15 +177,16 @@ class KeptShares:
     def __call__(self, names: Sequence[str], types: Sequence[str], need: float = 0.0) -> float:
         """The mean over up to KEPT_QUERIES of the queries `names` of the share of their
         sampled events of `types` that each keeps (1.0 where the sample holds none). `need`:
-        the share below which the caller's stage cannot pay; once the mean so far is under a
-        quarter of it, no other query is pruned for it."""
+        the share below which the caller's stage cannot pay; once the mean of two or more is
+        under a quarter of it, no other query is pruned for it (their shares differ by pattern:
+        2% to 20% over bench_sharing.py's bursts of 50)."""
         key = (tuple(names), frozenset(types))
         if key not in self._shares:
             # Queries pruned already first: each other one costs a compiled pass (40-80 us; the
             # gate asks of many overlapping Q-sets: 39 passes for NASDAQ's 100 Kleene queries
             # with 8 a Q-set, 3 ms of a 170 ms call). Where pruning keeps next to nothing (1,000
             # groups, or windows shorter than a run), one query decides: 21 passes took 1.5 ms
-            # of a 7.8 ms call there (bursty Kleene, 50 queries, 100,000 events).
+            # of a 7.8 ms call there (bursty Kleene, 50 queries, 100,000 events), 15 after.
             step = max(1, -(-len(names) // KEPT_QUERIES))
             done = [n for n in names if n in self._kept]
             asked = (done + [n for n in names[::step] if n not in self._kept])[:KEPT_QUERIES]
@@ -189,7 +198,7 @@ class KeptShares:
                 total = int(sample.counts[mine].sum())
                 if total:
                     shares.append(int(kept[mine].sum()) / total)
-                    if sum(shares) < len(shares) * need / 4:
+                    if len(shares) >= 2 and sum(shares) < len(shares) * need / 4:
                         break
             self._shares[key] = float(np.mean(shares)) if shares else 1.0
         return self._shares[key]

@@ -291,7 +291,9 @@ def may_pay(
     fixed = model.fixed(keys.codes.shape[0], round(sample.scale * lengths.sum()), runs)
     if gain <= fixed:
         return False
-    return gain * sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments) > fixed
+    need = fixed / gain
+    share = sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments, need)
+    return gain * share > fixed
 
 
 class Ahead:
