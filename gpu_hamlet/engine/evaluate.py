@@ -36,7 +36,7 @@ from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_sample import KeptShares, PaneRuns
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
-from gpu_hamlet.engine.stage_sharing import SAMPLE, SharedStages, shareable_stages, stage_plan
+from gpu_hamlet.engine.stage_sharing import SharedStages, sample_of, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
@@ -232,8 +232,7 @@ def planned_stages(
 
     widths = {n: len(plan.linear) for n, plan in plans.items()}
     kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, ctx.be.segments, ctx.ev.code_of)
-    head = ctx.ev.type_codes[:SAMPLE] >= 0  # (the events `stage_plan` samples)
-    panes = PaneRuns(ctx.ev.time[:SAMPLE][head], lambda n: plans[n].windowing)
+    panes = PaneRuns(sample_of(ctx.ev, ctx.ev.time), lambda n: plans[n].windowing)
     return [
         (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
         for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept, panes)[1]

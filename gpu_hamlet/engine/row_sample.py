@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +59,20 @@ def _runs(first: np.ndarray, base: np.ndarray) -> np.ndarray:
     return np.cumsum(cut)
 
 
+def mean_share(shares: Iterable[float], need: float) -> float:
+    """The mean of the shares kept (1.0 where there is none), taken one by one, each a compiled
+    pass of pruning (40-80 us): once the mean of two or more is under a quarter of `need` (the
+    share below which the caller's sharing cannot pay), the others are not asked for. Queries'
+    shares differ by pattern (2% to 20% over bench_sharing.py's bursts of 50), so one does not
+    decide."""
+    seen: list[float] = []
+    for share in shares:
+        seen.append(share)
+        if len(seen) >= 2 and sum(seen) < len(seen) * need / 4:
+            break
+    return float(np.mean(seen)) if seen else 1.0
+
+
 Segments = Callable[[np.ndarray, np.ndarray, int | float], tuple[np.ndarray, np.ndarray]]
 
 
@@ -98,19 +112,17 @@ class RowSample:
         need: float = 0.0,
     ) -> float:
         """The mean share of the sampled events of type `code` that a query's pruning keeps,
-        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none); once
-        the mean of two or more is under a quarter of `need` (the share below which the
-        caller's set cannot pay), no other query is pruned (as `KeptShares`: a pass is 40-80
-        us, and 50 small queries over 2,100 events made 8 a call)."""
+        over up to SAMPLE_QUERIES of the flat `queries` (1.0 where the sample has none), asked
+        until `need` decides (`mean_share`: 50 small queries over 2,100 events made 8 passes a
+        call, and 2 since)."""
         if not np.count_nonzero(self.codes == code):
             return 1.0
         step = max(1, -(-len(queries) // SAMPLE_QUERIES))
-        shares: list[float] = []
-        for q in queries[::step]:
-            shares.append(self.kept_by_code(q, keys, plans, matcher, segments)[code])
-            if len(shares) >= 2 and sum(shares) < len(shares) * need * self.counts[code] / 4:
-                break
-        return float(np.mean(shares) / self.counts[code])
+        shares = (
+            self.kept_by_code(q, keys, plans, matcher, segments)[code] / self.counts[code]
+            for q in queries[::step]
+        )
+        return mean_share(shares, need)
 
     @functools.cached_property
     def counts(self) -> np.ndarray:
@@ -176,31 +188,30 @@ class KeptShares:
 
     def __call__(self, names: Sequence[str], types: Sequence[str], need: float = 0.0) -> float:
         """The mean over up to KEPT_QUERIES of the queries `names` of the share of their
-        sampled events of `types` that each keeps (1.0 where the sample holds none). `need`:
-        the share below which the caller's stage cannot pay; once the mean of two or more is
-        under a quarter of it, no other query is pruned for it (their shares differ by pattern:
-        2% to 20% over bench_sharing.py's bursts of 50)."""
+        sampled events of `types` that each keeps (1.0 where the sample holds none), asked
+        until `need`, the share below which the caller's stage cannot pay, decides
+        (`mean_share`)."""
         key = (tuple(names), frozenset(types))
         if key not in self._shares:
             # Queries pruned already first: each other one costs a compiled pass (40-80 us; the
             # gate asks of many overlapping Q-sets: 39 passes for NASDAQ's 100 Kleene queries
             # with 8 a Q-set, 3 ms of a 170 ms call). Where pruning keeps next to nothing (1,000
-            # groups, or windows shorter than a run), one query decides: 21 passes took 1.5 ms
+            # groups, or windows shorter than a run), two queries decide: 21 passes took 1.5 ms
             # of a 7.8 ms call there (bursty Kleene, 50 queries, 100,000 events), 15 after.
             step = max(1, -(-len(names) // KEPT_QUERIES))
             done = [n for n in names if n in self._kept]
             asked = (done + [n for n in names[::step] if n not in self._kept])[:KEPT_QUERIES]
             codes = [c for c in map(self.code_of, key[1]) if c >= 0]
-            shares: list[float] = []
-            for n in asked:
-                sample, kept = self._of(n)
-                mine = [c for c in codes if c < kept.shape[0]]
-                total = int(sample.counts[mine].sum())
-                if total:
-                    shares.append(int(kept[mine].sum()) / total)
-                    if len(shares) >= 2 and sum(shares) < len(shares) * need / 4:
-                        break
-            self._shares[key] = float(np.mean(shares)) if shares else 1.0
+
+            def shares() -> Iterator[float]:
+                for n in asked:
+                    sample, kept = self._of(n)
+                    mine = [c for c in codes if c < kept.shape[0]]
+                    total = int(sample.counts[mine].sum())
+                    if total:
+                        yield int(kept[mine].sum()) / total
+
+            self._shares[key] = mean_share(shares(), need)
         return self._shares[key]
 
     def _of(self, name: str) -> tuple[RowSample, np.ndarray]:

@@ -141,8 +141,7 @@ def stage_plan(
     if not pools:
         return None, []
     type_names = list(ev.type_names)
-    codes = ev.type_codes[:SAMPLE]
-    codes = codes[codes >= 0]
+    codes = sample_of(ev, ev.type_codes)
     stats = StreamStats.of_codes(codes[:GATE_SAMPLE], type_names)
     read = min(codes.shape[0], GATE_SAMPLE)  # the events `stats` counted
 
@@ -174,7 +173,7 @@ def stage_plan(
             mean = nt / max(runs, 1.0)
             cost = bookkeeping(nq, ns - nt + runs, model) + cut
             L = len(key[0])
-            out[i] = runs * SharedStages.saved_per_run(mean, L, nq, model, width) - cost
+            out[i] = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 1.0) - cost
             if kept is not None and out[i] > 0:
                 # The gain is linear in the share kept: it pays from `need` on.
                 none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)
@@ -235,6 +234,12 @@ def stage_plan(
         for i, j in sorted(taken):
             out.append((" ".join(p.key for p in chain[i:j]), chain[i:j], names))
     return plan, out
+
+
+def sample_of(ev: EventFrame, values: np.ndarray) -> np.ndarray:
+    """`values` (one per event) of the events GLORIA's statistics read: of the first SAMPLE,
+    those of a type some query reads (the others have no type code)."""
+    return values[:SAMPLE][ev.type_codes[:SAMPLE] >= 0]
 
 
 def _stretches(
@@ -338,7 +343,7 @@ class SharedStages:
         plans: dict[str, QueryPlan],
         matcher: Matcher,
         model: EngineCostModel,
-        kept: float = 1.0,
+        kept: float,
     ) -> None:
         self.ev, self.attrs, self.be = ev, attrs, be
         body = stage_body(queries[0].pattern, chain)
@@ -421,8 +426,8 @@ class SharedStages:
         L: int,
         nq: int,
         model: EngineCostModel,
-        width: int = 1,
-        kept: float = 1.0,
+        width: int,
+        kept: float,
     ) -> Lengths:
         """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
         queries of `width` float channels, in HAMLET's burst constants (optimizer.py): alone,
