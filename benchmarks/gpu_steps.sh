@@ -119,11 +119,12 @@ for step in "$@"; do
             > "$out/gloria_gpu.txt" 2>&1
         ;;
     host)
-        # benchmarks/profile_call.py on the GPU backend (its arguments after the limit): where a
-        # warm call's time goes, by function, one sharing mode at a time.
+        # benchmarks/profile_call.py on the GPU backend (its arguments after the limit, where
+        # --backend cpu profiles the CPU backend on the same host): where a warm call's time
+        # goes, by function, one sharing mode and host-thread count at a time.
         # shellcheck disable=SC2086
         timeout -s INT -k 15 "$limit" $py benchmarks/profile_call.py --backend gpu $extra \
-            > "$out/host_profile.txt" 2>&1
+            > "$out/host_profile_$start.txt" 2>&1
         ;;
     *)
         echo "unknown step $name" >&2

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 PREFIX = "gpu-hamlet-cpu"
 #: Work over fewer rows than this runs in the calling thread: handing it over costs more than
@@ -75,3 +75,26 @@ def host_submit(fn: Callable[..., R], args: tuple, threads: int, rows: int) -> F
 def _in_pool() -> bool:
     """Whether this is one of the pool's threads (which must not wait for the pool)."""
     return threading.current_thread().name.startswith(PREFIX)
+
+
+class Once:
+    """Entries of caches that the threads building query rows fill (evaluate.py), each made
+    once: a second thread asking for an entry waits for the first one's rather than making it
+    again. Each key has its own lock, so two threads make different entries at once. Letting
+    both make it cost a 16-core GPU machine 2.6x: sixteen threads each segmented the call's
+    rows on the device at once for the same windows (`SortedKeys.window_runs`), queueing on
+    the device's allocations (BENCHMARKS.md, GPU kernels)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards `_locks`
+        self._locks: dict[tuple, threading.Lock] = {}
+
+    def get(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
+        """cache[key], made by `make()` where it is not there yet."""
+        if key not in cache:
+            with self._lock:
+                lock = self._locks.setdefault((id(cache), key), threading.Lock())
+            with lock:
+                if key not in cache:
+                    cache[key] = make()
+        return cache[key]

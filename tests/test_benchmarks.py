@@ -334,13 +334,16 @@ def test_sharing_benchmark_runs_every_mode(tmp_path):
 
 
 def test_call_profile_shows_each_mode_and_the_engine_inside(tmp_path):
-    """`benchmarks/profile_call.py` on a small stream: a section per sharing mode with its
-    unprofiled time, and both listings name the engine's own functions."""
+    """`benchmarks/profile_call.py` on a small stream: a section per host-thread count and
+    sharing mode with its unprofiled time, and both listings name the engine's own functions."""
     done = run_script(
-        "profile_call.py", "--events", "2000", "--queries", "3", "--calls", "1", "--top", "1000"
+        *("profile_call.py", "--events", "2000", "--queries", "3", "--calls", "1"),
+        *("--top", "1000", "--threads", "1", "2"),
     )
     sections = done.stdout.split("\n== sharing=")[1:]
-    assert [s.split(":")[0] for s in sections] == ["none", "static"]
+    assert [s.split(":")[0] for s in sections] == [
+        f"{mode}, {n} host threads" for n in (1, 2) for mode in ("none", "static")
+    ]
     for section in sections:
         assert float(section.split(": ")[1].split(" ms")[0]) > 0
         by_cum, by_own = section.split("-- by tottime")

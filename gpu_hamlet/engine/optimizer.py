@@ -146,8 +146,11 @@ CPU_COSTS = EngineCostModel(
 #: (0.98x end to end), the coefficients (one thread per burst) are about 3x cheaper than on the
 #: CPU, and the fixed costs of sharing are the device's: analysing a set launches its kernels
 #: and moves its arrays, 14.5 ms a set against the CPU's 0.9 ms, so `may_pay` leaves small sets
-#: alone. The stage constants: one run of `calibrate_stages.py --backend gpu` on the same
-#: machine (call4/calibrate_stages_gpu.txt, alpha 1.79), with these constants in the model.
+#: alone. The stage constants: one run of `calibrate_stages.py --backend gpu` on an H200 after
+#: the stage model weighed the queries' pruning and channels (a06ffc1's tree, 35 cases,
+#: benchmarks/results/gpu/2026-11-27_h200b/call1/calibrate_stages_gpu.txt, alpha 1.43; before,
+#: 2026-11-26_h200/call4 fitted 8.6e-08, 1.3e-07 and 0 with the old model), these constants in
+#: the model.
 GPU_COSTS = EngineCostModel(
     base_s=5.82e-08,
     event_s=8.03e-10,
@@ -159,9 +162,9 @@ GPU_COSTS = EngineCostModel(
     set_row_s=3.41e-08,
     set_run_s=1.69e-07,
     stream_row_s=4.81e-08,
-    stage_row_s=8.6e-08,
-    stage_stream_s=1.3e-07,
-    stage_block_s=0.0,
+    stage_row_s=7.0e-08,
+    stage_stream_s=2.0e-07,
+    stage_block_s=2.8e-07,
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

@@ -6,7 +6,6 @@ partitions of one GROUPBY group be added up afterwards.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -18,7 +17,7 @@ from numba import njit
 
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.pruning import rows_by_code
-from gpu_hamlet.host_threads import cpu_threads, host_map
+from gpu_hamlet.host_threads import Once, cpu_threads, host_map
 from gpu_hamlet.query.schema import decoded, widened
 
 
@@ -32,24 +31,15 @@ class SortedKeys:
     gid: np.ndarray
     time: np.ndarray
     codes: np.ndarray
-    _lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
     _made: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _once_locks: Once = field(default_factory=Once, init=False, repr=False, compare=False)
 
     def _once(self, key: Any, make: Callable[[], Any]) -> Any:
-        """What `make()` makes, one object per call's keys whichever of the threads building
-        query rows asks first (two may make it; the first kept is every thread's).
-        functools.cached_property takes no lock from Python 3.12 on: two threads made two
-        `gid_of_pid` arrays, and a fused run's check that its queries share one failed on a
-        16-core GPU machine (bench_sharing.py, 25 queries over bursts of 50)."""
-        with self._lock:
-            made = self._made.get(key)
-        if made is None:
-            made = make()
-            with self._lock:
-                made = self._made.setdefault(key, made)
-        return made
+        """What `make()` makes, one object per call's keys, whichever of the threads building
+        query rows asks first. functools.cached_property takes no lock from Python 3.12 on: two
+        threads made two `gid_of_pid` arrays, and a fused run's check that its queries share
+        one failed on a 16-core GPU machine (bench_sharing.py, 25 queries over bursts of 50)."""
+        return self._once_locks.get(self._made, key, make)
 
     def window_runs(
         self,

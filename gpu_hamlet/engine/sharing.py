@@ -39,6 +39,7 @@ from gpu_hamlet.engine.optimizer import EngineCostModel, choose_shared
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
 from gpu_hamlet.engine.pruning import bound, ranges, reach, spans
 from gpu_hamlet.engine.row_sample import RowSample
+from gpu_hamlet.host_threads import Once
 from gpu_hamlet.names import quoted, quoted_list
 from gpu_hamlet.query.plan import QueryPlan, Template
 from gpu_hamlet.query.workload import NextCondition, Query, Workload, format_ms
@@ -256,6 +257,18 @@ def kleene_roles(sset: SharableSet, ev: EventFrame, matcher: Matcher) -> np.ndar
     return role
 
 
+def filter_groups(sset: SharableSet) -> np.ndarray:
+    """Each query's filter group, numbered from 0 in order of first query. Which events of a
+    burst a query matches depends only on its filters on the Kleene type: queries with the same
+    ones form a filter group, and a burst's classes are unions of filter groups."""
+    groups: dict[frozenset, int] = {}
+    E = sset.kleene_type
+    return np.asarray(
+        [groups.setdefault(frozenset(q.filters_of(E)), len(groups)) for q in sset.queries],
+        np.int64,
+    )
+
+
 def may_pay(
     sset: SharableSet,
     ev: EventFrame,
@@ -268,7 +281,10 @@ def may_pay(
     """Whether `dynamic` should analyse the set in this call at all: what sharing its Kleene
     type's runs could gain must beat the fixed costs of sharing (`EngineCostModel.fixed`, which
     grow with the sorted rows and the runs). Each run (`run_lengths`: each burst lies in one)
-    gains at most what the optimizer's model gives all the set's queries as one class; but a
+    gains what the optimizer's model gives each filter group as one class, as the analysis
+    assumes when it chooses the bursts worth analysing (`SharedBursts`; one class of all the
+    queries made the gate pass for bench_sharing.py's short bursts with nine filters at 100
+    queries, whose analysis then shared none of 41,695 bursts and cost 19% on a GPU); but a
     query only runs the events its pruning keeps, so where that bound passes, it is scaled by
     the share of the Kleene events the queries keep. Runs and share come from a sample of the
     sorted rows (`RowSample`; every row up to 8,192). Small calls fail it (bench_small.py's
@@ -284,9 +300,10 @@ def may_pay(
     lengths = sample.run_lengths(role)
     width = sum(query_width(plans[n]) for n in sset.names)
     weighted = max(len(plans[n].linear) - 1 for n in sset.names)
+    nf = int(filter_groups(sset).max()) + 1
     b = np.arange(lengths.shape[0], dtype=np.float64)
-    gain = float(lengths @ np.maximum(model.benefit(b, len(sset.names), width, weighted), 0.0))
-    gain *= sample.scale
+    per_group = model.benefit(b, len(sset.names) / nf, width / nf, weighted)
+    gain = nf * float(lengths @ np.maximum(per_group, 0.0)) * sample.scale
     runs = sum(query_runs(plans[n]) for n in sset.names)
     fixed = model.fixed(keys.codes.shape[0], round(sample.scale * lengths.sum()), runs)
     if gain <= fixed:
@@ -332,8 +349,7 @@ class SharedBursts:
         self.stats = SharingStats(sset.kleene_type, sset.names)
         self._coef: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # MU, K, done
         self._slots: dict[int, tuple[np.ndarray, ...]] = {}
-        self._lock = threading.Lock()  # guards `_locks`: one lock per cache entry
-        self._locks: dict[tuple, threading.Lock] = {}
+        self._once = Once()
         self._time_max = 0.0
         self._typed: dict[tuple, np.ndarray] = {}
         self._reach: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -342,15 +358,9 @@ class SharedBursts:
         self._drops: dict[tuple, np.ndarray] = {}  # `_dropped` per stream and filters
         E = sset.kleene_type
         names = sset.names
-        # Which events of a burst a query matches depends only on its filters on E: queries with
-        # the same ones form a filter group, and classes are unions of filter groups.
-        groups: dict[frozenset, int] = {}
-        self.group = np.asarray(
-            [groups.setdefault(frozenset(q.filters_of(E)), len(groups)) for q in sset.queries],
-            np.int64,
-        )
+        self.group = filter_groups(sset)
         self.index = {name: j for j, name in enumerate(names)}
-        nf = len(groups)
+        nf = int(self.group.max()) + 1
         rep_query = [int(np.flatnonzero(self.group == f)[0]) for f in range(nf)]
         self.set_idx, rows, set_pid, t, codes = keys.select(
             matcher.matched_by_any(sset.queries, keys)
@@ -674,15 +684,8 @@ class SharedBursts:
 
     def _cached(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
         """cache[key], made once: queries' rows are built on several threads (evaluate.py),
-        and a second query waits for the first one's, rather than making it again. Each key has
-        its own lock, so two threads make different entries (two groups' streams) at once."""
-        if key not in cache:
-            with self._lock:
-                lock = self._locks.setdefault((id(cache), key), threading.Lock())
-            with lock:
-                if key not in cache:
-                    cache[key] = make()
-        return cache[key]
+        and a second query waits for the first one's (two groups' streams are made at once)."""
+        return self._once.get(cache, key, make)
 
     def shares(self, name: str) -> bool:
         """Whether some burst runs shared for query `name` (a macro row in its rows)."""
