@@ -185,6 +185,21 @@ def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
     assert main(["explain", "--workload", str(wl), "--plan-search", "bell"]) == 2
 
 
+def test_explain_says_which_equal_queries_run_once(tmp_path, capsys):
+    """Queries equal but for their names (however spelled) run once, and explain says so; the
+    sets and the plan are over the queries that run."""
+    wl = tmp_path / "w.txt"
+    wl.write_text(
+        "a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min;"
+        "b: return count(*) pattern SEQ(A, B+) within 60 s;"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 2 min"
+    )
+    assert main(["explain", "--workload", str(wl)]) == 0
+    out = capsys.readouterr().out
+    assert "Equal queries run once: b as a\n" in out
+    assert "sharable set B+: a, c" in out
+
+
 def test_explain_quotes_names_that_need_it(tmp_path, capsys):
     """A name with a space or comma is shown in backticks, as the language writes it: bare,
     `a, b` and c read as three queries."""

@@ -40,7 +40,7 @@ def test_plans_follow_each_calls_nulls():
     for label, xs in (("no nulls", [1.0, 3.0]), ("a null", [1.0, None])):
         ev = prepare_events(_events(xs), parse_workload(TEXT), "time", "type")
         wl = parse_workload(TEXT)
-        _, plans, _ = compile_workload(ev.table.schema, wl, ev.axis, Options(numeric="float"))
+        _, plans, _, _ = compile_workload(ev.table.schema, wl, ev.axis, Options(numeric="float"))
         runs[label] = plans["q1"].linear
     assert runs["no nulls"] != runs["a null"]
     # trends: B1, B2, B1B2 (x: 1, 3, 1+3); then B1, B2, B1B2 with B2.x null: x 1, -, 1
@@ -57,6 +57,6 @@ def test_equal_queries_spelled_apart_keep_their_own_text():
     assert a == b and a.queries[0].text != b.queries[0].text
     ev = prepare_events(_events([1.0]), a, "time", "type")
     for wl in (a, b, a):
-        runs, plans, _ = compile_workload(ev.table.schema, wl, ev.axis, Options())
+        runs, plans, _, _ = compile_workload(ev.table.schema, wl, ev.axis, Options())
         assert plans["q1"].query.text == wl.queries[0].text
         assert runs.queries[0].window_text == wl.queries[0].window_text

@@ -152,7 +152,10 @@ NO_FIXED_COSTS = replace(CPU_COSTS, set_s=0.0, query_s=0.0, set_row_s=0.0, set_r
 
 def test_splits_and_merges_are_counted():
     """Bursts alternating between one and many filtered-in events flip the dynamic decision."""
-    text = ";".join(f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s" for i in range(6))
+    text = ";".join(
+        f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE A.x < {i + 1} WITHIN 1000 s"
+        for i in range(6)
+    )
     events, t = [], 0
     for burst in (40, 1, 40, 1, 40):
         events.append({"time": t, "type": "A", "x": 0})
@@ -180,12 +183,19 @@ MIXED_GROUPS_MODEL = EngineCostModel(base_s=1.0, event_s=1.0, coef_s=0.5, class_
 
 
 def _mixed_groups(groups: str = "uf") -> tuple[str, list[dict]]:
-    """Three queries `u` without filters and three `f` with B.x < 5 (those of `groups`), and
+    """Three queries `u` without filters on B and three `f` with B.x < 5 (those of `groups`;
+    their filters on A keep every A, and keep them from being equal, which runs them once), and
     three bursts of 4 B after an A: u matches 4 B in each, f 4, 1 and 4."""
     text = ";".join(
-        [f"u{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 100 s" for i in range(3)]
+        [
+            f"u{i}: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WHERE A.x < {i + 1} WITHIN 100 s"
+            for i in range(3)
+        ]
         * ("u" in groups)
-        + [f"f{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 5 WITHIN 100 s" for i in range(3)]
+        + [
+            f"f{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x < 5 AND A.x < {i + 1} WITHIN 100 s"
+            for i in range(3)
+        ]
         * ("f" in groups)
     )
     events, t = [], 0
@@ -483,7 +493,10 @@ def test_dynamic_shares_nothing_where_the_fixed_costs_outweigh_any_gain():
     Kleene events are too few for any gain to pay for them, `dynamic` does not analyse it; where
     the analysed gains add up to less than the queries' reading, it shares none; either way the
     results equal sharing="none" and the stats say why."""
-    text = ";".join(f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1000 s" for i in range(6))
+    text = ";".join(
+        f"s{i}: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE A.x < {i + 1} WITHIN 1000 s"
+        for i in range(6)
+    )
     events = events_to_table(
         [{"time": t, "type": "A" if t % 10 == 0 else "B", "x": 0} for t in range(60)]
     )
@@ -589,7 +602,7 @@ def test_kept_shares_are_each_querys_kept_events_of_some_types():
     )
     text = (
         "p: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;\n"
-        "q: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s;\n"
+        "q: RETURN COUNT(*), COUNT(B) PATTERN SEQ(A, B) WITHIN 10 s;\n"
         "r: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 min"
     )
     ctx = _context(table, text)

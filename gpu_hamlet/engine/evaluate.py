@@ -26,7 +26,7 @@ from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, select_backend
-from gpu_hamlet.engine.conjunction import combine, runs_of
+from gpu_hamlet.engine.conjunction import combine, runs_of, same_as
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
@@ -212,6 +212,8 @@ def evaluate(
                 run_group()
                 held = 0
     run_group()
+    for name, first in ctx.same.items():
+        out[name], snapshots[name] = out[first], snapshots[first]
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
     return {q.name: ctx.finish(q, out) for q in wl}
@@ -253,24 +255,25 @@ def result_schemas(
 
 def compile_workload(
     schema: pa.Schema, wl: Workload, axis: TimeAxis, options: Options
-) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options]]:
+) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options], dict[str, str]]:
     """The queries the engine runs for `wl` (an AND as its three counts,
     gpu_hamlet/engine/conjunction.py), their plans for events of `schema` (its columns checked
     by `check_columns`) and their options; every filter checked against its column, before any
-    kernel runs.
+    kernel runs. A query equal to an earlier one but for its name is not run: the last value
+    maps its name to that one's, whose table it gets (`same_as`).
 
     Compiled once per (schema, workload, time axis, options): plans are immutable, and a caller
     with many small calls (tiny tables, many groups or Spark tasks) would otherwise pay the
     automaton construction per query and call (docs/architecture.md section 4)."""
     texts = tuple((q.text, q.window_text) for q in wl)  # equal queries may be spelled apart
-    runs, plans, run_options = _compiled(schema, wl, texts, axis, options)
-    return runs, dict(plans), dict(run_options)
+    runs, plans, run_options, same = _compiled(schema, wl, texts, axis, options)
+    return runs, dict(plans), dict(run_options), same
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(
     schema: pa.Schema, wl: Workload, texts: tuple, axis: TimeAxis, options: Options
-) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options]]:
+) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options], dict[str, str]]:
     """`compile_workload`'s work; `texts` is part of the cache key only."""
     runs = [run for q in wl for run in runs_of(q, options)]
     plans = {q.name: plan_query(q, axis, schema, o.numeric) for q, o in runs}
@@ -279,7 +282,9 @@ def _compiled(
             check_filter(q, f, schema.field(f.attr).type)
         for cond in q.next_conditions:
             check_next(q, cond, schema)
-    return Workload(tuple(q for q, _ in runs)), plans, {q.name: o for q, o in runs}
+    same = same_as(runs)
+    distinct = Workload(tuple(q for q, _ in runs if q.name not in same))
+    return distinct, plans, {q.name: o for q, o in runs}, same
 
 
 @dataclass
@@ -292,10 +297,11 @@ class Context:
     ev: EventFrame
     parts: Partitioner
     attrs: Attributes
-    runs: Workload  # the queries run: the workload's, an AND as its three counts
-    plans: dict[str, QueryPlan]  # per run
-    options: dict[str, Options]  # per run
+    runs: Workload  # the queries run: the workload's, an AND as its three counts, once each
+    plans: dict[str, QueryPlan]  # per run, and per run equal to another
+    options: dict[str, Options]  # the same
     matcher: Matcher
+    same: dict[str, str]  # a run equal to an earlier one but for its name: that one's name
 
     call_options: Options  # as given: an AND's counts run with their own
 
@@ -318,11 +324,21 @@ class Context:
         wl = as_workload(workload)
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
-        runs, plans, run_options = compile_workload(ev.table.schema, wl, ev.axis, options)
+        runs, plans, run_options, same = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
         _check_window_bounds(ev, runs, plans, matcher)
         return cls(
-            wl, be, ev, Partitioner(ev), Attributes(ev), runs, plans, run_options, matcher, options
+            wl,
+            be,
+            ev,
+            Partitioner(ev),
+            Attributes(ev),
+            runs,
+            plans,
+            run_options,
+            matcher,
+            same,
+            options,
         )
 
 
