@@ -14,7 +14,7 @@ import numpy as np
 
 from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
-from cpu_fallback.panes import panes
+from gpu_hamlet.core.panes import panes
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.rings import make_tag

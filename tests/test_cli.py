@@ -185,17 +185,24 @@ def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
     assert main(["explain", "--workload", str(wl), "--plan-search", "bell"]) == 2
 
 
+def _explained(tmp_path, capsys, text: str) -> str:
+    """What `gpu-hamlet explain` prints for a workload file holding `text`."""
+    wl = tmp_path / "w.txt"
+    wl.write_text(text)
+    assert main(["explain", "--workload", str(wl)]) == 0
+    return capsys.readouterr().out
+
+
 def test_explain_says_which_equal_queries_run_once(tmp_path, capsys):
     """Queries equal but for their names (however spelled) run once, and explain says so; the
     sets and the plan are over the queries that run."""
-    wl = tmp_path / "w.txt"
-    wl.write_text(
+    out = _explained(
+        tmp_path,
+        capsys,
         "a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min;"
         "b: return count(*) pattern SEQ(A, B+) within 60 s;"
-        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 2 min"
+        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 2 min",
     )
-    assert main(["explain", "--workload", str(wl)]) == 0
-    out = capsys.readouterr().out
     assert "Equal queries run once: b as a\n" in out
     assert "sharable set B+: a, c" in out
 
@@ -203,15 +210,14 @@ def test_explain_says_which_equal_queries_run_once(tmp_path, capsys):
 def test_explain_quotes_names_that_need_it(tmp_path, capsys):
     """A name with a space or comma is shown in backticks, as the language writes it: bare,
     `a, b` and c read as three queries."""
-    wl = tmp_path / "w.txt"
-    wl.write_text(
+    out = _explained(
+        tmp_path,
+        capsys,
         "`my q`: RETURN COUNT(*) AS `n, m`, SUM(`B b`.`x y`) PATTERN SEQ(`A a`, `B b`+) "
         "WHERE `B b`.`x y` < 3 GROUPBY `g h`, k WITHIN 30 s;"
         "`and q`: RETURN COUNT(*) PATTERN SEQ(`A a`, `B b`+) AND SEQ(C, D) GROUPBY `g h`, k "
-        "WITHIN 30 s"
+        "WITHIN 30 s",
     )
-    assert main(["explain", "--workload", str(wl)]) == 0
-    out = capsys.readouterr().out
     assert "`my q`: PATTERN SEQ(`A a`, `B b`+)\n" in out
     assert "aggregates : COUNT(*) AS `n, m`, SUM(`B b`.`x y`) AS `sum_B b_x y`\n" in out
     assert "partitions : `g h`, k  (GROUPBY `g h`, k)" in out

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import enumerate_trends
 
-from cpu_fallback.panes import panes
+from gpu_hamlet.core.panes import panes
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.pruning import (
     may_complete,

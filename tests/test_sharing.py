@@ -18,7 +18,7 @@ from oracle import oracle
 
 import gpu_hamlet
 from cpu_fallback.bursts import burst_ids
-from cpu_fallback.panes import panes
+from gpu_hamlet.core.panes import panes
 from gpu_hamlet.datagen import kleene_sharing_workload, kleene_stream, load_hamlet_stream
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.burst_slots import (

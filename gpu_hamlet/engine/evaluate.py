@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
@@ -233,11 +234,11 @@ def planned_stages(
         return parts.keys(q.partition_attrs, len(q.groupby))
 
     widths = {n: len(plan.linear) for n, plan in plans.items()}
-    kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, ctx.be.segments, ctx.ev.code_of)
-    panes = PaneRuns(sample_of(ctx.ev, ctx.ev.time), lambda n: plans[n].windowing)
+    kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, host_panes, ctx.ev.code_of)
+    pane_runs = PaneRuns(sample_of(ctx.ev, ctx.ev.time), lambda n: plans[n].windowing)
     return [
         (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
-        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept, panes)[1]
+        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept, pane_runs)[1]
     ]
 
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.numeric import xfloat_to_float
+from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.core.recursions import BLOCK, EVENT, MOVE, Blocks
 from gpu_hamlet.core.rings import layout, ring_integers
 from gpu_hamlet.core.weights import as_array
@@ -106,7 +107,7 @@ class QueryRows:
             macro_src = None  # one source: derived from macro_seg
         elif not shared and tpl.one_row and not maps:  # matched and pruned in one compiled call
             # A tumbling window is its own segment: pruned by its runs at once, not again later.
-            run = keys.pid if w.full else keys.window_runs(w.seg, be.segments)
+            run = keys.pid if w.full else keys.window_runs(w.seg, host_panes)
             self._window_pruned = not w.full
             qidx, self.pos = typed_may_complete(
                 keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.core.rings import layout
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend
@@ -309,7 +310,7 @@ def may_pay(
     if gain <= fixed:
         return False
     need = fixed / gain
-    share = sample.kept_share(sset.queries, code, keys, plans, matcher, be.segments, need)
+    share = sample.kept_share(sset.queries, code, keys, plans, matcher, host_panes, need)
     return gain * share > fixed
 
 
@@ -604,7 +605,7 @@ class SharedBursts:
                 run = self._cached(
                     self._windows,
                     (stream, window),
-                    lambda: window_run_ids(sl.pid, sl.time, window, self.be.segments),
+                    lambda: window_run_ids(sl.pid, sl.time, window, host_panes),
                 )
                 within = None
             within, bounded, lowest, highest = bound(self._time_max, within, time.dtype)

@@ -1,4 +1,10 @@
-"""Segmenting on the host: the pane of every event and where its (partition, pane) runs start."""
+"""Segmenting on the host: the pane of every event and where its (partition, pane) runs start.
+
+The CPU backend's `segments` step, and on every backend what the engine's host-side pruning
+needs (`SortedKeys.window_runs`, the gates' samples): those arrays stay on the host, and on a
+GPU each such call was a round trip to the device (an H200 spent 14 ms of a 57 ms call on the
+call's window runs: BENCHMARKS.md, GPU kernels). The device's pane kernel gives the same bits
+(`tests/test_gpu_kernels.py`)."""
 
 from __future__ import annotations
 
