@@ -14,9 +14,9 @@ import numpy as np
 
 from cpu_fallback import kernels
 from cpu_fallback.bursts import burst_ids
-from gpu_hamlet.core.panes import panes
 from gpu_hamlet.core import recursions
 from gpu_hamlet.core.adjacency import AdjacentRuns
+from gpu_hamlet.core.panes import panes
 from gpu_hamlet.core.rings import make_tag
 from gpu_hamlet.core.weights import as_array
 from gpu_hamlet.host_threads import cpu_threads, host_map, host_submit

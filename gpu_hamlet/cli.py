@@ -222,7 +222,7 @@ def _print_automata(pattern: Pattern) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpu_hamlet.engine.conjunction import run_queries, same_as
+    from gpu_hamlet.engine.conjunction import run_as, run_queries
     from gpu_hamlet.engine.plan_search import plan_workload
     from gpu_hamlet.engine.sharing import analyze
     from gpu_hamlet.names import quoted, quoted_list
@@ -248,10 +248,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"  window     : {q.window}")
         _print_automata(q.pattern)
     print()
-    same = same_as([(q, options) for q in workload])
-    if same:
-        runs_as = ", ".join(f"{quoted(n)} as {quoted(first)}" for n, first in same.items())
-        print(f"Equal queries run once: {runs_as}")
+    _, take = run_as([(q, options) for q in workload])
+    together: dict[str, list[str]] = {}
+    for name, run in take.items():
+        together.setdefault(run, [run] if run in workload.names else []).append(name)
+    if together:
+        print(f"Queries run as one: {'; '.join(quoted_list(ns) for ns in together.values())}")
     print(analyze(run_queries(workload)).describe())  # (the sets `evaluate` finds)
     events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
     stats = None

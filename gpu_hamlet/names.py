@@ -56,10 +56,21 @@ def and_run_name(query: str, side: str) -> str:
     return f"{query}[{side}]"
 
 
+#: The suffix of the run that queries alike but for their RETURN aggregates run as
+#: (engine/conjunction.py `run_as`).
+TOGETHER = "return"
+
+
+def together_run_name(query: str) -> str:
+    """The name of the run that `query` and the queries alike but for their RETURN aggregates
+    after it run as, with every aggregate of theirs; used only where no query has it."""
+    return f"{query}[{TOGETHER}]"
+
+
 def shown(name: str) -> str:
-    """A query's name, or a count an AND runs as (`` `my q`[left] ``), as `explain` and the
-    sharing stats show it."""
-    for side in AND_SIDES:
+    """A query's name, a count an AND runs as (`` `my q`[left] ``), or the run of queries alike
+    but for RETURN (`` `my q`[return] ``), as `explain` and the sharing stats show it."""
+    for side in (*AND_SIDES, TOGETHER):
         suffix = f"[{side}]"
         if name.endswith(suffix) and len(name) > len(suffix):
             return quoted(name[: -len(suffix)]) + suffix

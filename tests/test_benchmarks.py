@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import gpu_hamlet
+from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.engine.plan_search import SEARCHES
 
 pytestmark = pytest.mark.slow  # smoke runs of the benchmark scripts, in processes of their own
@@ -457,3 +459,27 @@ def test_cost_calibration_prints_a_model_to_paste():
     assert all(math.isfinite(x) for x in figures)
     assert model.set_s >= 0 and model.query_s >= 0 and model.class_s >= 0
     assert model.set_row_s >= 0 and model.set_run_s >= 0 and model.stream_row_s >= 0
+
+
+def test_alike_benchmark_times_both_workloads(tmp_path):
+    """`benchmarks/bench_alike.py` on a small stream: the four queries alike but for RETURN and
+    the one of all their aggregates are timed, and their tables hold the same values."""
+    out = tmp_path / "alike.json"
+    run_script(
+        *("bench_alike.py", "--events", "3000", "--queries", "2", "--numeric", "float"),
+        *("--repeat", "1", "--json", str(out)),
+    )
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["patterns"] == 2 and row["alike"] > 0 and row["one"] > 0
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_alike import RETURNS, workloads
+    finally:
+        sys.path.pop(0)
+    events = kleene_stream(3000, seed=3, types=list("ABCDEFGH"), mean_burst=5)
+    texts = workloads(2)
+    alike = gpu_hamlet.aggregate(events, texts["alike"], backend="cpu", numeric="float")
+    one = gpu_hamlet.aggregate(events, texts["one"], backend="cpu", numeric="float")
+    for i in range(2):
+        for j, col in enumerate(one[f"all{i}"].column_names[2:]):
+            assert alike[f"r{j}_{i}"].column(col).equals(one[f"all{i}"].column(col)), RETURNS[j]

@@ -193,18 +193,22 @@ def _explained(tmp_path, capsys, text: str) -> str:
     return capsys.readouterr().out
 
 
-def test_explain_says_which_equal_queries_run_once(tmp_path, capsys):
-    """Queries equal but for their names (however spelled) run once, and explain says so; the
-    sets and the plan are over the queries that run."""
-    out = _explained(
-        tmp_path,
-        capsys,
+def test_explain_says_which_queries_run_as_one(tmp_path, capsys):
+    """Queries alike but for their names (however spelled) and RETURN run once, and explain
+    says so; the sets and the plan are over the runs."""
+    equal = (
         "a: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min;"
         "b: return count(*) pattern SEQ(A, B+) within 60 s;"
-        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 2 min",
+        "c: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 2 min"
     )
-    assert "Equal queries run once: b as a\n" in out
+    out = _explained(tmp_path, capsys, equal)
+    assert "Queries run as one: a, b\n" in out
     assert "sharable set B+: a, c" in out
+    out = _explained(
+        tmp_path, capsys, equal + "; d: RETURN COUNT(B) PATTERN SEQ(A, B+) WITHIN 1 min"
+    )
+    assert "Queries run as one: a, b, d\n" in out
+    assert "sharable set B+: a[return], c" in out
 
 
 def test_explain_quotes_names_that_need_it(tmp_path, capsys):

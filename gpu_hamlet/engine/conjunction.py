@@ -22,33 +22,53 @@ from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
-from gpu_hamlet.names import AND_SIDES, and_run_name, shown
+from gpu_hamlet.names import AND_SIDES, and_run_name, shown, together_run_name
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.workload import Aggregate, Query, Workload
 
 
 def run_queries(workload: Workload) -> Workload:
-    """The queries the engine runs for `workload` (an AND as its three counts, a query equal to
-    an earlier one not at all: `same_as`): what sharing and GLORIA's plan look at, in
-    `evaluate` and in `explain` alike."""
-    runs = [run for q in workload for run in runs_of(q, DEFAULTS)]
-    same = same_as(runs)
-    return Workload(tuple(q for q, _ in runs if q.name not in same))
+    """The queries the engine runs for `workload` (an AND as its three counts, queries alike
+    but for their names and RETURN as one: `run_as`): what sharing and GLORIA's plan look at,
+    in `evaluate` and in `explain` alike."""
+    runs, _ = run_as([run for q in workload for run in runs_of(q, DEFAULTS)])
+    return Workload(tuple(q for q, _ in runs))
 
 
-def same_as(runs: list[tuple[Query, Options]]) -> dict[str, str]:
-    """Each run equal to an earlier one in everything but its name (pattern, filters, windows,
-    groups, RETURN, options), by name, with that one's name: its table is the same, so it is
-    computed once. GLORIA's workloads draw their queries at random from a few patterns
-    (bench_gloria.py's bursty ones at 100 queries hold 25 distinct queries, four times each)."""
-    first: dict[tuple[Query, Options], str] = {}
-    same = {}
+def run_as(
+    runs: list[tuple[Query, Options]],
+) -> tuple[list[tuple[Query, Options]], dict[str, str]]:
+    """The runs the engine makes for `runs`, and the run each query that is not run itself takes
+    its table's columns from, by name. Queries equal in everything but their names and RETURN
+    aggregates (pattern, filters, windows, groups, options) read the same events into the same
+    windows, so they run once: a query equal to an earlier one but for its name as that one, and
+    queries whose aggregates differ as one run of all their aggregates (`together_run_name`,
+    unless a query has that name or two aggregates one column name). GLORIA's workloads draw
+    their queries from a few patterns (bench_gloria.py's bursty ones at 100 queries hold 25
+    distinct ones, four times each), and a dashboard asks COUNT and AVG of one pattern apart."""
+    alike: dict[tuple[Query, Options], list[Query]] = {}
     for q, o in runs:
-        name = first.setdefault((replace(q, name=""), o), q.name)
-        if name != q.name:
-            same[q.name] = name
-    return same
+        alike.setdefault((replace(q, name="", aggregates=()), o), []).append(q)
+    names = {q.name for q, _ in runs}
+    out: list[tuple[Query, Options]] = []
+    take: dict[str, str] = {}
+    for (_, o), qs in alike.items():
+        aggs = tuple(dict.fromkeys(a for q in qs for a in q.aggregates))
+        together = together_run_name(qs[0].name)
+        if len(qs) > 1 and any(q.aggregates != aggs for q in qs) and together not in names:
+            if len({a.name for a in aggs}) == len(aggs):
+                out.append((replace(qs[0], name=together, aggregates=aggs), o))
+                take.update((q.name, together) for q in qs)
+                continue
+        first: dict[tuple, str] = {}
+        for q in qs:
+            name = first.setdefault(q.aggregates, q.name)
+            if name == q.name:
+                out.append((q, o))
+            else:
+                take[q.name] = name
+    return out, take
 
 
 def runs_of(q: Query, options: Options) -> list[tuple[Query, Options]]:

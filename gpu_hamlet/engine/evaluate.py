@@ -16,7 +16,7 @@ Per query the engine
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, select_backend
-from gpu_hamlet.engine.conjunction import combine, runs_of, same_as
+from gpu_hamlet.engine.conjunction import combine, run_as, runs_of
 from gpu_hamlet.engine.events import EventFrame, check_columns, prepare_events
 from gpu_hamlet.engine.host_memory import keep_freed_memory
 from gpu_hamlet.engine.matching import Matcher, check_filter
@@ -213,8 +213,9 @@ def evaluate(
                 run_group()
                 held = 0
     run_group()
-    for name, first in ctx.same.items():
-        out[name], snapshots[name] = out[first], snapshots[first]
+    for name, run in ctx.take.items():  # (a query alike another: its columns of their run)
+        out[name] = out[run].select(plans[name].result_schema.names)
+        snapshots[name] = snapshots[run]
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
     return {q.name: ctx.finish(q, out) for q in wl}
@@ -260,15 +261,15 @@ def compile_workload(
     """The queries the engine runs for `wl` (an AND as its three counts,
     gpu_hamlet/engine/conjunction.py), their plans for events of `schema` (its columns checked
     by `check_columns`) and their options; every filter checked against its column, before any
-    kernel runs. A query equal to an earlier one but for its name is not run: the last value
-    maps its name to that one's, whose table it gets (`same_as`).
+    kernel runs. Queries alike but for their names and RETURN run once (`run_as`): the last
+    value maps each query that is not run to the run whose table's columns it takes.
 
     Compiled once per (schema, workload, time axis, options): plans are immutable, and a caller
     with many small calls (tiny tables, many groups or Spark tasks) would otherwise pay the
     automaton construction per query and call (docs/architecture.md section 4)."""
     texts = tuple((q.text, q.window_text) for q in wl)  # equal queries may be spelled apart
-    runs, plans, run_options, same = _compiled(schema, wl, texts, axis, options)
-    return runs, dict(plans), dict(run_options), same
+    runs, plans, run_options, take = _compiled(schema, wl, texts, axis, options)
+    return runs, dict(plans), dict(run_options), take
 
 
 @functools.lru_cache(maxsize=64)
@@ -283,9 +284,16 @@ def _compiled(
             check_filter(q, f, schema.field(f.attr).type)
         for cond in q.next_conditions:
             check_next(q, cond, schema)
-    same = same_as(runs)
-    distinct = Workload(tuple(q for q, _ in runs if q.name not in same))
-    return distinct, plans, {q.name: o for q, o in runs}, same
+    run, take = run_as(runs)
+    queries = {q.name: q for q, _ in runs}
+    for q, o in run:
+        if q.name not in plans:  # queries alike but for RETURN: each error names its asker
+            asked: dict[str, str] = {}
+            for n in (n for n in take if take[n] == q.name):
+                asked.update((a.name, n) for a in queries[n].aggregates if a.name not in asked)
+            plan = plan_query(q, axis, schema, o.numeric)
+            plans[q.name] = replace(plan, asked_by=tuple(sorted(asked.items())))
+    return Workload(tuple(q for q, _ in run)), plans, {q.name: o for q, o in run + runs}, take
 
 
 @dataclass
@@ -298,11 +306,11 @@ class Context:
     ev: EventFrame
     parts: Partitioner
     attrs: Attributes
-    runs: Workload  # the queries run: the workload's, an AND as its three counts, once each
-    plans: dict[str, QueryPlan]  # per run, and per run equal to another
+    runs: Workload  # the queries run: the workload's, an AND as its three counts (`run_as`)
+    plans: dict[str, QueryPlan]  # per run, and per query of the workload's that is not one
     options: dict[str, Options]  # the same
     matcher: Matcher
-    same: dict[str, str]  # a run equal to an earlier one but for its name: that one's name
+    take: dict[str, str]  # a query that is not run: the run whose columns it takes (`run_as`)
 
     call_options: Options  # as given: an AND's counts run with their own
 
@@ -325,7 +333,7 @@ class Context:
         wl = as_workload(workload)
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
-        runs, plans, run_options, same = compile_workload(ev.table.schema, wl, ev.axis, options)
+        runs, plans, run_options, take = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
         _check_window_bounds(ev, runs, plans, matcher)
         return cls(
@@ -338,7 +346,7 @@ class Context:
             plans,
             run_options,
             matcher,
-            same,
+            take,
             options,
         )
 

@@ -367,8 +367,9 @@ class QueryResults:
             if self.options.numeric == "exact":
                 ways.append("numeric='float' for float64")
         ways.append("on_overflow='null'")
+        name = dict(self.plan.asked_by).get(agg.name, q.name)
         return NumericOverflowError(
-            f"query {shown(q.name)}: {agg} for group ({group or 'all events'}) in window "
+            f"query {shown(name)}: {agg} for group ({group or 'all events'}) in window "
             f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways),
             window_end=ticks[1],
         )

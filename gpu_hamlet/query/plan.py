@@ -226,6 +226,9 @@ class QueryPlan:
     nullable: frozenset[str]  # aggregated columns that may hold nulls
     result_schema: pa.Schema  # the result table's (gpu_hamlet/query/schema.py)
     adjacency: Adjacency | None = None  # predicates between adjacent events (NEXT)
+    #: A run of queries alike but for RETURN (engine/conjunction.py `run_as`): each aggregate's
+    #: column, with the query that asks for it first, which its errors name.
+    asked_by: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def outputs(self) -> dict[str, Output]:
