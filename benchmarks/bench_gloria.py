@@ -89,11 +89,19 @@ def bursty(n: int, length: int, run: int = 40, seed: int = 0) -> pa.Table:
 
 
 def bursty_workload(n: int, length: int, kleene: bool, returns: str = "COUNT(*)") -> str:
+    """Query i: SEQ(A{i % 5}, body, C{(i // 5) % 5}), the body a SEQ of `length` types (under
+    Kleene plus if `kleene`); queries 25 and on keep the A events whose x is below 0.9, 0.8, 0.7
+    (i // 25 = 1, 2, 3), so up to 100 queries are distinct: equal ones run once (`run_as`), and
+    four copies of 25 measured 25 queries."""
     body = ", ".join(f"T{j}" for j in range(length))
     mid = f"SEQ({body})+" if kleene else body
+
+    def where(i: int) -> str:
+        return f" WHERE A{i % 5}.x < {1 - (i // 25) / 10:g}" if i >= 25 else ""
+
     return ";\n".join(
         f"{'k' if kleene else 's'}{i}: RETURN {returns} PATTERN SEQ(A{i % 5}, {mid}, "
-        f"C{(i // 5) % 5}) WITHIN 1 min SLIDE 30 s"
+        f"C{(i // 5) % 5}){where(i)} WITHIN 1 min SLIDE 30 s"
         for i in range(n)
     )
 
