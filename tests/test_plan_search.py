@@ -297,3 +297,31 @@ def test_explain_plans_over_the_queries_and_events_the_engine_runs():
     assert ran[0] is not None and {b.queries for b in shown.nodes["SEQ(P, T)+"]}
     assert (shown.nodes, shown.cost) == (ran[0].nodes, ran[0].cost)
     assert "z[left]" in shown.template.queries
+
+
+def test_a_pool_reached_from_many_pools_takes_alike_combinations():
+    """tran(T0, T1) is reached from five pools tran(A_k, T0), with five options each: every
+    combination would be 3,126 candidates. Beyond PART_COMBOS the pool takes each part's options
+    alone and, per shape, every part's option of that shape: a few dozen candidates, and the
+    plan costs what the search over every combination finds (each start's Q-sets, split by
+    their filters, continue their own chain)."""
+    from gpu_hamlet.engine import plan_search
+
+    text = ";\n".join(
+        f"q{i}: RETURN COUNT(*) PATTERN SEQ(A{i % 5}, T0, T1, C{(i // 5) % 5})"
+        + (f" WHERE A{i % 5}.x < {1 - (i // 25) / 10:g}" if i >= 25 else "")
+        + " WITHIN 1 min"
+        for i in range(100)
+    )
+    rng = np.random.default_rng(0)
+    types: list[str] = []
+    while len(types) < 50_000:
+        types += [f"A{rng.integers(5)}", *["T0", "T1"] * 20, f"C{rng.integers(5)}"]
+    stats = StreamStats.of(types)
+    template = TransitionTemplate.of(parse_workload(text))
+    few = find_plan(template, stats)
+    assert len(_Pools(template, stats, CPU_PLAN_COSTS).candidates()["tran(T0, T1)"]) < 100
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan_search, "PART_COMBOS", 10**9)
+        every = find_plan(TransitionTemplate.of(parse_workload(text)), stats)
+    assert few.cost == pytest.approx(every.cost) and few.cost < 0.1 * few.nonshared

@@ -46,6 +46,13 @@ from gpu_hamlet.query.workload import Workload
 SEARCHES = ("gloria", "greedy", "noprune")
 
 
+#: The most combinations of its parts' options (the queries arriving from one pool) that
+#: `generate` takes for a pool whole: a pool that five pools reach, with five options each,
+#: made 3,126 candidates and a cold search of 400 ms (bench_gloria.py's bursty SEQ at 100
+#: distinct queries). Beyond, `_Pools._alike_combos`.
+PART_COMBOS = 256
+
+
 @dataclass(frozen=True)
 class Block:
     """A Q-set sharing a pool: `reuse` names the pool whose Q-set (and snapshots) it continues;
@@ -56,6 +63,12 @@ class Block:
 
 
 Node = frozenset[Block]
+
+
+def sorted_blocks(node: Node) -> list[tuple[tuple[str, ...], str]]:
+    """A node's blocks in one order whatever the process's string hashes (a set's order is
+    not), for choices that must not depend on it."""
+    return sorted((tuple(sorted(b.queries)), b.reuse or "") for b in node)
 
 
 @dataclass(frozen=True)
@@ -469,9 +482,39 @@ class _Pools:
                     opts.add(frozenset(Block(g) for g in qsets))  # local snapshots
                     opts.add(frozenset(Block(g, src) for g in qsets))  # reuse
             part_options.append(opts)
-        nodes = {frozenset().union(*combo) for combo in itertools.product(*part_options)}
+        if math.prod(map(len, part_options)) <= PART_COMBOS:
+            combos: Iterable[tuple[Node, ...]] = itertools.product(*part_options)
+        else:
+            combos = self._alike_combos(part_options)
+        nodes = {frozenset().union(*combo) for combo in combos}
         nodes.add(merged)  # merging
         return list(nodes)
+
+    def _alike_combos(self, parts: list[set[Node]]) -> list[tuple[Node, ...]]:
+        """Where the combinations of a pool's parts' options are more than PART_COMBOS: each
+        part's options with the other parts not sharing, and, per shape of option (local
+        snapshots or reuse, of a pool of which kind, in Q-sets of which sizes), every part
+        taking its option of that shape. Parts reached from pools alike (a start type each)
+        take alike options in the cheapest plans: each continues its own chain."""
+        empty: Node = frozenset()
+        alone = tuple(empty for _ in parts)
+        out = [alone]
+        shaped: list[dict[tuple, Node]] = []
+        for i, opts in enumerate(parts):
+            out += [alone[:i] + (o,) + alone[i + 1 :] for o in opts]
+            shaped.append({self._shape(o): o for o in sorted(opts, key=sorted_blocks)})
+        for shape in {s for by in shaped for s in by}:
+            out.append(tuple(by.get(shape, empty) for by in shaped))
+        return out
+
+    def _shape(self, node: Node) -> tuple:
+        """What `_alike_combos` matches options of different parts by."""
+        return tuple(
+            sorted(
+                (len(b.queries), None if b.reuse is None else self.by_key[b.reuse].kind)
+                for b in node
+            )
+        )
 
     def needs(self, node: Node, src: str) -> frozenset[frozenset[str]]:
         """The Q-sets that `node`'s blocks continue from pool `src`."""
