@@ -65,6 +65,11 @@ class Block:
 Node = frozenset[Block]
 
 
+def _width(node: Node) -> int:
+    """The queries a node's blocks hold."""
+    return sum(len(b.queries) for b in node)
+
+
 def sorted_blocks(node: Node) -> list[tuple[tuple[str, ...], str]]:
     """A node's blocks in one order whatever the process's string hashes (a set's order is
     not), for choices that must not depend on it."""
@@ -502,10 +507,26 @@ class _Pools:
         shaped: list[dict[tuple, Node]] = []
         for i, opts in enumerate(parts):
             out += [alone[:i] + (o,) + alone[i + 1 :] for o in opts]
-            shaped.append({self._shape(o): o for o in sorted(opts, key=sorted_blocks)})
-        for shape in {s for by in shaped for s in by}:
-            out.append(tuple(by.get(shape, empty) for by in shaped))
+            by: dict[tuple, Node] = {}
+            for o in sorted(opts, key=sorted_blocks):
+                kind = self._kind(o)
+                by[("shape", self._shape(o))] = o
+                for end, better in (("finest", len(o)), ("coarsest", -len(o))):
+                    held = by.get((end, kind))
+                    if held is None or (better, _width(o)) > (
+                        len(held) if end == "finest" else -len(held),
+                        _width(held),
+                    ):
+                        by[(end, kind)] = o
+            shaped.append(by)
+        for key in {k for by in shaped for k in by}:
+            out.append(tuple(by.get(key, empty) for by in shaped))
         return out
+
+    def _kind(self, node: Node) -> tuple:
+        """Local snapshots or reuse, and of which kinds of pool: `_alike_combos` takes every
+        part's finest and coarsest option of each kind together."""
+        return tuple(sorted({"" if b.reuse is None else self.by_key[b.reuse].kind for b in node}))
 
     def _shape(self, node: Node) -> tuple:
         """What `_alike_combos` matches options of different parts by."""
