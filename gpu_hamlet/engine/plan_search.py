@@ -497,43 +497,42 @@ class _Pools:
 
     def _alike_combos(self, parts: list[set[Node]]) -> list[tuple[Node, ...]]:
         """Where the combinations of a pool's parts' options are more than PART_COMBOS: each
-        part's options with the other parts not sharing, and, per shape of option (local
-        snapshots or reuse, of a pool of which kind, in Q-sets of which sizes), every part
-        taking its option of that shape. Parts reached from pools alike (a start type each)
-        take alike options in the cheapest plans: each continues its own chain."""
+        part's options with the other parts not sharing; every part taking its option of one
+        shape (local snapshots or reuse of a pool of one kind, in Q-sets of the same sizes);
+        and every part taking its finest, or its coarsest, option of one kind. Parts reached
+        from pools alike (a start type each) take alike options in the cheapest plans: each
+        continues its own chain."""
         empty: Node = frozenset()
         alone = tuple(empty for _ in parts)
         out = [alone]
-        shaped: list[dict[tuple, Node]] = []
+        ranks = {
+            "finest": lambda n: (len(n), _width(n)),
+            "coarsest": lambda n: (-len(n), _width(n)),
+        }
+        chosen: list[dict[tuple, Node]] = []
         for i, opts in enumerate(parts):
             out += [alone[:i] + (o,) + alone[i + 1 :] for o in opts]
             by: dict[tuple, Node] = {}
             for o in sorted(opts, key=sorted_blocks):
-                kind = self._kind(o)
                 by[("shape", self._shape(o))] = o
-                for end, better in (("finest", len(o)), ("coarsest", -len(o))):
-                    held = by.get((end, kind))
-                    if held is None or (better, _width(o)) > (
-                        len(held) if end == "finest" else -len(held),
-                        _width(held),
-                    ):
-                        by[(end, kind)] = o
-            shaped.append(by)
-        for key in {k for by in shaped for k in by}:
-            out.append(tuple(by.get(key, empty) for by in shaped))
+                for end, rank in ranks.items():
+                    held = by.get((end, self._kind(o)))
+                    if held is None or rank(o) > rank(held):
+                        by[(end, self._kind(o))] = o
+            chosen.append(by)
+        for key in {k for by in chosen for k in by}:
+            out.append(tuple(by.get(key, empty) for by in chosen))
         return out
 
-    def _kind(self, node: Node) -> tuple:
-        """Local snapshots or reuse, and of which kinds of pool: `_alike_combos` takes every
-        part's finest and coarsest option of each kind together."""
+    def _kind(self, node: Node) -> tuple[str, ...]:
+        """Local snapshots ("") or reuse, of which kinds of pool."""
         return tuple(sorted({"" if b.reuse is None else self.by_key[b.reuse].kind for b in node}))
 
-    def _shape(self, node: Node) -> tuple:
-        """What `_alike_combos` matches options of different parts by."""
+    def _shape(self, node: Node) -> tuple[tuple[int, str], ...]:
+        """The sizes of a node's Q-sets, each with its `_kind`."""
         return tuple(
             sorted(
-                (len(b.queries), None if b.reuse is None else self.by_key[b.reuse].kind)
-                for b in node
+                (len(b.queries), "" if b.reuse is None else self.by_key[b.reuse].kind) for b in node
             )
         )
 
