@@ -70,7 +70,7 @@ def _width(node: Node) -> int:
     return sum(len(b.queries) for b in node)
 
 
-def sorted_blocks(node: Node) -> list[tuple[tuple[str, ...], str]]:
+def _in_order(node: Node) -> list[tuple[tuple[str, ...], str]]:
     """A node's blocks in one order whatever the process's string hashes (a set's order is
     not), for choices that must not depend on it."""
     return sorted((tuple(sorted(b.queries)), b.reuse or "") for b in node)
@@ -513,12 +513,13 @@ class _Pools:
         for i, opts in enumerate(parts):
             out += [alone[:i] + (o,) + alone[i + 1 :] for o in opts]
             by: dict[tuple, Node] = {}
-            for o in sorted(opts, key=sorted_blocks):
+            for o in sorted(opts, key=_in_order):
                 by[("shape", self._shape(o))] = o
+                kind = self._kind(o)
                 for end, rank in ranks.items():
-                    held = by.get((end, self._kind(o)))
+                    held = by.get((end, kind))
                     if held is None or rank(o) > rank(held):
-                        by[(end, self._kind(o))] = o
+                        by[(end, kind)] = o
             chosen.append(by)
         for key in {k for by in chosen for k in by}:
             out.append(tuple(by.get(key, empty) for by in chosen))
