@@ -148,13 +148,30 @@ class StreamStats:
                 other = self.n(seen - body)
                 self._runs[(body, seen)] = min(nb, 1.0 + nb * other / max(nb + other, 1.0))
             return
-        # Per pair, type -> 0 (not seen), 1 (seen), 2 (in the body).
-        lut = np.zeros((len(self._index) + 1, len(todo)), np.int8)
+        names = sorted({t for body, seen in todo for t in seen | body})
+        col = {t: j for j, t in enumerate(names)}
+        marks = np.zeros((len(todo), len(names)), np.int8)
         for j, (body, seen) in enumerate(todo):
-            lut[[self._index[t] for t in seen if t in self._index], j] = 1
-            lut[[self._index[t] for t in body if t in self._index], j] = 2
-        for key, runs in zip(todo, _count_runs(self._codes, lut), strict=True):
-            self._runs[key] = float(runs)
+            marks[j, [col[t] for t in seen]] = 1
+            marks[j, [col[t] for t in body]] = 2
+        self.prefetch_marked(todo, names, marks)
+
+    def prefetch_marked(
+        self, pairs: list[tuple[frozenset[str], frozenset[str]]], names: list[str], marks: np.ndarray
+    ) -> None:
+        """`prefetch` of pairs given as marks [pair, one of `names`]: 0 (not seen), 1 (seen),
+        2 (in the body); `stage_plan` has them as arrays (`stage_sharing.Stages`)."""
+        todo = [j for j, key in enumerate(pairs) if key not in self._runs]
+        if not todo:
+            return
+        if self._codes is None:  # (counted from the counts: no pass)
+            self.prefetch(pairs[j] for j in todo)
+            return
+        at = np.array([self._index.get(t, -1) for t in names], np.int64)
+        lut = np.zeros((len(self._index) + 1, len(todo)), np.int8)  # type -> the pair's mark
+        lut[at[at >= 0]] = marks[todo][:, at >= 0].T
+        for j, runs in zip(todo, _count_runs(self._codes, lut), strict=True):
+            self._runs[pairs[j]] = float(runs)
 
 
 @njit(cache=True)

@@ -244,13 +244,16 @@ class PaneRuns:
     def __init__(self, time: np.ndarray, windows: Callable[[str], Windowing]) -> None:
         self.time, self.windows = time, windows
         self._runs: dict[tuple[int | float, int], int] = {}
+        self._panes: dict[tuple[str, ...], int | float] = {}  # (the gate asks of a Q-set often)
 
     def __call__(self, names: Sequence[str], n: int) -> int:
-        segs = [self.windows(name).seg for name in names]
-        ints = [s for s in segs if isinstance(s, int)]
-        pane: int | float = math.gcd(*ints) if len(ints) == len(segs) else min(segs)
-        key = (pane, n)
+        named = tuple(names)
+        if named not in self._panes:
+            segs = [self.windows(name).seg for name in names]
+            ints = [s for s in segs if isinstance(s, int)]
+            self._panes[named] = math.gcd(*ints) if len(ints) == len(segs) else min(segs)
+        key = (self._panes[named], n)
         if key not in self._runs:
-            ids = np.floor_divide(self.time[:n], pane)
+            ids = np.floor_divide(self.time[:n], key[0])
             self._runs[key] = int(np.count_nonzero(ids[1:] != ids[:-1])) + int(n > 0)
         return self._runs[key]

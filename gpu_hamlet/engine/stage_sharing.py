@@ -95,6 +95,71 @@ class Shareable(NamedTuple):
     stretches: dict[tuple[Pool, ...], tuple[str, ...]]
     #: GLORIA's search space of the template, kept across calls
     space: SearchSpace
+    #: the gate's stages before the search: each class of a pool, and each stretch
+    whole: Stages
+    stretched: Stages
+
+
+StageList = list[tuple[tuple[str, ...], tuple[str, ...]]]  # (sub-pattern's types, queries)
+
+
+class Stages(NamedTuple):
+    """Stages (a sub-pattern's types, the queries sharing it) that `stage_plan` weighs, with
+    what its first bound reads of them as arrays: a call's bound is then a few products over
+    every stage, where a sum per stage and type took 3 ms of a call at 100 SEQ queries
+    (benchmarks/bench_gloria.py's bursty stream, L = 10; docs/architecture.md section 10)."""
+
+    items: StageList
+    #: per stage, (its types, the types its queries read): what `StreamStats.runs` counts
+    keys: list[tuple[frozenset[str], frozenset[str]]]
+    type_names: list[str]
+    #: [stage, type]: how often the type occurs among the stage's types
+    body: np.ndarray
+    #: [stage, type]: 1 where the stage's queries read the type
+    seen: np.ndarray
+    #: [stage, type]: 2 in the stage's types, else 1 where its queries read it (`prefetch_marked`)
+    marks: np.ndarray
+    length: np.ndarray
+    nq: np.ndarray
+    query_names: list[str]
+    #: the stages' queries (indices into query_names), stage after stage, from `starts`
+    members: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, template: TransitionTemplate, items: StageList) -> Stages:
+        keys = [(frozenset(types), template.types_of(frozenset(names))) for types, names in items]
+        type_names = sorted({t for body, seen in keys for t in body | seen})
+        col = {t: j for j, t in enumerate(type_names)}
+        body = np.zeros((len(items), len(type_names)))
+        seen = np.zeros((len(items), len(type_names)))
+        for i, ((types, _), (_, read)) in enumerate(zip(items, keys, strict=True)):
+            for t in types:
+                body[i, col[t]] += 1.0
+            seen[i, [col[t] for t in read]] = 1.0
+        query_names = sorted({n for _, names in items for n in names})
+        at = {n: j for j, n in enumerate(query_names)}
+        nq = np.array([len(names) for _, names in items], np.int64)
+        return cls(
+            items,
+            keys,
+            type_names,
+            body,
+            seen,
+            np.maximum(seen, 2 * (body > 0)).astype(np.int8),
+            np.array([len(types) for types, _ in items], np.int64),
+            nq,
+            query_names,
+            np.array([at[n] for _, names in items for n in names], np.int64),
+            np.concatenate([[0], np.cumsum(nq)[:-1]]).astype(np.int64),
+        )
+
+    def widths(self, widths: Mapping[str, int] | None) -> np.ndarray:
+        """Per stage, its queries' most float channels (1 without `widths`: COUNT alone)."""
+        if widths is None or not self.items:
+            return np.ones(len(self.items), np.int64)
+        per_query = np.array([widths[n] for n in self.query_names], np.int64)
+        return np.maximum.reduceat(per_query[self.members], self.starts)
 
 
 @functools.lru_cache(maxsize=64)
@@ -115,7 +180,20 @@ def shareable_stages(workload: Workload) -> Shareable:
         if groups:
             out.append((pool, groups))
     pools = tuple(out)
-    return Shareable(template, pools, _stretches(template, pools), SearchSpace(template))
+    stretches = _stretches(template, pools)
+    return Shareable(
+        template,
+        pools,
+        stretches,
+        SearchSpace(template),
+        Stages.of(template, [(pool.types, g) for pool, groups in pools for g in groups]),
+        Stages.of(template, [(_types_of(c), n) for c, n in stretches.items()]),
+    )
+
+
+def _types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
+    """A chain's types, pool after pool."""
+    return tuple(t for p in chain for t in p.types)
 
 
 def stage_plan(
@@ -137,7 +215,7 @@ def stage_plan(
     that sharing those types' runs can save them (`SharedStages.saved_per_run`); `panes`: the
     runs of one pane of the named queries that the sample's first n events form (`PaneRuns`;
     None: none), which cut every sub-pattern's runs as `SharedStages` cuts them."""
-    template, pools, stretches, space = shareable_stages(workload)
+    template, pools, _, space, whole, stretched = shareable_stages(workload)
     if not pools:
         return None, []
     type_names = list(ev.type_names)
@@ -145,7 +223,6 @@ def stage_plan(
     stats = StreamStats.of_codes(codes[:GATE_SAMPLE], type_names)
     read = min(codes.shape[0], GATE_SAMPLE)  # the events `stats` counted
 
-    Stages = list[tuple[tuple[str, ...], tuple[str, ...]]]
     Runs = tuple[float, float, int, int, int, float]  # runs, mean run, length, queries, width, cost
     Ask = tuple[int, float, Runs]
 
@@ -163,23 +240,30 @@ def stage_plan(
         # and those whose runs would pay are to be weighed by the share of their rows that the
         # queries' pruning keeps (a pass per way of pruning: asked last, `asks`: the stage, the
         # share from which it pays, and its gain at a share).
-        out, past, asks = [], [], []
-        for i, (types, names) in enumerate(stages):
-            seen = template.types_of(frozenset(names))
-            nt, ns, nq = stats.n(types), stats.n(seen), len(names)
-            width = max(widths[n] for n in names) if widths is not None else 1
-            cut = model.stage_stream_s * ns
-            per_event = nq * (model.base_s + width * model.event_s) - (
-                model.base_s + (len(types) + 2) * model.event_s
+        counts = np.array([stats.counts.get(t, 0.0) for t in stages.type_names])
+        nt_all, ns_all = stages.body @ counts, stages.seen @ counts  # (sums of whole numbers)
+        nq_all, width_all = stages.nq, stages.widths(widths)
+        cut_all = model.stage_stream_s * ns_all
+        per_event = nq_all * (model.base_s + width_all * model.event_s) - (
+            model.base_s + (stages.length + 2) * model.event_s
+        )
+        bound = nt_all * per_event - cut_all - bookkeeping(nq_all, ns_all - nt_all, model)
+        out: list[float] = bound.tolist()
+        past = np.flatnonzero(bound > 0).tolist()
+        asks: list[Ask] = []
+        stats.prefetch_marked([stages.keys[i] for i in past], stages.type_names, stages.marks[past])
+        for i in past:
+            key = stages.keys[i]
+            nt, ns, nq, width, cut = (
+                float(nt_all[i]),
+                float(ns_all[i]),
+                int(nq_all[i]),
+                int(width_all[i]),
+                float(cut_all[i]),
             )
-            out.append(nt * per_event - cut - bookkeeping(nq, ns - nt, model))
-            if out[-1] > 0:
-                past.append((i, (frozenset(types), seen), nt, ns, nq, width, cut))
-        stats.prefetch(key for _, key, *_ in past)
-        for i, key, nt, ns, nq, width, cut in past:
             runs = stats.runs(*key)
             if panes is not None:  # (types alone run on across panes; at most one run an event)
-                runs = max(runs, min(nt, panes(stages[i][1], read)))
+                runs = max(runs, min(nt, panes(stages.items[i][1], read)))
             mean = nt / max(runs, 1.0)
             cost = bookkeeping(nq, ns - nt + runs, model) + cut
             r: Runs = (runs, mean, len(key[0]), nq, width, cost)
@@ -197,7 +281,7 @@ def stage_plan(
     def gains(stages: Stages) -> list[float]:
         out, asks = weighed(stages)
         for i, need, r in asks:
-            out[i] = at(r, share(stages[i], need))
+            out[i] = at(r, share(stages.items[i], need))
         return out
 
     def pays(stages: Stages, floor: float) -> bool:
@@ -210,12 +294,9 @@ def stage_plan(
         if any(g > floor for i, g in enumerate(out) if i not in asked):
             return True
         for i, need, r in sorted(asks, key=lambda a: -out[a[0]]):
-            if at(r, share(stages[i], need)) > floor:
+            if at(r, share(stages.items[i], need)) > floor:
                 return True
         return False
-
-    def types_of(chain: tuple[Pool, ...]) -> tuple[str, ...]:
-        return tuple(t for p in chain for t in p.types)
 
     # Before the search, what could pay for it: a pool shared by its whole class, or a stretch
     # of consecutive shareable pools shared by the queries that hold it. (A chain's Q-set and
@@ -224,8 +305,7 @@ def stage_plan(
     floor = MIN_GAIN + SEARCH_S * len(pools) * min(codes.shape[0], GATE_SAMPLE) / max(
         ev.type_codes.shape[0], 1
     )
-    whole = [(pool.types, g) for pool, groups in pools for g in groups]
-    if not pays(whole, floor) and not pays([(types_of(c), n) for c, n in stretches.items()], floor):
+    if not pays(whole, floor) and not pays(stretched, floor):
         return None, []
     if codes.shape[0] > GATE_SAMPLE:  # the search and the cut weigh the whole sample
         stats = StreamStats.of_codes(codes, type_names)
@@ -247,11 +327,14 @@ def stage_plan(
     ]
     every = iter(
         gains(
-            [
-                (types_of(chain[i:j]), names)
-                for (_, chain, names), sub in zip(chains, subs, strict=True)
-                for i, j in sub
-            ]
+            Stages.of(
+                template,
+                [
+                    (_types_of(chain[i:j]), names)
+                    for (_, chain, names), sub in zip(chains, subs, strict=True)
+                    for i, j in sub
+                ],
+            )
         )
     )
     out = []
