@@ -157,7 +157,10 @@ class StreamStats:
         self.prefetch_marked(todo, names, marks)
 
     def prefetch_marked(
-        self, pairs: list[tuple[frozenset[str], frozenset[str]]], names: list[str], marks: np.ndarray
+        self,
+        pairs: list[tuple[frozenset[str], frozenset[str]]],
+        names: list[str],
+        marks: np.ndarray,
     ) -> None:
         """`prefetch` of pairs given as marks [pair, one of `names`]: 0 (not seen), 1 (seen),
         2 (in the body); `stage_plan` has them as arrays (`stage_sharing.Stages`)."""

@@ -70,7 +70,11 @@ MIN_GAIN = 0.0
 SEARCH_S = 1.6e-5
 
 
-def bookkeeping(nq: int, slots: float, model: EngineCostModel) -> float:
+#: Runs' lengths: an array of them, or one (the gate's mean run, where arrays cost more).
+Lengths = TypeVar("Lengths", np.ndarray, float)
+
+
+def bookkeeping(nq: Lengths, slots: Lengths, model: EngineCostModel) -> Lengths:
     """Seconds the shared path costs nq queries that each read `slots` rows of the set's
     stream (its events outside shared runs, and one per shared run), beyond the runs' own
     work: what a Q-set's runs must save to share any."""
@@ -81,8 +85,6 @@ def bookkeeping(nq: int, slots: float, model: EngineCostModel) -> float:
 IN_TYPE = "IN"
 
 Body = tuple[PatternElement | Seq, ...]
-#: Runs' lengths: an array of them, or one (the gate's mean run, where arrays cost more).
-Lengths = TypeVar("Lengths", np.ndarray, float)
 
 
 class Shareable(NamedTuple):
