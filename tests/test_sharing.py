@@ -44,6 +44,7 @@ from gpu_hamlet.engine.row_sample import (
     KeptShares,
     PaneRuns,
     RowSample,
+    mean_share,
     sample_rows,
 )
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, analyze, may_pay
@@ -733,3 +734,27 @@ def test_run_lengths_bound_the_bursts(data):
     bursts = np.bincount(burst[burst >= 0]) if (burst >= 0).any() else np.zeros(0, int)
     for c in range(5):
         assert np.maximum(bursts - c, 0).sum() <= hist @ np.maximum(np.arange(hist.size) - c, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8),
+    st.floats(0.0, 1.2),
+)
+def test_mean_share_stops_only_where_the_answer_is_known(shares, need):
+    """`mean_share` asks for shares one by one: all of them, and their mean, unless the mean
+    of two or more is under a quarter of `need`, or the others, all 1.0, would leave the mean
+    below `need`: then its mean is below `need` as the mean of all is."""
+    asked = []
+
+    def ask():
+        for x in shares:
+            asked.append(x)
+            yield x
+
+    got = mean_share(ask(), need, len(shares))
+    assert got == pytest.approx(float(np.mean(asked)))
+    if len(asked) < len(shares):
+        quarter = len(asked) >= 2 and sum(asked) < len(asked) * need / 4
+        assert quarter or (got < need and float(np.mean(shares)) < need)
+    assert mean_share(iter(()), need, 0) == 1.0

@@ -22,6 +22,7 @@ import gpu_hamlet
 from gpu_hamlet.engine import stage_sharing
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.optimizer import CPU_COSTS
+from gpu_hamlet.engine.plan_search import StreamStats
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.engine.stage_sharing import (
     GATE_SAMPLE,
@@ -553,3 +554,51 @@ def test_transitions_of_one_q_set_chain_into_one_sub_pattern():
         ("tran(A, B) tran(B, C)", ("a", "b")),
         ("start(A)", ("a", "b", "c")),
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
+    """`Stages` (the gate's bound as arrays) gives each stage the events of its types and of
+    the types its queries read, its queries and their widest plan, as sums per stage do; and
+    the runs counted from its marks are `StreamStats.runs`' (a pass per pair)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    workload = gpu_hamlet.parse_workload(
+        ";\n".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ({first}, {body}, {last}) WITHIN 9 s"
+            for i, (first, body, last) in enumerate(
+                [("A", "SEQ(P, T)+", "C"), ("A", "SEQ(P, T)+", "U")]
+                + data.draw(
+                    st.lists(
+                        st.tuples(
+                            st.sampled_from("AD"),
+                            st.sampled_from(["SEQ(P, T)+", "P, T", "T, P", "SEQ(P, T, U)+"]),
+                            st.sampled_from("CU"),
+                        ),
+                        max_size=6,
+                    )
+                )
+            )
+        )
+    )
+    shareable = shareable_stages(workload)
+    assert shareable.whole.items and shareable.stretched.items  # (the first two queries')
+    names = ["A", "C", "D", "P", "T", "U", "Z"]
+    codes = rng.integers(0, len(names), 500).astype(np.int32)
+    stats = StreamStats.of_codes(codes, names)
+    widths = {q.name: int(rng.integers(1, 4)) for q in workload}
+    for stages in (shareable.whole, shareable.stretched):
+        counts = np.array([stats.counts.get(t, 0.0) for t in stages.type_names])
+        keys = [(frozenset(t), shareable.template.types_of(frozenset(n))) for t, n in stages.items]
+        assert stages.keys == keys
+        assert (stages.body @ counts).tolist() == [stats.n(t) for t, _ in stages.items]
+        assert (stages.seen @ counts).tolist() == [stats.n(seen) for _, seen in keys]
+        assert stages.nq.tolist() == [len(n) for _, n in stages.items]
+        assert stages.widths(widths).tolist() == [
+            max(widths[q] for q in n) for _, n in stages.items
+        ]
+        marked = StreamStats.of_codes(codes, names)
+        marked.prefetch_marked(stages.keys, stages.type_names, stages.marks)
+        assert [marked.runs(*k) for k in keys] == [
+            StreamStats.of_codes(codes, names).runs(*k) for k in keys
+        ]
