@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from math import gcd
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -70,11 +70,11 @@ MIN_GAIN = 0.0
 SEARCH_S = 1.6e-5
 
 
-#: Runs' lengths: an array of them, or one (the gate's mean run, where arrays cost more).
-Lengths = TypeVar("Lengths", np.ndarray, float)
+#: One amount, or an array of them (the gate weighs its stages as arrays).
+Amount = TypeVar("Amount", np.ndarray, float)
 
 
-def bookkeeping(nq: Lengths, slots: Lengths, model: EngineCostModel) -> Lengths:
+def bookkeeping(nq: Amount, slots: Amount, model: EngineCostModel) -> Amount:
     """Seconds the shared path costs nq queries that each read `slots` rows of the set's
     stream (its events outside shared runs, and one per shared run), beyond the runs' own
     work: what a Q-set's runs must save to share any."""
@@ -122,6 +122,8 @@ class Stages(NamedTuple):
     #: [stage, type]: 2 in the stage's types, else 1 where its queries read it (`prefetch_marked`)
     marks: np.ndarray
     length: np.ndarray
+    #: per stage, its distinct types
+    kinds: np.ndarray
     nq: np.ndarray
     query_names: list[str]
     #: the stages' queries (indices into query_names), stage after stage, from `starts`
@@ -150,6 +152,7 @@ class Stages(NamedTuple):
             seen,
             np.maximum(seen, 2 * (body > 0)).astype(np.int8),
             np.array([len(types) for types, _ in items], np.int64),
+            np.array([len(body) for body, _ in keys], np.int64),
             nq,
             query_names,
             np.array([at[n] for _, names in items for n in names], np.int64),
@@ -250,31 +253,35 @@ def stage_plan(
             model.base_s + (stages.length + 2) * model.event_s
         )
         bound = nt_all * per_event - cut_all - bookkeeping(nq_all, ns_all - nt_all, model)
-        out: list[float] = bound.tolist()
-        past = np.flatnonzero(bound > 0).tolist()
-        asks: list[Ask] = []
+        # The stages past the bound, as arrays too (the same sums, term by term).
+        past = np.flatnonzero(bound > 0)
         stats.prefetch_marked([stages.keys[i] for i in past], stages.type_names, stages.marks[past])
-        for i in past:
-            key = stages.keys[i]
-            nt, ns, nq, width, cut = (
-                float(nt_all[i]),
-                float(ns_all[i]),
-                int(nq_all[i]),
-                int(width_all[i]),
-                float(cut_all[i]),
-            )
-            runs = stats.runs(*key)
-            if panes is not None:  # (types alone run on across panes; at most one run an event)
-                runs = max(runs, min(nt, panes(stages.items[i][1], read)))
-            mean = nt / max(runs, 1.0)
-            cost = bookkeeping(nq, ns - nt + runs, model) + cut
-            r: Runs = (runs, mean, len(key[0]), nq, width, cost)
-            out[i] = at(r, 1.0)
-            if kept is not None and out[i] > 0:
-                # The gain is linear in the share kept: it pays from `need` on.
-                none = runs * SharedStages.saved_per_run(mean, len(key[0]), nq, model, width, 0.0)
-                asks.append((i, (cost - none) / (out[i] + cost - none), r))
-        return out, asks
+        nt, ns, nq, width = nt_all[past], ns_all[past], nq_all[past], width_all[past]
+        runs = np.array([stats.runs(*stages.keys[i]) for i in past], np.float64)
+        if panes is not None:  # (types alone run on across panes; at most one run an event)
+            pane = np.array([panes(stages.items[i][1], read) for i in past], np.float64)
+            runs = np.maximum(runs, np.minimum(nt, pane))
+        mean = nt / np.maximum(runs, 1.0)
+        cost = bookkeeping(nq, ns - nt + runs, model) + cut_all[past]
+        L = stages.kinds[past]
+        gain = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 1.0) - cost
+        bound[past] = gain
+        asks: list[Ask] = []
+        if kept is not None:
+            # The gain is linear in the share kept: it pays from `need` on.
+            none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)
+            for j in np.flatnonzero(gain > 0).tolist():
+                r: Runs = (
+                    float(runs[j]),
+                    float(mean[j]),
+                    int(L[j]),
+                    int(nq[j]),
+                    int(width[j]),
+                    float(cost[j]),
+                )
+                need = float(cost[j] - none[j]) / float(gain[j] + cost[j] - none[j])
+                asks.append((int(past[j]), need, r))
+        return bound.tolist(), asks
 
     def share(stage: tuple[tuple[str, ...], tuple[str, ...]], need: float) -> float:
         assert kept is not None
@@ -535,15 +542,32 @@ class SharedStages:
         L, width, kept = len(self.types), self.width, self.kept
         return self.saved_per_run(length, L, nq, model, width, kept) > 0
 
+    @overload
     @staticmethod
     def saved_per_run(
-        length: Lengths,
-        L: int,
-        nq: int,
+        length: float, L: int, nq: int, model: EngineCostModel, width: int, kept: float
+    ) -> float: ...
+
+    @overload
+    @staticmethod
+    def saved_per_run(
+        length: np.ndarray,
+        L: int | np.ndarray,
+        nq: int | np.ndarray,
         model: EngineCostModel,
-        width: int,
+        width: int | np.ndarray,
         kept: float,
-    ) -> Lengths:
+    ) -> np.ndarray: ...
+
+    @staticmethod
+    def saved_per_run(
+        length: float | np.ndarray,
+        L: int | np.ndarray,
+        nq: int | np.ndarray,
+        model: EngineCostModel,
+        width: int | np.ndarray,
+        kept: float,
+    ) -> float | np.ndarray:
         """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
         queries of `width` float channels, in HAMLET's burst constants (optimizer.py): alone,
         each query runs the `kept` share of the run's rows that its pruning keeps (`event_s` per
