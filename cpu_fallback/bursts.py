@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def burst_ids(pid: np.ndarray, pane: np.ndarray, t: np.ndarray, is_e: np.ndarray) -> np.ndarray:
     """Burst id of every event (-1 outside bursts): maximal runs of timestamp groups made only of
     Kleene-type events, within one partition and pane. Events are sorted by partition and time.

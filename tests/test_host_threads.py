@@ -5,6 +5,7 @@ encoded in slices and the used columns filtered give what one thread gives
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -254,3 +255,25 @@ def test_window_runs_are_segmented_once_for_all_threads() -> None:
     assert calls == [60] and len({id(g) for g in got}) == 1
     direct = partitions.window_run_ids(pid, np.arange(n), 60, segments)
     assert np.array_equal(got[0], direct)
+
+
+def test_every_compiled_host_step_releases_the_gil() -> None:
+    """Queries' steps run on the host's threads side by side (`host_map`): a compiled step that
+    kept the GIL would stop the others' Python meanwhile, so every `@njit` says nogil."""
+    root = Path(gpu_hamlet.__file__).resolve().parent.parent
+    held = [
+        f"{path.relative_to(root)}:{n}"
+        for pkg in ("gpu_hamlet", "cpu_fallback")
+        for path in sorted((root / pkg).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if line.lstrip().startswith("@njit") and "nogil=True" not in line
+    ]
+    assert (
+        sum(
+            line.lstrip().startswith("@njit")
+            for path in (root / "gpu_hamlet").rglob("*.py")
+            for line in path.read_text().splitlines()
+        )
+        > 20
+    )  # (the scan sees the kernels)
+    assert held == []

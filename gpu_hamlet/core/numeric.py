@@ -69,7 +69,7 @@ def _garner_inverses(count: int) -> np.ndarray:
     return inv
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _garner(res, ps, inv):
     # Mixed-radix digits d with x = d0 + d1*p0 + d2*p0*p1 + ...
     P, m = res.shape
@@ -114,7 +114,7 @@ SMALL_BITS = 60
 FLOAT_EXACT_BITS = 52
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _crt_small(r0, r1, p0, p1, inv, signed):
     """int64 values from residues modulo p0 and p1, in (-p0*p1/2, p0*p1/2] when `signed`."""
     out = np.empty(r0.shape[0], np.int64)

@@ -230,7 +230,7 @@ def _without_null_entries(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return pa.chunked_array(chunks, col.type)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kept(idx: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From each row's type code: the rows per code, and the rows of `used` codes with their
     codes, in one pass. Every row writes, and only a used one moves on: types alternate at

@@ -323,7 +323,7 @@ def _count(
     return True, count, first, last
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _starts(count: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray | None:
     """Where each slice's rows of each partition start in the sorted order (slices stacked in
     order), or None when a partition's times decrease from one slice to the next."""

@@ -177,7 +177,7 @@ class StreamStats:
             self._runs[pairs[j]] = float(runs)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_runs(codes, lut):
     """Per column of `lut`, the runs of events whose type it marks 2 among those it marks 1 or
     2, in one pass (branch-free: 2.7x the speed of branching)."""

@@ -66,7 +66,7 @@ def windows_holding(pid: np.ndarray, pane: np.ndarray, starts: np.ndarray, a: in
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def window_copies(
     pid: np.ndarray,
     pane: np.ndarray,
