@@ -164,7 +164,7 @@ class StreamStats:
     ) -> None:
         """`prefetch` of pairs given as marks [pair, one of `names`]: 0 (not seen), 1 (seen),
         2 (in the body); `stage_plan` has them as arrays (`stage_sharing.Stages`)."""
-        todo = [j for j, key in enumerate(pairs) if key not in self._runs]
+        todo = list({key: j for j, key in enumerate(pairs) if key not in self._runs}.values())
         if not todo:
             return
         if self._codes is None:  # (counted from the counts: no pass)

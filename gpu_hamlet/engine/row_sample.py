@@ -92,6 +92,9 @@ class RowSample:
     codes: np.ndarray
     part: np.ndarray  # per row: its run of one partition within one block
     scale: float
+    #: the sampled rows' events (`SortedKeys.order`) and times: each pruning pass reads them
+    order: np.ndarray
+    time: np.ndarray
     #: per tumbling window width: the sample's window runs (`kept_by_code`)
     _windows: dict[int | float, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -100,7 +103,15 @@ class RowSample:
         n = keys.codes.shape[0]
         rows, first = sample_rows(n)
         scale = n / rows.shape[0] if rows.shape[0] else 1.0
-        return cls(rows, first, keys.codes[rows], _runs(first, keys.pid[rows]), scale)
+        return cls(
+            rows,
+            first,
+            keys.codes[rows],
+            _runs(first, keys.pid[rows]),
+            scale,
+            keys.order[rows],
+            keys.time[rows],
+        )
 
     def run_lengths(self, role: np.ndarray) -> np.ndarray:
         """`burst_slots.run_lengths` over the sample: how many runs of each length (not
@@ -156,12 +167,14 @@ class RowSample:
             run = self.part
         else:  # the sample's own window runs: those of all rows cost 1-2 ms more
             if w.seg not in self._windows:
-                pid, time = keys.pid[self.rows], keys.time[self.rows]
-                self._windows[w.seg] = _runs(self.first, window_run_ids(pid, time, w.seg, segments))
+                pid = keys.pid[self.rows]
+                self._windows[w.seg] = _runs(
+                    self.first, window_run_ids(pid, self.time, w.seg, segments)
+                )
             run = self._windows[w.seg]
         kept, _ = typed_may_complete(
             self.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end,
-            keys.order[self.rows], matcher.drop_mask(q), run, keys.time[self.rows], w.within,
+            self.order, matcher.drop_mask(q), run, self.time, w.within,
             by_code=self._by_code,
         )  # fmt: skip
         return np.bincount(self.codes[kept], minlength=self.counts.shape[0])

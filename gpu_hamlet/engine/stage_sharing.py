@@ -69,6 +69,11 @@ MIN_GAIN = 0.0
 #: second that `calibrate_stages.py` finds (its alpha, 1.8 to 2.3).
 SEARCH_S = 1.6e-5
 
+#: Plans per workload whose chain cut's stages are kept (`Shareable.cuts`): building them took
+#: 0.2-0.45 ms of a `dynamic` call over bench_gloria.py's bursty SEQ queries, whose plan is the
+#: same from call to call.
+CUTS_KEPT = 8
+
 
 #: One amount, or an array of them (the gate weighs its stages as arrays).
 Amount = TypeVar("Amount", np.ndarray, float)
@@ -100,6 +105,8 @@ class Shareable(NamedTuple):
     #: the gate's stages before the search: each class of a pool, and each stretch
     whole: Stages
     stretched: Stages
+    #: the stages the cut weighs, per plan's chains (at most CUTS_KEPT plans)
+    cuts: dict[tuple, Stages]
 
 
 StageList = list[tuple[tuple[str, ...], tuple[str, ...]]]  # (sub-pattern's types, queries)
@@ -193,6 +200,7 @@ def shareable_stages(workload: Workload) -> Shareable:
         SearchSpace(template),
         Stages.of(template, [(pool.types, g) for pool, groups in pools for g in groups]),
         Stages.of(template, [(_types_of(c), n) for c, n in stretches.items()]),
+        {},
     )
 
 
@@ -220,7 +228,7 @@ def stage_plan(
     that sharing those types' runs can save them (`SharedStages.saved_per_run`); `panes`: the
     runs of one pane of the named queries that the sample's first n events form (`PaneRuns`;
     None: none), which cut every sub-pattern's runs as `SharedStages` cuts them."""
-    template, pools, _, space, whole, stretched = shareable_stages(workload)
+    template, pools, _, space, whole, stretched, cuts = shareable_stages(workload)
     if not pools:
         return None, []
     type_names = list(ev.type_names)
@@ -329,23 +337,24 @@ def stage_plan(
     # Of each Q-set's chain, the stretches that pay most, disjoint: the search costs a plan in
     # snapshots, and a pool at a chain's end may cost this engine more than it saves (a start
     # pool's single events, docs/architecture.md section 10).
-    chains = shared_chains(by_set)
+    chains = sorted(shared_chains(by_set), key=lambda c: (c[0], c[2]))
     subs = [
         [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
         for _, chain, _ in chains
     ]
-    every = iter(
-        gains(
-            Stages.of(
-                template,
-                [
-                    (_types_of(chain[i:j]), names)
-                    for (_, chain, names), sub in zip(chains, subs, strict=True)
-                    for i, j in sub
-                ],
-            )
+    signature = tuple((name, names) for name, _, names in chains)
+    if signature not in cuts:  # (a workload's plan is mostly the same from call to call)
+        if len(cuts) >= CUTS_KEPT:
+            cuts.clear()
+        cuts[signature] = Stages.of(
+            template,
+            [
+                (_types_of(chain[i:j]), names)
+                for (_, chain, names), sub in zip(chains, subs, strict=True)
+                for i, j in sub
+            ],
         )
-    )
+    every = iter(gains(cuts[signature]))
     out = []
     for (_, chain, names), sub in zip(chains, subs, strict=True):
         gain = {s: next(every) for s in sub}
