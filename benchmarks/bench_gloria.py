@@ -220,14 +220,14 @@ def search_ms(text: str, stats: StreamStats) -> float:
     return best * 1e3
 
 
-def plan_ms(events: pa.Table, text: str, backend: str = "cpu") -> float:
+def plan_ms(events: pa.Table, text: str, backend: str = "cpu", rounds: int = 3) -> float:
     """What `dynamic` decides on top of `hamlet`, warm: `planned_stages` (the gate with the
     queries' pruning, the search when it passes, the chains cut to what pays, with the
-    backend's cost model), best of 3."""
+    backend's cost model), best of `rounds`."""
     options = Options(backend, "dynamic", "float", "null", "time", "type")
     ctx = Context.of(events, text, options)
     best = float("inf")
-    for _ in range(4):  # the first call fills shareable_stages' cache, as a warm call finds it
+    for _ in range(rounds + 1):  # the first call fills shareable_stages' cache, as a warm call
         t0 = time.perf_counter()
         planned_stages(ctx, COST_MODELS[backend])
         best = min(best, time.perf_counter() - t0)
@@ -275,6 +275,11 @@ def main() -> None:
     ap.add_argument("--numeric", default="float", choices=["float", "exact"])
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument(
+        "--plans-only",
+        action="store_true",
+        help="no mode is run: each row's opt ms and plan ms only (plan ms the best of 30)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -283,10 +288,13 @@ def main() -> None:
         f"backend; seconds, best of {args.repeat}"
     )
     head = " ".join(f"{m:>8}" for m in MODES)
-    print(
-        f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} {'A/A':>5} "
-        f"{'none/dyn':>9} {'opt ms':>7} {'pools':>5} {'plan ms':>7} shared runs"
-    )
+    if args.plans_only:
+        print(f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {'opt ms':>7} {'plan ms':>7}")
+    else:
+        print(
+            f"{'stream':<12} {'workload':<10} {'Q':>4} {'L':>3} {head} {'dyn/best':>9} {'A/A':>5} "
+            f"{'none/dyn':>9} {'opt ms':>7} {'pools':>5} {'plan ms':>7} shared runs"
+        )
     points = []
     for stream in args.streams:
         vocab = RIDES
@@ -315,6 +323,11 @@ def main() -> None:
                 stats = StreamStats.of(sample)
                 for n in args.queries:
                     text = make(n, L)
+                    shown = f"{L:3d}" if takes_length else "  -"
+                    if args.plans_only:
+                        opt, decide = search_ms(text, stats), plan_ms(table, text, args.backend, 30)
+                        print(f"{stream:<12} {kind:<10} {n:4d} {shown} {opt:7.1f} {decide:7.2f}")
+                        continue
                     secs, rs = timed(
                         table, text, args.repeat, args.numeric, args.seconds, args.backend
                     )
@@ -324,7 +337,6 @@ def main() -> None:
                     pools = len(shareable_stages(gpu_hamlet.parse_workload(text))[1])
                     best = min(secs[m] for m in MODES if m != "dynamic")
                     cells = " ".join(f"{secs[m]:8.3f}" for m in MODES)
-                    shown = f"{L:3d}" if takes_length else "  -"
                     print(
                         f"{stream:<12} {kind:<10} {n:4d} {shown} {cells} "
                         f"{secs['dynamic'] / best:9.2f} {secs[CONTROL] / secs['none']:5.2f} "
@@ -338,6 +350,8 @@ def main() -> None:
                         | {"search_ms": opt, "pools": pools, "plan_ms": decide}
                         | {"shared_runs": runs}
                     )
+    if args.plans_only:
+        return
     (args.out / "results.json").write_text(json.dumps(points, indent=1) + "\n")
     plots(args.out, points, args.events)
 

@@ -430,6 +430,20 @@ def test_gloria_benchmark_writes_every_cell_and_plot(tmp_path):
     assert (tmp_path / "optimisation.png").stat().st_size > 0
 
 
+def test_gloria_benchmark_plans_only_times_the_plans(tmp_path):
+    """`bench_gloria.py --plans-only`: a row per workload with its search and plan times, and
+    no mode run (nothing written)."""
+    done = run_script(
+        "bench_gloria.py",
+        *("--events", "3000", "--queries", "4", "--lengths", "2", "--streams", "bursty"),
+        *("--plans-only", "--out", str(tmp_path)),
+    )
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("bursty")]
+    assert [r[1] for r in rows] == ["SEQ", "Kleene", "mixed"]
+    assert all(float(r[-2]) > 0 and float(r[-1]) > 0 for r in rows)
+    assert not (tmp_path / "results.json").exists()
+
+
 def test_stage_calibration_fits_its_constants():
     """`benchmarks/calibrate_stages.py` on small streams: a line per case, the fit of each case
     where a Q-set was built, and the cost model's stage fields to paste."""
