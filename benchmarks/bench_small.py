@@ -4,7 +4,9 @@
 
 Workloads with many small groups, and Spark tasks with many small partitions, pay this cost per
 call. Cases: one query `SEQ(A, B+, C)` over ten events (float and exact), and the 50 queries of
-bench_engine.py over 2,100 events of its Kleene stream (float, exact; sharing dynamic and none).
+bench_engine.py over 2,100 events of its Kleene stream (float, exact; sharing dynamic and none),
+on the CPU backend; and the first case with backend='auto', the default, which asks whether a
+GPU is visible.
 The workload is passed as text, as most callers do. Each figure is the median of `--calls` warm
 calls (after 20 unmeasured ones), in microseconds or milliseconds per call.
 """
@@ -29,7 +31,7 @@ def per_call(events: pa.Table, workload: str, calls: int, **options) -> float:
     """Median seconds of one warm call."""
 
     def call() -> None:
-        gpu_hamlet.aggregate(events, workload, backend="cpu", on_overflow="null", **options)
+        gpu_hamlet.aggregate(events, workload, on_overflow="null", **options)
 
     for _ in range(20):
         call()
@@ -51,22 +53,25 @@ def main() -> None:
         2_100, seed=7, types=TYPES, mean_burst=20.0, n_groups=8, duplicate_time_fraction=0.1
     )
     many = kleene_queries(50)
+    few = max(1, args.calls // 10)
     cases = [
-        ("1 query, 10 events", tiny, SINGLE, "float", "dynamic", 1),
-        ("1 query, 10 events", tiny, SINGLE, "exact", "dynamic", 1),
-        ("50 queries, 2,100 events", stream, many, "float", "dynamic", max(1, args.calls // 10)),
-        ("50 queries, 2,100 events", stream, many, "float", "none", max(1, args.calls // 10)),
-        ("50 queries, 2,100 events", stream, many, "exact", "dynamic", max(1, args.calls // 10)),
+        ("1 query, 10 events", tiny, SINGLE, "float", "dynamic", 1, "cpu"),
+        ("1 query, 10 events", tiny, SINGLE, "exact", "dynamic", 1, "cpu"),
+        ("50 queries, 2,100 events", stream, many, "float", "dynamic", few, "cpu"),
+        ("50 queries, 2,100 events", stream, many, "float", "none", few, "cpu"),
+        ("50 queries, 2,100 events", stream, many, "exact", "dynamic", few, "cpu"),
+        ("1 query, 10 events", tiny, SINGLE, "float", "dynamic", 1, "auto"),
     ]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; median of warm calls")
     rows = []
-    for label, events, workload, numeric, sharing, calls in cases:
-        dt = per_call(events, workload, calls, numeric=numeric, sharing=sharing)
+    for label, events, workload, numeric, sharing, calls, backend in cases:
+        dt = per_call(events, workload, calls, numeric=numeric, sharing=sharing, backend=backend)
         rows.append(
-            {"case": label, "numeric": numeric, "sharing": sharing, "calls": calls, "seconds": dt}
+            {"case": label, "numeric": numeric, "sharing": sharing, "backend": backend}
+            | {"calls": calls, "seconds": dt}
         )
         shown = f"{dt * 1e6:8.0f} us" if dt < 1e-2 else f"{dt * 1e3:8.2f} ms"
-        print(f"{label:>26} {numeric:>6} {sharing:>8}: {shown} per call", flush=True)
+        print(f"{label:>26} {numeric:>6} {sharing:>8} {backend:>5}: {shown} per call", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

@@ -12,6 +12,7 @@ suite decides that only after asking (tests/conftest.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -23,15 +24,24 @@ def cuda_visible() -> bool:
     """Whether a real CUDA device is visible to this process (never the simulator).
 
     CuPy answers when it is installed; otherwise the CUDA
-    driver is asked directly, which honours CUDA_VISIBLE_DEVICES like every CUDA library."""
+    driver is asked directly, which honours CUDA_VISIBLE_DEVICES like every CUDA library.
+    Asked once per process: the driver reads CUDA_VISIBLE_DEVICES when it starts, so the answer
+    cannot change after, and asking took 110 us (a failed import of CuPy, then the driver's
+    library looked for), more than a small `aggregate` call's whole engine work with
+    backend='auto' (benchmarks/bench_small.py)."""
+    return _visible_devices() > 0
+
+
+@functools.cache
+def _visible_devices() -> int:
     try:
         import cupy
     except ImportError:
-        return _driver_device_count() > 0
+        return _driver_device_count()
     try:
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        return int(cupy.cuda.runtime.getDeviceCount())
     except cupy.cuda.runtime.CUDARuntimeError:
-        return False
+        return 0
 
 
 def _driver_device_count() -> int:

@@ -303,12 +303,13 @@ def test_small_call_benchmark_times_every_case(tmp_path):
         capture_output=True,
     )
     rows = json.loads(out.read_text())
-    assert [(r["case"].split(",")[0], r["numeric"], r["sharing"]) for r in rows] == [
-        ("1 query", "float", "dynamic"),
-        ("1 query", "exact", "dynamic"),
-        ("50 queries", "float", "dynamic"),
-        ("50 queries", "float", "none"),
-        ("50 queries", "exact", "dynamic"),
+    assert [(r["case"].split(",")[0], r["numeric"], r["sharing"], r["backend"]) for r in rows] == [
+        ("1 query", "float", "dynamic", "cpu"),
+        ("1 query", "exact", "dynamic", "cpu"),
+        ("50 queries", "float", "dynamic", "cpu"),
+        ("50 queries", "float", "none", "cpu"),
+        ("50 queries", "exact", "dynamic", "cpu"),
+        ("1 query", "float", "dynamic", "auto"),
     ]
     assert all(r["seconds"] > 0 for r in rows)
 

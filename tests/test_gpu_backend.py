@@ -93,6 +93,22 @@ def test_auto_says_which_backend_it_chose(caplog, monkeypatch):
     )
 
 
+def test_device_visibility_is_asked_once_per_process(monkeypatch):
+    """The driver reads CUDA_VISIBLE_DEVICES once, when it starts, so the answer is kept: asking
+    took 110 us, which backend='auto' (the default) paid on every `aggregate` call."""
+    from gpu_hamlet import devices
+
+    asked: list[int] = []
+    monkeypatch.setitem(sys.modules, "cupy", None)  # (importing it fails, as without CuPy)
+    monkeypatch.setattr(devices, "_driver_device_count", lambda: asked.append(1) or 0)
+    devices._visible_devices.cache_clear()
+    try:
+        assert [devices.cuda_visible() for _ in range(3)] == [False] * 3
+        assert asked == [1]
+    finally:
+        devices._visible_devices.cache_clear()  # (the next caller asks the real driver)
+
+
 def _select_in_fresh_process(name: str, **env: str) -> subprocess.CompletedProcess:
     """select_backend(name) in a new interpreter (numba.cuda picks simulator or driver once per
     process), with no device visible and the simulator off unless `env` says otherwise."""

@@ -242,15 +242,21 @@ def select_backend(name: str | Backend) -> Backend:
     simulator when NUMBA_ENABLE_CUDASIM=1); 'auto' (the GPU when a device is visible, else the
     CPU; the simulator is never chosen by itself). Logs which one runs. A Backend object is
     used as it is (a configured GpuBackend, or a RecordingBackend)."""
+    from cpu_fallback import CpuBackend
     from gpu_hamlet.devices import cuda_visible, simulator_enabled
 
     check_backend(name)
     if not isinstance(name, str):
         return name
+    if name == "cpu":
+        return CpuBackend()
     if name == "gpu" and simulator_enabled():
         _say_once("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         return _gpu()
-    visible = name != "cpu" and not simulator_enabled() and cuda_visible()
+    # (cuda_visible is asked once per process; simulator_enabled reads numba's configuration
+    # anew, 20 us, so it is asked only where a device is there to choose)
+    device = cuda_visible()
+    visible = device and not simulator_enabled()
     if name == "gpu" and not visible:
         raise GpuHamletError(
             "backend='gpu' needs a CUDA device, and none is visible to this process (no driver, "
@@ -261,11 +267,8 @@ def select_backend(name: str | Backend) -> Backend:
     if visible:
         _say_once(f"backend={name} uses the GPU backend")
         return _gpu()
-    from cpu_fallback import CpuBackend
-
-    if name == "auto":
-        why = "numba.cuda is the simulator" if simulator_enabled() else "no CUDA device is visible"
-        _say_once(f"backend=auto uses the CPU backend ({why})")
+    why = "numba.cuda is the simulator" if device else "no CUDA device is visible"
+    _say_once(f"backend=auto uses the CPU backend ({why})")
     return CpuBackend()
 
 
