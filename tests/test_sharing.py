@@ -758,3 +758,25 @@ def test_mean_share_stops_only_where_the_answer_is_known(shares, need):
         quarter = len(asked) >= 2 and sum(asked) < len(asked) * need / 4
         assert quarter or (got < need and float(np.mean(shares)) < need)
     assert mean_share(iter(()), need, 0) == 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=60),
+    st.integers(1, 100),
+    st.integers(1, 4),
+    st.integers(0, 3),
+    st.sampled_from(sorted(COST_MODELS)),
+)
+def test_the_sharing_gates_first_bound_holds_every_gain(lengths, k, groups, channels, backend):
+    """`may_pay` first bounds the gain by all the Kleene events in one run: for any runs (how
+    many of each length), what the runs gain, each at most its own benefit and never below 0,
+    is at most that bound, so the bound turns away only sets the full weighing turns away."""
+    model = COST_MODELS[backend]
+    runs = np.asarray(lengths, np.float64)
+    b = np.arange(runs.shape[0], dtype=np.float64)
+    per = model.benefit(b, k / groups, 2 * k / groups, channels)
+    gain = groups * float(runs @ np.maximum(per, 0.0))
+    events = float(runs @ b)
+    most = groups * max(float(model.benefit(events, k / groups, 2 * k / groups, channels)), 0.0)
+    assert gain <= most * (1 + 1e-12) + 1e-18

@@ -293,19 +293,28 @@ def may_pay(
     only a few queries share (bench_sharing.py's filters at 5 queries, where the analysis took
     about 10 ms and shared nothing), and bursts that most queries prune away (its bursts of 50
     at 5 queries, where each query keeps 2% of them and sharing took 1.2-1.3x `none`'s time)."""
+    width = sum(query_width(plans[n]) for n in sset.names)
+    weighted = max(len(plans[n].linear) - 1 for n in sset.names)
+    nf = int(filter_groups(sset).max()) + 1
+    runs = sum(query_runs(plans[n]) for n in sset.names)
+    # First a bound from the counts alone: a run's gain is affine in its length, so the Kleene
+    # events all in one run would gain the most, and the fixed costs are at least those without
+    # runs (the roles and the sample took a tenth of bench_small.py's 50 queries, whose sets
+    # never pass).
+    most = model.benefit(
+        float(ev.count_of(sset.kleene_type)), len(sset.names) / nf, width / nf, weighted
+    )
+    if nf * max(float(most), 0.0) <= model.fixed(keys.codes.shape[0], 0, runs):
+        return False
     role = kleene_roles(sset, ev, matcher)
     if role is None:
         return False
     code = ev.code_of(sset.kleene_type)
     sample = RowSample.of(keys)
     lengths = sample.run_lengths(role)
-    width = sum(query_width(plans[n]) for n in sset.names)
-    weighted = max(len(plans[n].linear) - 1 for n in sset.names)
-    nf = int(filter_groups(sset).max()) + 1
     b = np.arange(lengths.shape[0], dtype=np.float64)
     per_group = model.benefit(b, len(sset.names) / nf, width / nf, weighted)
     gain = nf * float(lengths @ np.maximum(per_group, 0.0)) * sample.scale
-    runs = sum(query_runs(plans[n]) for n in sset.names)
     fixed = model.fixed(keys.codes.shape[0], round(sample.scale * lengths.sum()), runs)
     if gain <= fixed:
         return False
