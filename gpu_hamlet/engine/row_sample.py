@@ -66,8 +66,9 @@ def mean_share(shares: Iterable[float], need: float, count: int) -> float:
     for. Queries' shares differ by pattern (2% to 20% over bench_sharing.py's bursts of 50), so
     one does not decide that; but once the others, all kept whole, would leave the mean of all
     below `need`, the answer is no whatever they are (the mean returned is then below `need`
-    too), and they are not asked for either (of 100 bursty SEQ queries over 10 body types, the
-    Q-sets that need 92% kept and keep 80% ask two queries, not four)."""
+    too), and they are not asked for either (of bench_gloria.py's 100 bursty queries over a
+    body of 10 types in sequence, the Q-sets that need 92% kept and keep 80% ask two queries,
+    not four)."""
     seen: list[float] = []
     for share in shares:
         seen.append(share)

@@ -98,11 +98,10 @@ class Shareable(NamedTuple):
     template: TransitionTemplate
     #: (pool, classes of two or more queries that could share it)
     pools: tuple[tuple[Pool, list[tuple[str, ...]]], ...]
-    #: every stretch of consecutive shareable pools that two or more queries take, with them
-    stretches: dict[tuple[Pool, ...], tuple[str, ...]]
     #: GLORIA's search space of the template, kept across calls
     space: SearchSpace
-    #: the gate's stages before the search: each class of a pool, and each stretch
+    #: the gate's stages before the search: each class of a pool, and each stretch of
+    #: consecutive shareable pools that two or more queries take, with them
     whole: Stages
     stretched: Stages
     #: the stages the cut weighs, per plan's chains (at most CUTS_KEPT plans)
@@ -192,14 +191,12 @@ def shareable_stages(workload: Workload) -> Shareable:
         if groups:
             out.append((pool, groups))
     pools = tuple(out)
-    stretches = _stretches(template, pools)
     return Shareable(
         template,
         pools,
-        stretches,
         SearchSpace(template),
         Stages.of(template, [(pool.types, g) for pool, groups in pools for g in groups]),
-        Stages.of(template, [(_types_of(c), n) for c, n in stretches.items()]),
+        Stages.of(template, [(_types_of(c), n) for c, n in _stretches(template, pools).items()]),
         {},
     )
 
@@ -228,7 +225,7 @@ def stage_plan(
     that sharing those types' runs can save them (`SharedStages.saved_per_run`); `panes`: the
     runs of one pane of the named queries that the sample's first n events form (`PaneRuns`;
     None: none), which cut every sub-pattern's runs as `SharedStages` cuts them."""
-    template, pools, _, space, whole, stretched, cuts = shareable_stages(workload)
+    template, pools, space, whole, stretched, cuts = shareable_stages(workload)
     if not pools:
         return None, []
     type_names = list(ev.type_names)
@@ -343,10 +340,9 @@ def stage_plan(
         for _, chain, _ in chains
     ]
     signature = tuple((name, names) for name, _, names in chains)
-    if signature not in cuts:  # (a workload's plan is mostly the same from call to call)
-        if len(cuts) >= CUTS_KEPT:
-            cuts.clear()
-        cuts[signature] = Stages.of(
+    cut = cuts.get(signature)  # (a workload's plan is mostly the same from call to call)
+    if cut is None:
+        cut = Stages.of(
             template,
             [
                 (_types_of(chain[i:j]), names)
@@ -354,7 +350,10 @@ def stage_plan(
                 for i, j in sub
             ],
         )
-    every = iter(gains(cuts[signature]))
+        if len(cuts) >= CUTS_KEPT:
+            cuts.clear()
+        cuts[signature] = cut
+    every = iter(gains(cut))
     out = []
     for (_, chain, names), sub in zip(chains, subs, strict=True):
         gain = {s: next(every) for s in sub}
