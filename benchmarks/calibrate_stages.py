@@ -1,14 +1,14 @@
 """Calibrate the bookkeeping of GLORIA's shared stages (gpu_hamlet/engine/stage_sharing.py) on
-a backend: the costs a Q-set's runs must save, its cost model's stage_row_s, stage_stream_s and
-stage_block_s (gpu_hamlet/engine/optimizer.py).
+a backend: the costs a Q-set's runs must save, its cost model's stage_row_s, stage_stream_s,
+stage_block_s and stage_fma_s (gpu_hamlet/engine/optimizer.py).
 
     python benchmarks/calibrate_stages.py [--backend cpu] [--events 50000] [--repeat 3]
 
 Per case (bursty streams with runs of 3, 10 and 40 events, SEQ chains and Kleene cycles of 2 and
-4 types, 10 and 40 queries, SEQ chains of 2 types over runs cycling through 10, and one case of
-COUNT and SUM, whose block rows cost more; streams of type runs, whose one-type pools queries
-`SEQ(X, B+, Y)` share and prune, with one channel and two; ridesharing Kleene workloads, whose
-runs are short) it times
+4 types, 10 and 40 queries, SEQ chains of 2 types over runs cycling through 6 and 10, a Kleene
+cycle of 8 types, and one case of COUNT and SUM, whose block rows cost more; streams of type
+runs, whose one-type pools queries `SEQ(X, B+, Y)` share and prune, with one channel and two;
+ridesharing Kleene workloads, whose runs are short) it times
 sharing="dynamic" with the gate open against sharing="hamlet" (the same, without GLORIA's
 stages), float mode, best of `--repeat`. The gate open (`MIN_GAIN` at -inf) keeps the plan and
 the cut's ranking but builds every stretch the cut ranks, paying or not, and lets each share
@@ -16,13 +16,16 @@ the runs that the per-run model says pay. The difference, less the plan's own ti
 in the same calls, and paid by `dynamic` whatever it builds), is fitted by least squares, with
 no coefficient below zero, as
     -alpha * saved + per_row * sum of nq * slots + per_event * sum of stream
-    + per_block * sum of nq * shared runs,
+    + per_block * sum of nq * copies * shared runs + per_fma * sum of their multiply-adds,
 over the Q-sets built: saved what the per-run model (`SharedStages.saved_per_run`) says their
 shared runs save, nq a Q-set's queries, slots the rows each reads (events outside shared runs,
 one per shared run), stream the events of its stream (cut into runs whether or not any is
-shared). A Q-set pays when alpha * saved exceeds its costs, so stage_row_s = per_row / alpha
-and stage_stream_s = per_event / alpha. stage_block_s = per_block / alpha is a block row's cost
-per query beyond its multiply-adds; the timed runs use stage_block_s = 0, and so does `saved`.
+shared), copies its queries' mean windows holding a pane (a block row runs in each). A Q-set
+pays when alpha * saved exceeds its costs, so stage_row_s = per_row / alpha and
+stage_stream_s = per_event / alpha. stage_block_s = per_block / alpha is a block row's cost
+per query and window beyond its multiply-adds, and stage_fma_s = per_fma / alpha the cost of
+one of those (width^2 (L + 1) (L + 2) / 2 a block row); the timed runs use both at 0, and so
+does `saved`.
 Prints each case, the fit, and the fields to paste into the backend's EngineCostModel.
 """
 
@@ -62,9 +65,14 @@ def cases(n: int) -> list[tuple[str, pa.Table, str]]:
                         (f"bursty run {run} {kind} L={L} Q={q}", ev, bursty_workload(q, L, kleene))
                     )
     # Runs that cycle through more types than the queries read: few events per shared run.
-    ev = bursty(n, 10)
-    for q in (10, 40):
-        out.append((f"bursty body 10 SEQ L=2 Q={q}", ev, bursty_workload(q, 2, False)))
+    for body, qs in ((10, (10, 40)), (6, (40,))):
+        ev = bursty(n, body)
+        for q in qs:
+            out.append((f"bursty body {body} SEQ L=2 Q={q}", ev, bursty_workload(q, 2, False)))
+    # A cycle of 8 types: block rows of many multiply-adds (stage_fma_s).
+    out.append(
+        ("bursty run 40 Kleene L=8 Q=40", bursty(n, 8, run=40), bursty_workload(40, 8, True))
+    )
     # Queries of two channels (COUNT and SUM): a block row's cost grows with their square.
     ev = bursty(n, 4, run=10)
     two = "COUNT(*), SUM(T0.x)"
@@ -93,9 +101,10 @@ def timed(events: pa.Table, text: str, mode: str, backend: str, repeat: int) -> 
 
 
 def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[float, float, list]:
-    """dynamic's time with the gate open and stage_block_s at 0 (which is fitted here), the plan's
-    time in it (the least of its calls), and (model savings, nq * slots, stream events,
-    nq * shared runs) per Q-set built."""
+    """dynamic's time with the gate open and stage_block_s and stage_fma_s at 0 (which are fitted
+    here), the plan's time in it (the least of its calls), and (model savings, nq * slots,
+    stream events, nq * copies * shared runs, their block rows' multiply-adds) per Q-set
+    built."""
     sets: list[SharedStages] = []
     plan_s: list[float] = []
     init = SharedStages.__init__
@@ -113,7 +122,10 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
 
     with (
         patch.object(stage_sharing, "MIN_GAIN", -np.inf),
-        patch.dict(COST_MODELS, {backend: replace(COST_MODELS[backend], stage_block_s=0.0)}),
+        patch.dict(
+            COST_MODELS,
+            {backend: replace(COST_MODELS[backend], stage_block_s=0.0, stage_fma_s=0.0)},
+        ),
         patch.object(SharedStages, "__init__", spy),
         patch.object(evaluate, "stage_plan", timed_plan),
     ):
@@ -126,12 +138,14 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
         out = []
         for s in sets:
             if s.nruns == 0 or s.slots is None:  # the stream was cut into runs, none shared
-                out.append((0.0, 0, s.events, 0))
+                out.append((0.0, 0, s.events, 0.0, 0.0))
                 continue
             nq = len(s.stats.queries)
             length = np.bincount(s.ev_run, minlength=s.nruns).astype(np.float64)
             saved = s._saved(length, nq, model)
-            out.append((saved, nq * s.slots.idx.size, s.events, nq * s.nruns))
+            blocks = nq * s.copies * s.nruns
+            fmas = blocks * s.width**2 * (len(s.types) + 1) * (len(s.types) + 2) / 2
+            out.append((saved, nq * s.slots.idx.size, s.events, blocks, fmas))
     return t, min(plan_s, default=0.0), out
 
 
@@ -162,23 +176,23 @@ def main() -> None:
     )
     head = (
         *("case", "hamlet s", "open s", "plan s", "Q-sets"),
-        *("saved s", "nq slots", "stream", "nq runs"),
+        *("saved s", "nq slots", "stream", "blocks", "fmas"),
     )
-    print("{:36s} {:>9s} {:>9s} {:>7s} {:>6s} {:>8s} {:>9s} {:>8s} {:>8s}".format(*head))
+    print("{:36s} {:>9s} {:>9s} {:>7s} {:>6s} {:>8s} {:>9s} {:>8s} {:>8s} {:>9s}".format(*head))
     rows, ys, names = [], [], []
     for name, ev, text in cases(args.events):
         base = timed(ev, text, "hamlet", args.backend, args.repeat)
         t, plan_s, sets = gate_open(ev, text, args.backend, args.repeat)
-        row = [-sum(c[0] for c in sets), *(sum(c[i] for c in sets) for i in (1, 2, 3))]
+        row = [-sum(c[0] for c in sets), *(sum(c[i] for c in sets) for i in (1, 2, 3, 4))]
         rows.append(row)
         ys.append(t - plan_s - base)
         names.append(name)
         print(
             f"{name:36s} {base:9.4f} {t:9.4f} {plan_s:7.4f} {len(sets):6d} {-row[0]:8.4f} "
-            f"{row[1]:9.0f} {row[2]:8.0f} {row[3]:8.0f}"
+            f"{row[1]:9.0f} {row[2]:8.0f} {row[3]:8.0f} {row[4]:9.0f}"
         )
     X, y = np.asarray(rows, np.float64), np.asarray(ys)
-    alpha, per_row, per_event, per_block = coef = nonnegative_fit(X, y)
+    alpha, per_row, per_event, per_block, per_fma = coef = nonnegative_fit(X, y)
     fit = X @ coef
     print(f"\n{'case (open - plan - hamlet)':36s} {'measured s':>10s} {'fitted s':>9s}")
     for name, got, want in zip(names, y, fit, strict=True):
@@ -191,6 +205,7 @@ def main() -> None:
         ("stage_row_s", per_row),
         ("stage_stream_s", per_event),
         ("stage_block_s", per_block),
+        ("stage_fma_s", per_fma),
     ):
         print(f"{name} = {cost / alpha if alpha > 0.0 else math.inf:.2g}")
 

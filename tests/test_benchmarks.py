@@ -451,8 +451,8 @@ def test_stage_calibration_fits_its_constants():
     done = run_script("calibrate_stages.py", "--events", "3000", "--repeat", "1")
     lines = done.stdout.splitlines()
     cases = [line for line in lines if line.startswith(("bursty", "type runs", "ridesharing"))]
-    assert len(cases) == 2 * 35  # 27 bursty, 4 type-run and 4 ridesharing cases, then their fit
-    names = ("stage_row_s", "stage_stream_s", "stage_block_s")
+    assert len(cases) == 2 * 37  # 29 bursty, 4 type-run and 4 ridesharing cases, then their fit
+    names = ("stage_row_s", "stage_stream_s", "stage_block_s", "stage_fma_s")
     consts = dict(line.split(" = ") for line in lines if line.startswith(names))
     assert set(consts) == set(names)
     assert all(float(v) == float(v) for v in consts.values())  # numbers, not NaN

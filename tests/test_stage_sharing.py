@@ -29,6 +29,7 @@ from gpu_hamlet.engine.stage_sharing import (
     SAMPLE,
     SharedStages,
     block_of,
+    merged_stages,
     shareable_stages,
     shared_chains,
     stage_plan,
@@ -122,8 +123,11 @@ def seq_cases(draw):
     return ";\n".join(queries), drawn_rows(draw, events, "ABCDE")
 
 
-def _run(table, text, numeric, backend, share):
-    """dynamic sharing with each run shared where `share(length)` says; the stats."""
+def _run(table, text, numeric, backend, share, merged=False):
+    """dynamic sharing with each run shared where `share(length)` says; the stats. With
+    `merged`, each class of a pool is split in two (as a plan may keep queries apart; a half
+    of one query shares nothing), and the stages run are `merged_stages`' (the halves met
+    again where a stretch allows), the largest first, each (query, pool) in one."""
     stats = RunStats()
 
     def worth(self, length, nq, model):
@@ -133,8 +137,21 @@ def _run(table, text, numeric, backend, share):
         by_set: dict = {}
         for pool, groups in shareable_stages(workload)[1]:
             for g in groups:
-                by_set.setdefault(g, []).append(pool)
-        return None, shared_chains(by_set)
+                halves = [g[: len(g) // 2], g[len(g) // 2 :]] if merged else [g]
+                for h in halves:
+                    by_set.setdefault(h, []).append(pool)
+        chains = shared_chains(by_set)
+        if not merged:
+            return None, chains
+        taken: set = set()
+        out = []
+        stages = merged_stages(shareable_stages(workload).template, chains)
+        for chain, names in sorted(stages, key=lambda s: -len(s[0]) * len(s[1])):
+            held = {(n, p.key) for n in names for p in chain}
+            if not held & taken:
+                taken |= held
+                out.append((" ".join(p.key for p in chain), chain, names))
+        return None, out
 
     with (
         patch.object(SharedStages, "_worth", worth),
@@ -147,12 +164,12 @@ def _run(table, text, numeric, backend, share):
     return got, stats
 
 
-def _check(case, numeric, backend, share):
+def _check(case, numeric, backend, share, merged=False):
     text, events = case
     wl = gpu_hamlet.parse_workload(text)
     expected = oracle(events, wl, with_magnitudes=True)
     table = events_to_table(events)
-    got, stats = _run(table, text, numeric, backend, share)
+    got, stats = _run(table, text, numeric, backend, share, merged)
     assert_matches_oracle(got, expected, wl, numeric)
     if numeric != "float":
         alone = gpu_hamlet.aggregate(table, text, sharing="none", numeric=numeric, backend="cpu")
@@ -183,9 +200,14 @@ def test_shared_cycles_match_oracle_on_gpu(case, numeric):
 
 @pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seq_cases(), st.sampled_from(["exact", "float", "bigint"]), st.sampled_from(list(SHARE)))
-def test_shared_transitions_match_oracle(case, numeric, share):
-    _check(case, numeric, "cpu", SHARE[share])
+@given(
+    seq_cases(),
+    st.sampled_from(["exact", "float", "bigint"]),
+    st.sampled_from(list(SHARE)),
+    st.booleans(),
+)
+def test_shared_transitions_match_oracle(case, numeric, share, merged):
+    _check(case, numeric, "cpu", SHARE[share], merged)
 
 
 @pytest.mark.gpu
@@ -556,6 +578,115 @@ def test_transitions_of_one_q_set_chain_into_one_sub_pattern():
     ]
 
 
+def _start_filter_groups(n: int = 20_000) -> tuple[str, SimpleNamespace, pa.Table]:
+    """Four queries SEQ(A0, P, T, C0) in two pairs by their filter on A0 (start(A0)'s classes),
+    and a stream of an A0, 40 P T X X (X read by none) and a C0, 1 ms apart."""
+    names = ["A0", "C0", "P", "T", "X"]
+    codes: list[int] = []
+    while len(codes) < n:
+        codes += [0, *[2, 3, 4, 4] * 40, 1]
+    text = ";\n".join(
+        f"q{i}: RETURN COUNT(*) PATTERN SEQ(A0, P, T, C0) "
+        f"WHERE A0.x < {1 + i // 2} AND C0.x < {i + 1} WITHIN 5 min"
+        for i in range(4)  # (the filters on C0 keep every C0: equal queries would run once)
+    )
+    ev = SimpleNamespace(type_codes=np.asarray(codes, np.int32), type_names=names)
+    rng = np.random.default_rng(1)
+    x = np.where(np.asarray(codes) == 0, rng.integers(0, 3, len(codes)), 0)
+    table = pa.table(
+        {
+            "time": pa.array(np.arange(len(codes)), pa.timestamp("ms")),
+            "type": [names[c] for c in codes],
+            "x": x.astype(np.int64),
+        }
+    )
+    return text, ev, table
+
+
+def test_q_sets_kept_apart_by_a_start_pools_filters_share_the_stretch_after_it():
+    """The search continues start(A0)'s Q-sets, split by their filters on A0, into tran(A0, P)
+    and tran(P, T), whose classes those filters do not touch. This engine's cost of a stretch is
+    per run, each query reading its own input there, so the cut weighs the four queries as one
+    Q-set too (`merged_stages`) and runs that: the runs' maps once, not once per pair. The
+    results are those of sharing nothing."""
+    text, ev, table = _start_filter_groups()
+    wl = gpu_hamlet.parse_workload(text)
+    plan, qsets = stage_plan(wl, cast(EventFrame, ev), CPU_COSTS)
+    assert plan is not None
+    assert sorted(sorted(b.queries) for b in plan.nodes["start(A0)"]) == [
+        ["q0", "q1"],
+        ["q2", "q3"],
+    ]
+    assert [(key, names) for key, _, names in qsets] == [
+        ("tran(A0, P) tran(P, T)", ("q0", "q1", "q2", "q3"))
+    ]
+    stats = RunStats()
+    got = gpu_hamlet.aggregate(table, text, stats=stats, backend="cpu")
+    stage = [s for s in stats.sets if s.stage]
+    assert [(s.kleene_type, s.queries) for s in stage] == [
+        ("tran(A0, P) tran(P, T)", ("q0", "q1", "q2", "q3"))
+    ]
+    assert stage[0].shared > 0
+    alone = gpu_hamlet.aggregate(table, text, sharing="none", backend="cpu")
+    assert all(got[n].equals(alone[n]) for n in alone)
+
+
+def test_the_gates_stretches_hold_queries_of_one_class_on_each_pool():
+    """A stretch the gate weighs is one Q-set could share: queries whose filters on A0 differ
+    do not share start(A0), so a stretch from it holds each filter group apart, the stretch
+    after it holds all four, and none holds tran(T, C0), which each query filters its own way."""
+    text, _, _ = _start_filter_groups(200)
+    stretched = shareable_stages(gpu_hamlet.parse_workload(text)).stretched.items
+    assert sorted((types, sorted(names)) for types, names in stretched if "A0" in types) == [
+        (("A0", "P"), ["q0", "q1"]),
+        (("A0", "P"), ["q2", "q3"]),
+        (("A0", "P", "T"), ["q0", "q1"]),
+        (("A0", "P", "T"), ["q2", "q3"]),
+    ]
+    assert (("P", "T"), ("q0", "q1", "q2", "q3")) in stretched
+    assert not any("C0" in types for types, _ in stretched)  # (each filters C0 its own way)
+
+
+def test_a_stage_that_could_not_pay_for_asking_is_not_asked():
+    """The queries' pruning is asked (a compiled pass a query) only of stages whose gain with
+    every event kept exceeds what asking costs (`ASK_S` a query asked): with asking dearer than
+    any stage could save, nothing is asked and nothing shared."""
+    text, ev, _ = _start_filter_groups()
+    wl = gpu_hamlet.parse_workload(text)
+    asked: list[tuple] = []
+
+    def kept(names, types, need=0.0):
+        asked.append((tuple(names), tuple(types)))
+        return 1.0
+
+    plan, qsets = stage_plan(wl, cast(EventFrame, ev), CPU_COSTS, kept=kept)
+    assert asked and qsets
+    asked.clear()
+    with patch.object(stage_sharing, "ASK_S", 1.0):
+        assert stage_plan(wl, cast(EventFrame, ev), CPU_COSTS, kept=kept) == (None, [])
+    assert asked == []
+
+
+def test_a_block_row_runs_once_a_window_copy():
+    """A query's block rows run in each window holding their pane (`Windowing.copies`: the
+    window-copies route its few rows on the shared path take), so a run saves less the more
+    copies its queries have, by their block rows' cost."""
+    from gpu_hamlet.query.plan import Windowing
+
+    assert [Windowing(1, a, n, 0, 0).copies for a, n in ((1, 1), (1, 2), (3, 10), (2, 4))] == [
+        1,
+        2,
+        4,
+        2,
+    ]
+    m = CPU_COSTS
+    one, two = (SharedStages.saved_per_run(40.0, 2, 20, m, 1, 1.0, c) for c in (1.0, 2.0))
+    block = m.base_s + 3 * 4 / 2 * m.stage_fma_s + m.stage_block_s
+    assert one - two == pytest.approx(20 * block)
+    many = SharedStages.saved_per_run(np.array([40.0, 3.0]), 2, 20, m, 1, 1.0, np.array([1, 2]))
+    assert many[0] == pytest.approx(one)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
@@ -587,6 +718,7 @@ def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
     codes = rng.integers(0, len(names), 500).astype(np.int32)
     stats = StreamStats.of_codes(codes, names)
     widths = {q.name: int(rng.integers(1, 4)) for q in workload}
+    copies = {q.name: int(rng.integers(1, 4)) for q in workload}
     for stages in (shareable.whole, shareable.stretched):
         counts = np.array([stats.counts.get(t, 0.0) for t in stages.type_names])
         keys = [(frozenset(t), shareable.template.types_of(frozenset(n))) for t, n in stages.items]
@@ -597,6 +729,9 @@ def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
         assert stages.widths(widths).tolist() == [
             max(widths[q] for q in n) for _, n in stages.items
         ]
+        np.testing.assert_allclose(
+            stages.copies(copies), [np.mean([copies[q] for q in n]) for _, n in stages.items]
+        )
         marked = StreamStats.of_codes(codes, names)
         marked.prefetch_marked(stages.keys, stages.type_names, stages.marks)
         assert [marked.runs(*k) for k in keys] == [

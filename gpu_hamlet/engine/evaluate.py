@@ -235,11 +235,14 @@ def planned_stages(
         return parts.keys(q.partition_attrs, len(q.groupby))
 
     widths = {n: len(plan.linear) for n, plan in plans.items()}
+    copies = {n: plan.windowing.copies for n, plan in plans.items()}
     kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, host_panes, ctx.ev.code_of)
     pane_runs = PaneRuns(sample_of(ctx.ev, ctx.ev.time), lambda n: plans[n].windowing)
     return [
         (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
-        for key, chain, names in stage_plan(ctx.runs, ctx.ev, model, widths, kept, pane_runs)[1]
+        for key, chain, names in stage_plan(
+            ctx.runs, ctx.ev, model, widths, kept, pane_runs, copies
+        )[1]
     ]
 
 

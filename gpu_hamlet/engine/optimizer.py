@@ -70,13 +70,17 @@ class EngineCostModel:
     #: stream with each shared run one slot, `SharedStages.compressed`), and per event of its
     #: stream to cut it into runs (paid once the Q-set is built, whether or not it shares). A
     #: Q-set is built only when its runs could save both, and shares no run unless they save the
-    #: first. `stage_block_s`: per query and shared run beyond the block row's multiply-adds
-    #: (scaling its inputs to one exponent and fixing its outputs, `xf_block_terms`). Fitted
-    #: together, with no cost below zero, by `python benchmarks/calibrate_stages.py` (the gate
-    #: open, `MIN_GAIN`, against sharing="hamlet").
+    #: first. `stage_block_s`: per query, shared run and window copy beyond the block row's
+    #: multiply-adds (scaling its inputs to one exponent and fixing its outputs,
+    #: `xf_block_terms`), and `stage_fma_s` per multiply-add of a block row, which the
+    #: host's SIMD units run several at a time (HAMLET's `event_s` per event and channel
+    #: overstated them about 4x at ten types). Fitted together, with no cost below zero, by
+    #: `python benchmarks/calibrate_stages.py` (the gate open, `MIN_GAIN`, against
+    #: sharing="hamlet").
     stage_row_s: float = 0.0
     stage_stream_s: float = 0.0
     stage_block_s: float = 0.0
+    stage_fma_s: float = 0.0
 
     def per_event(self, k, width):
         return k * self.base_s + width * self.event_s
@@ -133,9 +137,10 @@ CPU_COSTS = EngineCostModel(
     set_row_s=1.5e-08,
     set_run_s=6.0e-08,
     stream_row_s=2.2e-08,
-    stage_row_s=1.8e-08,
-    stage_stream_s=2.0e-08,
-    stage_block_s=8.5e-08,
+    stage_row_s=1.6e-08,
+    stage_stream_s=1.1e-08,
+    stage_block_s=6.3e-08,
+    stage_fma_s=4.2e-09,
 )
 
 #: Calibrated on the GPU backend with `python benchmarks/calibrate_costs.py --backend gpu` on an
@@ -150,7 +155,10 @@ CPU_COSTS = EngineCostModel(
 #: the stage model weighed the queries' pruning and channels (a06ffc1's tree, 35 cases,
 #: benchmarks/results/gpu/2026-11-27_h200b/call1/calibrate_stages_gpu.txt, alpha 1.43; before,
 #: 2026-11-26_h200/call4 fitted 8.6e-08, 1.3e-07 and 0 with the old model), these constants in
-#: the model.
+#: the model. Since block rows count once per window copy and their multiply-adds at
+#: `stage_fma_s` (not refitted on a device: converted so that its cases' windows, two a pane,
+#: weigh a block row as that fit did: stage_fma_s is event_s / 2 and stage_block_s
+#: (2.8e-07 - base_s) / 2).
 GPU_COSTS = EngineCostModel(
     base_s=5.82e-08,
     event_s=8.03e-10,
@@ -164,7 +172,8 @@ GPU_COSTS = EngineCostModel(
     stream_row_s=4.81e-08,
     stage_row_s=7.0e-08,
     stage_stream_s=2.0e-07,
-    stage_block_s=2.8e-07,
+    stage_block_s=1.11e-07,
+    stage_fma_s=4.0e-10,
 )
 
 #: The cost model of each backend, by its `name`: one optimizer above both.

@@ -349,7 +349,7 @@ class QueryRows:
         D = len(self.plan.linear) * (tpl.k + 1) + 1
         windows = windows_holding(self.pid, self.seg, starts, w.a, w.n)
         return WINDOW_ROUTE_COSTS.copies_cheaper(
-            rows, -(-w.n // w.a), starts.shape[0], windows, D, int(tpl.k)
+            rows, w.copies, starts.shape[0], windows, D, int(tpl.k)
         )
 
     def _into_windows(self) -> None:

@@ -35,6 +35,7 @@ from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
 from gpu_hamlet.engine.pruning import rows_by_code, typed_may_complete
+from gpu_hamlet.engine.row_sample import KEPT_QUERIES
 from gpu_hamlet.engine.sharing import (
     Ahead,
     Injection,
@@ -68,6 +69,14 @@ MIN_GAIN = 0.0
 #: (bursty Kleene, 20 queries: 0.33 ms for 10 pools), over the 2.0 measured seconds per model
 #: second that `calibrate_stages.py` finds (its alpha, 1.8 to 2.3).
 SEARCH_S = 1.6e-5
+
+#: What asking a query's pruning costs (`KeptShares`, a compiled pass over a sample of its rows),
+#: in the model's seconds: about 50 us on the development machine (bursty SEQ, 100 queries),
+#: over the 1.9 measured seconds per model second of `calibrate_stages.py`. A stage whose gain
+#: at every event kept is below what asking would cost is not asked: over bench_gloria.py's
+#: bursty SEQ at 100 queries and 10 body types, the gate asked 97 passes for stages that could
+#: save at most about as much (6.5 ms of an 80 ms call).
+ASK_S = 2.6e-5
 
 #: Plans per workload whose chain cut's stages are kept (`Shareable.cuts`): building them took
 #: 0.2-0.45 ms of a `dynamic` call over bench_gloria.py's bursty SEQ queries, whose plan is the
@@ -104,8 +113,9 @@ class Shareable(NamedTuple):
     #: consecutive shareable pools that two or more queries take, with them
     whole: Stages
     stretched: Stages
-    #: the stages the cut weighs, per plan's chains (at most CUTS_KEPT plans)
-    cuts: dict[tuple, Stages]
+    #: the stages the cut weighs (`merged_stages`: (chain, queries) each), with their arrays,
+    #: per plan's chains (at most CUTS_KEPT plans)
+    cuts: dict[tuple, tuple[list[tuple[tuple[Pool, ...], tuple[str, ...]]], Stages]]
 
 
 StageList = list[tuple[tuple[str, ...], tuple[str, ...]]]  # (sub-pattern's types, queries)
@@ -172,6 +182,14 @@ class Stages(NamedTuple):
         per_query = np.array([widths[n] for n in self.query_names], np.int64)
         return np.maximum.reduceat(per_query[self.members], self.starts)
 
+    def copies(self, copies: Mapping[str, int] | None) -> np.ndarray:
+        """Per stage, its queries' mean window copies (1 without `copies`: tumbling windows),
+        as `SharedStages` weighs them."""
+        if copies is None or not self.items:
+            return np.ones(len(self.items))
+        per_query = np.array([copies[n] for n in self.query_names], np.float64)
+        return np.add.reduceat(per_query[self.members], self.starts) / self.nq
+
 
 @functools.lru_cache(maxsize=64)
 def shareable_stages(workload: Workload) -> Shareable:
@@ -196,7 +214,7 @@ def shareable_stages(workload: Workload) -> Shareable:
         pools,
         SearchSpace(template),
         Stages.of(template, [(pool.types, g) for pool, groups in pools for g in groups]),
-        Stages.of(template, [(_types_of(c), n) for c, n in _stretches(template, pools).items()]),
+        Stages.of(template, [(_types_of(c), n) for c, n in _stretches(template, pools)]),
         {},
     )
 
@@ -213,6 +231,7 @@ def stage_plan(
     widths: Mapping[str, int] | None = None,
     kept: Callable[[Sequence[str], Sequence[str], float], float] | None = None,
     panes: Callable[[Sequence[str], int], int] | None = None,
+    copies: Mapping[str, int] | None = None,
 ) -> tuple[SharingPlan | None, list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]]:
     """GLORIA's plan for the workload, and what of it runs shared: (name, chain of pools,
     queries) per Q-set, consecutive pools of one Q-set chained into one sub-pattern (its
@@ -224,7 +243,8 @@ def stage_plan(
     of some types that their pruning keeps (`row_sample.KeptShares`; None: all), which is all
     that sharing those types' runs can save them (`SharedStages.saved_per_run`); `panes`: the
     runs of one pane of the named queries that the sample's first n events form (`PaneRuns`;
-    None: none), which cut every sub-pattern's runs as `SharedStages` cuts them."""
+    None: none), which cut every sub-pattern's runs as `SharedStages` cuts them; `copies`: each
+    query's windows holding a pane (`Windowing.copies`; None: 1), which its block rows run in."""
     template, pools, space, whole, stretched, cuts = shareable_stages(workload)
     if not pools:
         return None, []
@@ -233,13 +253,14 @@ def stage_plan(
     stats = StreamStats.of_codes(codes[:GATE_SAMPLE], type_names)
     read = min(codes.shape[0], GATE_SAMPLE)  # the events `stats` counted
 
-    Runs = tuple[float, float, int, int, int, float]  # runs, mean run, length, queries, width, cost
+    # runs, mean run, length, queries, width, window copies, cost
+    Runs = tuple[float, float, int, int, int, float, float]
     Ask = tuple[int, float, Runs]
 
     def at(r: Runs, share: float) -> float:
         """A stage's gain where its queries keep `share` of its events."""
-        runs, mean, L, nq, width, cost = r
-        return runs * SharedStages.saved_per_run(mean, L, nq, model, width, share) - cost
+        runs, mean, L, nq, width, cp, cost = r
+        return runs * SharedStages.saved_per_run(mean, L, nq, model, width, share, cp) - cost
 
     def weighed(stages: Stages) -> tuple[list[float], list[Ask]]:
         # Per (types, queries): the sample's runs, at their mean length, must save the queries'
@@ -252,7 +273,7 @@ def stage_plan(
         # share from which it pays, and its gain at a share).
         counts = np.array([stats.counts.get(t, 0.0) for t in stages.type_names])
         nt_all, ns_all = stages.body @ counts, stages.seen @ counts  # (sums of whole numbers)
-        nq_all, width_all = stages.nq, stages.widths(widths)
+        nq_all, width_all, copies_all = stages.nq, stages.widths(widths), stages.copies(copies)
         cut_all = model.stage_stream_s * ns_all
         per_event = nq_all * (model.base_s + width_all * model.event_s) - (
             model.base_s + (stages.length + 2) * model.event_s
@@ -262,6 +283,7 @@ def stage_plan(
         past = np.flatnonzero(bound > 0)
         stats.prefetch_marked([stages.keys[i] for i in past], stages.type_names, stages.marks[past])
         nt, ns, nq, width = nt_all[past], ns_all[past], nq_all[past], width_all[past]
+        cps = copies_all[past]
         runs = np.array([stats.runs(*stages.keys[i]) for i in past], np.float64)
         if panes is not None:  # (types alone run on across panes; at most one run an event)
             pane = np.array([panes(stages.items[i][1], read) for i in past], np.float64)
@@ -269,19 +291,23 @@ def stage_plan(
         mean = nt / np.maximum(runs, 1.0)
         cost = bookkeeping(nq, ns - nt + runs, model) + cut_all[past]
         L = stages.kinds[past]
-        gain = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 1.0) - cost
+        gain = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 1.0, cps) - cost
         bound[past] = gain
         asks: list[Ask] = []
         if kept is not None:
-            # The gain is linear in the share kept: it pays from `need` on.
-            none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0)
-            for j in np.flatnonzero(gain > 0).tolist():
+            # The gain is linear in the share kept: it pays from `need` on. A stage that could
+            # not save what asking costs (its queries' pruning passes) is not asked, nor built.
+            none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0, cps)
+            asking = ASK_S * np.minimum(nq, KEPT_QUERIES) * read / max(ev.type_codes.shape[0], 1)
+            bound[past[gain <= asking]] = np.minimum(gain[gain <= asking], 0.0)
+            for j in np.flatnonzero((gain > 0) & (gain > asking)).tolist():
                 r: Runs = (
                     float(runs[j]),
                     float(mean[j]),
                     int(L[j]),
                     int(nq[j]),
                     int(width[j]),
+                    float(cps[j]),
                     float(cost[j]),
                 )
                 need = float(cost[j] - none[j]) / float(gain[j] + cost[j] - none[j])
@@ -333,37 +359,59 @@ def stage_plan(
                 by_set.setdefault(names, []).append(pool)
     # Of each Q-set's chain, the stretches that pay most, disjoint: the search costs a plan in
     # snapshots, and a pool at a chain's end may cost this engine more than it saves (a start
-    # pool's single events, docs/architecture.md section 10).
+    # pool's single events, docs/architecture.md section 10). Q-sets that the plan keeps apart
+    # on one stretch only because their snapshots come from pools they do not share (start(A)'s
+    # filter groups, continued into tran(A, B)) are weighed merged too (`merged_stages`).
     chains = sorted(shared_chains(by_set), key=lambda c: (c[0], c[2]))
-    subs = [
-        [(i, j) for i in range(len(chain)) for j in range(i + 1, len(chain) + 1)]
-        for _, chain, _ in chains
-    ]
     signature = tuple((name, names) for name, _, names in chains)
-    cut = cuts.get(signature)  # (a workload's plan is mostly the same from call to call)
-    if cut is None:
-        cut = Stages.of(
-            template,
-            [
-                (_types_of(chain[i:j]), names)
-                for (_, chain, names), sub in zip(chains, subs, strict=True)
-                for i, j in sub
-            ],
-        )
+    kept_cut = cuts.get(signature)  # (a workload's plan is mostly the same from call to call)
+    if kept_cut is None:
+        stages = merged_stages(template, chains)
+        kept_cut = (stages, Stages.of(template, [(_types_of(c), n) for c, n in stages]))
         if len(cuts) >= CUTS_KEPT:
             cuts.clear()
-        cuts[signature] = cut
-    every = iter(gains(cut))
+        cuts[signature] = kept_cut
+    stages, cut = kept_cut
+    gain = gains(cut)
+    taken: set[tuple[str, str]] = set()  # (query, pool) pairs a taken stage holds
     out = []
-    for (_, chain, names), sub in zip(chains, subs, strict=True):
-        gain = {s: next(every) for s in sub}
-        taken: list[tuple[int, int]] = []
-        for i, j in sorted(sub, key=lambda s: -gain[s]):
-            if gain[(i, j)] > MIN_GAIN and all(j <= a or b <= i for a, b in taken):
-                taken.append((i, j))
-        for i, j in sorted(taken):
-            out.append((" ".join(p.key for p in chain[i:j]), chain[i:j], names))
-    return plan, out
+    for k in sorted(range(len(stages)), key=lambda k: -gain[k]):
+        chain, names = stages[k]
+        held = {(n, p.key) for n in names for p in chain}
+        if gain[k] > MIN_GAIN and not held & taken:
+            taken |= held
+            out.append((" ".join(p.key for p in chain), chain, names))
+    return plan, sorted(out, key=lambda s: (s[0], s[2]))
+
+
+def merged_stages(
+    template: TransitionTemplate, chains: list[tuple[str, tuple[Pool, ...], tuple[str, ...]]]
+) -> list[tuple[tuple[Pool, ...], tuple[str, ...]]]:
+    """The stages the cut weighs: every stretch of each Q-set's chain with its queries, and
+    every stretch that several chains hold with all their queries that may share it (the same
+    class on each of its pools). This engine's cost of a stage is per run, each query reading
+    its own snapshot there (its state's input to the stretch), so Q-sets that one stretch's
+    classes allow to meet share its runs' maps once where the plan kept them apart (bursty SEQ
+    at 100 queries: 20 Q-sets of 5 became 5 of 20, `dynamic` 0.22 -> 0.13 s; BENCHMARKS.md,
+    GLORIA executed)."""
+    out: dict[tuple[tuple[str, ...], frozenset[str]], tuple[tuple[Pool, ...], tuple[str, ...]]]
+    out = {}
+    holders: dict[tuple[str, ...], tuple[tuple[Pool, ...], list[str]]] = {}
+    for _, chain, names in chains:
+        for i in range(len(chain)):
+            for j in range(i + 1, len(chain) + 1):
+                sub = chain[i:j]
+                keys = tuple(p.key for p in sub)
+                out.setdefault((keys, frozenset(names)), (sub, names))
+                holders.setdefault(keys, (sub, []))[1].extend(names)
+    for keys, (sub, held) in holders.items():
+        by_class: dict[tuple, list[str]] = {}
+        for n in sorted(set(held)):
+            by_class.setdefault(tuple(template.class_of(p, n) for p in sub), []).append(n)
+        for group in by_class.values():
+            if len(group) >= 2:
+                out.setdefault((keys, frozenset(group)), (sub, tuple(group)))
+    return list(out.values())
 
 
 def sample_of(ev: EventFrame, values: np.ndarray) -> np.ndarray:
@@ -374,9 +422,9 @@ def sample_of(ev: EventFrame, values: np.ndarray) -> np.ndarray:
 
 def _stretches(
     template: TransitionTemplate, pools: tuple[tuple[Pool, list[tuple[str, ...]]], ...]
-) -> dict[tuple[Pool, ...], tuple[str, ...]]:
+) -> list[tuple[tuple[Pool, ...], tuple[str, ...]]]:
     """Every stretch of two or more consecutive shareable pools that two or more queries take
-    in a row, with those queries."""
+    in a row and may share (the same class on each of its pools), with those queries."""
     shareable = {pool.key for pool, _ in pools}
     per_query: dict[str, list[list[Pool]]] = {}
     for pool in template.pools:
@@ -386,13 +434,14 @@ def _stretches(
                 chains[-1].append(pool)
             elif chains[-1]:
                 chains.append([])
-    out: dict[tuple[Pool, ...], tuple[str, ...]] = {}
+    out: dict[tuple, tuple[str, ...]] = {}  # (stretch, its classes) -> queries
     for n, chains in per_query.items():
         for c in chains:
             for i in range(len(c) - 1):
                 for j in range(i + 2, len(c) + 1):
-                    out[tuple(c[i:j])] = (*out.get(tuple(c[i:j]), ()), n)
-    return {c: names for c, names in out.items() if len(names) >= 2}
+                    key = (tuple(c[i:j]), tuple(template.class_of(p, n) for p in c[i:j]))
+                    out[key] = (*out.get(key, ()), n)
+    return [(stretch, names) for (stretch, _), names in out.items() if len(names) >= 2]
 
 
 def shared_chains(
@@ -486,8 +535,9 @@ class SharedStages:
                 self.blocks[q.name] = b
         names = tuple(self.blocks)
         self.stats = SharingStats(key, names, stage=True)
-        # `saved_per_run`'s channels and share of the runs' events kept alone
+        # `saved_per_run`'s channels, share of the runs' events kept alone and window copies
         self.width, self.kept = max((len(plans[n].linear) for n in names), default=1), kept
+        self.copies = float(np.mean([plans[n].windowing.copies for n in names] or [1]))
         # maps, the same scaled (XFloat), done
         self._maps: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.run_of = np.full(keys.order.shape[0], -1, np.int64)  # by index into the sorted order
@@ -543,17 +593,23 @@ class SharedStages:
         self.ev_lo = np.r_[0, np.cumsum(np.bincount(self.ev_run, minlength=self.nruns))]
 
     def _saved(self, length: np.ndarray, nq: int, model: EngineCostModel) -> float:
-        L, width, kept = len(self.types), self.width, self.kept
-        return float(self.saved_per_run(length, L, nq, model, width, kept).sum())
+        L, width, kept, copies = len(self.types), self.width, self.kept, self.copies
+        return float(self.saved_per_run(length, L, nq, model, width, kept, copies).sum())
 
     def _worth(self, length: np.ndarray, nq: int, model: EngineCostModel) -> np.ndarray:
-        L, width, kept = len(self.types), self.width, self.kept
-        return self.saved_per_run(length, L, nq, model, width, kept) > 0
+        L, width, kept, copies = len(self.types), self.width, self.kept, self.copies
+        return self.saved_per_run(length, L, nq, model, width, kept, copies) > 0
 
     @overload
     @staticmethod
     def saved_per_run(
-        length: float, L: int, nq: int, model: EngineCostModel, width: int, kept: float
+        length: float,
+        L: int,
+        nq: int,
+        model: EngineCostModel,
+        width: int,
+        kept: float,
+        copies: float,
     ) -> float: ...
 
     @overload
@@ -565,6 +621,7 @@ class SharedStages:
         model: EngineCostModel,
         width: int | np.ndarray,
         kept: float,
+        copies: float | np.ndarray,
     ) -> np.ndarray: ...
 
     @staticmethod
@@ -575,21 +632,24 @@ class SharedStages:
         model: EngineCostModel,
         width: int | np.ndarray,
         kept: float,
+        copies: float | np.ndarray,
     ) -> float | np.ndarray:
         """What sharing saves on runs of `length` events of a sub-pattern of L types, for nq
         queries of `width` float channels, in HAMLET's burst constants (optimizer.py): alone,
         each query runs the `kept` share of the run's rows that its pruning keeps (`event_s` per
-        channel); shared, the map's events run once
-        with L + 2 columns (IN, the block, the constant) and each query applies a block macro
-        row of about (L + 1) (L + 2) / 2 multiply-adds per column and pair of channels (each
+        channel); shared, the map's events run once with L + 2 columns (IN, the block, the
+        constant) and each query applies a block macro row in each of `copies` windows (its
+        queries' windows holding a pane, `Windowing.copies`: a query's few rows on the shared
+        path take the window-copies route, so its block rows run once a window), of about
+        (L + 1) (L + 2) / 2 multiply-adds (`stage_fma_s`) per column and pair of channels (each
         output channel reads every input channel, `run_segments`) and `stage_block_s`, plus the
         class's bookkeeping. (The maps' kernel took the same time with one channel and two:
         bench_gloria.py's type runs; docs/architecture.md section 10.)"""
         unshared = nq * kept * length * (model.base_s + width * model.event_s)
-        per_block = width * width * (L + 1) * (L + 2) / 2 * model.event_s
+        per_block = width * width * (L + 1) * (L + 2) / 2 * model.stage_fma_s
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
-            + nq * (model.base_s + per_block + model.stage_block_s)
+            + nq * copies * (model.base_s + per_block + model.stage_block_s)
             + model.class_s
         )
         return unshared - shared

@@ -185,6 +185,12 @@ class Windowing:
         """Whether segments must be composed (sliding) rather than each being a window."""
         return self.n > 1
 
+    @property
+    def copies(self) -> int:
+        """The windows holding each segment: the copies of a row on the window-copies route
+        (engine/query_rows.py `_into_windows`); 1 when tumbling."""
+        return -(-self.n // self.a)
+
     @classmethod
     def of(cls, query: Query, axis: TimeAxis) -> Windowing:
         w = axis.ticks(query.within_ms, query, "WITHIN")
