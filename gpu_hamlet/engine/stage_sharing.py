@@ -262,7 +262,7 @@ def stage_plan(
         runs, mean, L, nq, width, cp, cost = r
         return runs * SharedStages.saved_per_run(mean, L, nq, model, width, share, cp) - cost
 
-    def weighed(stages: Stages) -> tuple[list[float], list[Ask]]:
+    def weighed(stages: Stages, floor: float = 0.0) -> tuple[list[float], list[Ask]]:
         # Per (types, queries): the sample's runs, at their mean length, must save the queries'
         # bookkeeping and the pass that cuts the Q-set's stream into runs: else the stream is
         # not even cut. (All terms grow with the stream alike: the sample decides.) First a
@@ -270,7 +270,7 @@ def stage_plan(
         # sub-pattern, less the map's. The runs of the stages past it are counted in one pass,
         # and those whose runs would pay are to be weighed by the share of their rows that the
         # queries' pruning keeps (a pass per way of pruning: asked last, `asks`: the stage, the
-        # share from which it pays, and its gain at a share).
+        # share from which it gains more than `floor`, and its gain at a share).
         counts = np.array([stats.counts.get(t, 0.0) for t in stages.type_names])
         nt_all, ns_all = stages.body @ counts, stages.seen @ counts  # (sums of whole numbers)
         nq_all, width_all, copies_all = stages.nq, stages.widths(widths), stages.copies(copies)
@@ -295,12 +295,15 @@ def stage_plan(
         bound[past] = gain
         asks: list[Ask] = []
         if kept is not None:
-            # The gain is linear in the share kept: it pays from `need` on. A stage that could
-            # not save what asking costs (its queries' pruning passes) is not asked, nor built.
+            # The gain is linear in the share kept: it exceeds the floor from `need` on. A stage
+            # whose gain with every event kept could not exceed it by what asking costs (its
+            # queries' pruning passes) is not asked, and weighs the floor at most.
+            above = max(floor, 0.0)
             none = runs * SharedStages.saved_per_run(mean, L, nq, model, width, 0.0, cps)
             asking = ASK_S * np.minimum(nq, KEPT_QUERIES) * read / max(ev.type_codes.shape[0], 1)
-            bound[past[gain <= asking]] = np.minimum(gain[gain <= asking], 0.0)
-            for j in np.flatnonzero((gain > 0) & (gain > asking)).tolist():
+            lazy = gain <= above + asking
+            bound[past[lazy]] = np.minimum(gain[lazy], above)
+            for j in np.flatnonzero(~lazy).tolist():
                 r: Runs = (
                     float(runs[j]),
                     float(mean[j]),
@@ -310,7 +313,7 @@ def stage_plan(
                     float(cps[j]),
                     float(cost[j]),
                 )
-                need = float(cost[j] - none[j]) / float(gain[j] + cost[j] - none[j])
+                need = float(cost[j] + above - none[j]) / float(gain[j] + cost[j] - none[j])
                 asks.append((int(past[j]), need, r))
         return bound.tolist(), asks
 
@@ -329,7 +332,7 @@ def stage_plan(
         pruning asked stage by stage, the most promising first, up to the first that does
         (a pruning pass a way of pruning: 100 distinct queries of bench_gloria.py's bursty SEQ
         made 100 of them a call)."""
-        out, asks = weighed(stages)
+        out, asks = weighed(stages, floor)
         asked = {i for i, _, _ in asks}
         if any(g > floor for i, g in enumerate(out) if i not in asked):
             return True
