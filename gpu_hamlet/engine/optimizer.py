@@ -120,12 +120,15 @@ class EngineCostModel:
 #: filter group's own stream, per row of the set): its `stream_cost`, 2.16e-08 to 2.19e-08 in
 #: four runs of 1e29b9b's code (calibrate_cpu_1e29b9b.txt holds the whole output of one of
 #: them). The stage constants: the
-#: mean of three runs of `calibrate_stages.py` after the gate weighed the queries' pruning and
-#: channels, with streams of type runs among its cases (gloria/calibrate_stages_cpu_kept.txt:
-#: alpha 1.26-1.3; before, gloria/calibrate_stages_cpu_block.txt fitted the rows' cost at 0,
-#: and the gate shared one-type pools at 1.2-3.8x the best fixed mode). Without stage_block_s,
-#: Q-sets shared runs that cost more shared (bench_gloria.py, bursty SEQ over a body of 10
-#: types: 1.26-1.44x the best fixed mode).
+#: mean of three runs of `calibrate_stages.py` after block rows counted once per window copy
+#: and their multiply-adds at stage_fma_s (gloria/calibrate_stages_cpu_copies.txt: alpha
+#: 1.87-1.98; stage_fma_s 2.5e-09 to 5.1e-09, where HAMLET's event_s, 9.7e-09, stood for it
+#: before). Before, gloria/calibrate_stages_cpu_kept.txt (the gate weighing the queries'
+#: pruning and channels, streams of type runs among the cases: alpha 1.26-1.3) and
+#: gloria/calibrate_stages_cpu_block.txt (the rows' cost fitted at 0: the gate shared one-type
+#: pools at 1.2-3.8x the best fixed mode). Without stage_block_s, Q-sets shared runs that cost
+#: more shared (bench_gloria.py, bursty SEQ over a body of 10 types: 1.26-1.44x the best fixed
+#: mode).
 CPU_COSTS = EngineCostModel(
     base_s=2.5e-08,
     event_s=9.7e-09,
