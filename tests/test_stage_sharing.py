@@ -631,6 +631,25 @@ def test_q_sets_kept_apart_by_a_start_pools_filters_share_the_stretch_after_it()
     assert all(got[n].equals(alone[n]) for n in alone)
 
 
+def test_the_cut_asks_only_the_stages_that_come_first_by_their_bound():
+    """A stage's gain with every event kept bounds its gain, so the cut asks the queries'
+    pruning only of the stage that comes first by its bound among those holding no pool taken:
+    the merged Q-set of four comes first, and the plan's pairs on the same pools are never
+    asked."""
+    text, ev, _ = _start_filter_groups()
+    asked: list[tuple[str, ...]] = []
+
+    def kept(names, types, need=0.0):
+        asked.append(tuple(names))
+        return 1.0
+
+    _, qsets = stage_plan(
+        gpu_hamlet.parse_workload(text), cast(EventFrame, ev), CPU_COSTS, kept=kept
+    )
+    assert [names for _, _, names in qsets] == [("q0", "q1", "q2", "q3")]
+    assert asked and all(len(names) == 4 for names in asked)
+
+
 def test_the_gates_stretches_hold_queries_of_one_class_on_each_pool():
     """A stretch the gate weighs is one Q-set could share: queries whose filters on A0 differ
     do not share start(A0), so a stretch from it holds each filter group apart, the stretch

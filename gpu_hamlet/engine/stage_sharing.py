@@ -18,6 +18,7 @@ propagates. Per run the engine decides whether sharing pays, as HAMLET does per 
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from math import gcd
 from typing import NamedTuple, TypeVar, overload
@@ -321,12 +322,6 @@ def stage_plan(
         assert kept is not None
         return kept(stage[1], stage[0], need)
 
-    def gains(stages: Stages) -> list[float]:
-        out, asks = weighed(stages)
-        for i, need, r in asks:
-            out[i] = at(r, share(stages.items[i], need))
-        return out
-
     def pays(stages: Stages, floor: float) -> bool:
         """Whether a stage gains more than `floor`: `gains`' answer, with the queries'
         pruning asked stage by stage, the most promising first, up to the first that does
@@ -375,15 +370,31 @@ def stage_plan(
             cuts.clear()
         cuts[signature] = kept_cut
     stages, cut = kept_cut
-    gain = gains(cut)
+    # The stages that gain most, each (query, pool) in one at most, greedily. A stage's gain
+    # with every event kept bounds its gain, so the queries' pruning is asked only of a stage
+    # that comes first by its bound and holds no pool taken already: the same choice as asking
+    # every stage first (bursty SEQ at 100 queries: the 60 stretches of the plan's 20 Q-sets
+    # were asked, 5.8 ms, though the 5 merged ones that hold their pools came first).
+    bound, asks = weighed(cut)
+    pending = {i: (need, r) for i, need, r in asks}
+    heap = [(-g, k) for k, g in enumerate(bound)]
+    heapq.heapify(heap)
     taken: set[tuple[str, str]] = set()  # (query, pool) pairs a taken stage holds
     out = []
-    for k in sorted(range(len(stages)), key=lambda k: -gain[k]):
+    while heap:
+        top, k = heapq.heappop(heap)
         chain, names = stages[k]
         held = {(n, p.key) for n in names for p in chain}
-        if gain[k] > MIN_GAIN and not held & taken:
-            taken |= held
-            out.append((" ".join(p.key for p in chain), chain, names))
+        if -top <= MIN_GAIN:
+            break
+        if held & taken:
+            continue
+        if k in pending:  # its bound came first: its gain at the share its queries keep
+            need, r = pending.pop(k)
+            heapq.heappush(heap, (-at(r, share(cut.items[k], need)), k))
+            continue
+        taken |= held
+        out.append((" ".join(p.key for p in chain), chain, names))
     return plan, sorted(out, key=lambda s: (s[0], s[2]))
 
 
