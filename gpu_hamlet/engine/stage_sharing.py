@@ -323,8 +323,8 @@ def stage_plan(
         return kept(stage[1], stage[0], need)
 
     def pays(stages: Stages, floor: float) -> bool:
-        """Whether a stage gains more than `floor`: `gains`' answer, with the queries'
-        pruning asked stage by stage, the most promising first, up to the first that does
+        """Whether a stage gains more than `floor`, the queries' pruning asked stage by
+        stage, the most promising first, up to the first that does
         (a pruning pass a way of pruning: 100 distinct queries of bench_gloria.py's bursty SEQ
         made 100 of them a call)."""
         out, asks = weighed(stages, floor)
@@ -383,10 +383,10 @@ def stage_plan(
     out = []
     while heap:
         top, k = heapq.heappop(heap)
-        chain, names = stages[k]
-        held = {(n, p.key) for n in names for p in chain}
         if -top <= MIN_GAIN:
             break
+        chain, names = stages[k]
+        held = {(n, p.key) for n in names for p in chain}
         if held & taken:
             continue
         if k in pending:  # its bound came first: its gain at the share its queries keep
