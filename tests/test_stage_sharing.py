@@ -212,9 +212,9 @@ def test_shared_transitions_match_oracle(case, numeric, share, merged):
 
 @pytest.mark.gpu
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seq_cases(), st.sampled_from(["exact", "float", "bigint"]))
-def test_shared_transitions_match_oracle_on_gpu(case, numeric):
-    _check(case, numeric, "gpu", SHARE["every run"])
+@given(seq_cases(), st.sampled_from(["exact", "float", "bigint"]), st.booleans())
+def test_shared_transitions_match_oracle_on_gpu(case, numeric, merged):
+    _check(case, numeric, "gpu", SHARE["every run"], merged)
 
 
 def test_a_shared_transition_chain_is_one_block_macro_row_per_run():
