@@ -266,8 +266,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print()
     print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
     print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
-    print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, and HAMLET's")
-    print(" one-type bursts burst by burst: docs/architecture.md section 10)")
+    print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, Q-sets kept")
+    print(" apart on one stretch as one where their classes agree there, and HAMLET's one-type")
+    print(" bursts burst by burst: docs/architecture.md section 10)")
     if events is not None and stats is not None:
         print(
             f"\nsharing decisions over {events.num_rows:,} events (in-process, "
