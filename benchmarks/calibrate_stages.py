@@ -50,7 +50,7 @@ from gpu_hamlet import AbsentTypeWarning
 from gpu_hamlet.datagen import ridesharing
 from gpu_hamlet.engine import evaluate, stage_sharing
 from gpu_hamlet.engine.optimizer import COST_MODELS
-from gpu_hamlet.engine.stage_sharing import SharedStages
+from gpu_hamlet.engine.stage_sharing import SharedStages, block_multiply_adds
 
 
 def cases(n: int) -> list[tuple[str, pa.Table, str]]:
@@ -144,7 +144,7 @@ def gate_open(events: pa.Table, text: str, backend: str, repeat: int) -> tuple[f
             length = np.bincount(s.ev_run, minlength=s.nruns).astype(np.float64)
             saved = s._saved(length, nq, model)
             blocks = nq * s.copies * s.nruns
-            fmas = blocks * s.width**2 * (len(s.types) + 1) * (len(s.types) + 2) / 2
+            fmas = blocks * float(block_multiply_adds(len(s.types), s.width))
             out.append((saved, nq * s.slots.idx.size, s.events, blocks, fmas))
     return t, min(plan_s, default=0.0), out
 

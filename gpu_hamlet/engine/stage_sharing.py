@@ -96,6 +96,14 @@ def bookkeeping(nq: Amount, slots: Amount, model: EngineCostModel) -> Amount:
     return nq * model.stage_row_s * slots
 
 
+def block_multiply_adds(L: float | np.ndarray, width: float | np.ndarray) -> float | np.ndarray:
+    """A block macro row's multiply-adds over a sub-pattern of L types for queries of `width`
+    float channels: about (L + 1) (L + 2) / 2 per column and pair of channels (each output
+    channel reads every input channel, `run_segments`). The stage model weighs them at
+    `stage_fma_s`, which `benchmarks/calibrate_stages.py` fits from the same count."""
+    return width * width * (L + 1) * (L + 2) / 2
+
+
 #: The sub-template's input state's type (no event has it: IN only carries the block's input).
 IN_TYPE = "IN"
 
@@ -669,7 +677,7 @@ class SharedStages:
         class's bookkeeping. (The maps' kernel took the same time with one channel and two:
         bench_gloria.py's type runs; docs/architecture.md section 10.)"""
         unshared = nq * kept * length * (model.base_s + width * model.event_s)
-        per_block = width * width * (L + 1) * (L + 2) / 2 * model.stage_fma_s
+        per_block = block_multiply_adds(L, width) * model.stage_fma_s
         shared = (
             length * (model.base_s + (L + 2) * model.event_s)
             + nq * copies * (model.base_s + per_block + model.stage_block_s)
