@@ -12,6 +12,7 @@ events before it, which is the price of the cut.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -140,7 +141,7 @@ class Stream:
         self.schema = schema
         # (every batch has this schema: its columns are checked once, here)
         self.axis = check_columns(schema, self.wl, self.options.time_col, self.options.type_col)
-        self.horizon = max((self.axis.ticks(q.within_ms, q, "WITHIN") for q in self.wl), default=0)
+        self.horizon = _horizon(self.wl, self.axis)
 
     def _chunk(self, final: bool) -> None:
         """Answer the buffer; keep its final windows and the events later windows need."""
@@ -171,13 +172,21 @@ class Stream:
             return
         if self.stats is not None and one is not None:
             self.stats.add(one)
+        # Windows are final up to `done`, and those up to the last cut's were answered before.
+        # A stream of one chunk keeps every window: its tables are not read (50 queries over
+        # 10^5 events read them in 0.5 ms of a 10 ms call, timeit).
+        after = self.done
+        upto = None if final else done
         for name, table in res.items():
+            if after is None and upto is None:
+                self.results[name].append(table)
+                continue
             ends = column_ticks(table.column("window_end"))
             keep = np.ones(ends.shape[0], bool)
-            if self.done is not None:
-                keep &= ends > self.done
-            if not final and done is not None:
-                keep &= ends <= done
+            if after is not None:
+                keep &= ends > after
+            if upto is not None:
+                keep &= ends <= upto
             self.results[name].append(table if keep.all() else table.filter(pa.array(keep)))
         if final or done is None:
             return
@@ -187,6 +196,13 @@ class Stream:
     def _show(self, ticks: Any) -> str:
         assert self.axis is not None, "the schema is known before a cut"
         return str(self.axis.to_arrow(np.asarray([ticks]))[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _horizon(wl: Workload, axis: TimeAxis) -> int | float:
+    """The longest WITHIN in ticks. Cached: a stream of one small chunk computed it per query
+    (exact fractions, about 1 us each) at every call."""
+    return max((axis.ticks(q.within_ms, q, "WITHIN") for q in wl), default=0)
 
 
 def _difference(schema: pa.Schema, first: pa.Schema) -> str:
