@@ -133,9 +133,9 @@ def column_ticks(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     or the numbers, float32 as float64 as the engine reads them (in float32 the stream's cut,
     1e-9 of a window end below it, rounded away: gpu_hamlet/engine/streaming.py)."""
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.int64())
+        col = col.view(pa.int64())  # (the ticks' own bytes: 1.4 us against a cast's 6.5 us)
     ticks = col.to_numpy(zero_copy_only=False)
     return ticks.astype(np.float64) if ticks.dtype == np.float32 else ticks
 
