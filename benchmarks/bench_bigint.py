@@ -7,8 +7,9 @@ HAMLET_DEFAULT_WORKLOAD.txt over the first N events of Stream_shared_10.txt, one
 them all, so counts reach hundreds of digits. Per N it times `aggregate(numeric="bigint")` (warm,
 best of `--repeat`) and an independent loop written here from the files alone: per event and
 query, Python integers updated position by position (skip-till-any-match, every trend counted).
-Both must give the same 50 counts, or the benchmark stops. It also prints how many 31-bit primes
-the residues need (the count's bits / 31) and the passes the engine runs per query.
+Both must give the same 50 counts, or the benchmark stops. It also prints how many primes the
+residues need (the count's bits over 31, or over 50 for the 32-lane passes of primes below 2^50)
+and the passes the engine runs per query.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from harness import best_time
 
 import gpu_hamlet
 from gpu_hamlet.core.numeric import primes_for_bits
-from gpu_hamlet.core.rings import residue_passes
+from gpu_hamlet.core.rings import LANE_PRIME_BITS, residue_passes
 from gpu_hamlet.datagen import load_hamlet_stream, load_hamlet_workload
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hamlet-synthetic"
@@ -102,8 +103,9 @@ def main() -> None:
             wrong = [f"q{i + 1}" for i, (a, b) in enumerate(zip(exact, counts)) if a != b]
             raise SystemExit(f"N={n}: the engine and the Python loop differ on {wrong}")
         bits = max(c.bit_length() for c in counts)
-        n_primes = primes_for_bits(bits + 2.0)
-        passes = len(residue_passes(n_primes))
+        runs = residue_passes(bits + 2.0)
+        n_primes = primes_for_bits(bits + 2.0, LANE_PRIME_BITS.get(runs[0][0], 31))
+        passes = len(runs)
         digits = max(len(str(c)) for c in counts)
         rows.append(
             {"events": n, "digits": digits, "primes": n_primes, "passes": passes,

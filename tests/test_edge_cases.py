@@ -657,3 +657,26 @@ def test_columns_arrow_cannot_compute_on_are_read_as_a_type_holding_their_values
         assert table.equals(want[name]), name
     assert got["q1"].schema.field("g").type == read_as
     assert got["q1"].schema.field("min_B_g").type == read_as
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("sharing", ["dynamic", "none"])
+def test_bigint_sums_of_wide_decimals_over_hundreds_of_digits(backend, sharing):
+    """Counts of 2^800 and sums of decimal(38) values near 10^37 over them take 'modps' passes
+    of primes below 2^50, whose products wrap in int64 (gpu_hamlet/core/rings.py `lane_mul`;
+    the decimals' limbs modulo such primes, attributes.py `_limbs_mod`). One A, 800 B's, one C:
+    SEQ(A, B+, C) has 2^800 - 1 trends, and each B is in 2^799 of them."""
+    n = 800
+    xs = [Decimal(10**37 - 7 * i) if i % 3 else Decimal(-(10**36) - i) for i in range(n)]
+    events = pa.table(
+        {
+            "time": list(range(n + 2)),
+            "type": ["A"] + ["B"] * n + ["C"],
+            "x": pa.array([Decimal(0)] + xs + [Decimal(0)], pa.decimal128(38, 0)),
+        }
+    )
+    wl = "q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 hour"
+    got = gpu_hamlet.aggregate(events, wl, numeric="bigint", backend=backend, sharing=sharing)
+    row = got["q"].to_pylist()[0]
+    assert int(row["count"]) == 2**n - 1
+    assert int(row["sum_B_x"]) == 2 ** (n - 1) * sum(int(x) for x in xs)

@@ -1,6 +1,6 @@
-"""The lane rings 'modps8' and 'modps' (residues, one prime per lane) against 'modp' lane by
-lane, and XFloat's plain-float path for shared blocks against its own arithmetic, in compiled
-code and in the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py,
+"""The lane rings 'modps8' and 'modps' (residues, one prime per lane) against exact residues
+lane by lane, and XFloat's plain-float path for shared blocks against its own arithmetic, in
+compiled code and in the Python bodies the CUDA simulator runs (gpu_hamlet/core/rings.py,
 recursions.py)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from numba import njit
 from gpu_hamlet.core.numeric import (
     CRT_BASIS_FROM,
     SMALL_BITS,
+    WIDE_PRIME_BITS,
     crt,
     decimal38_overflow,
     decimal_array,
@@ -29,12 +30,15 @@ from gpu_hamlet.core.numeric import (
 )
 from gpu_hamlet.core.recursions import block_in, block_terms, xf_block_terms
 from gpu_hamlet.core.rings import (
+    LANE_PRIME_BITS,
     LANES,
     MODPS8_FROM,
     MODPS_FROM,
     XF_TINY,
+    lane_mul,
     lane_primes,
     make_tag,
+    pass_moduli,
     r_add,
     r_is_zero,
     r_load,
@@ -68,10 +72,10 @@ compiled = njit(ops)
     chunk=st.integers(0, 24),
     data=st.data(),
 )
-def test_lanes_equal_modp_per_prime(ring, chunk, data):
+def test_lanes_equal_the_exact_residues_per_prime(ring, chunk, data):
     w = LANES[ring]
     ps = lane_primes(ring, chunk)
-    assert ps == primes((chunk + 1) * w)[chunk * w :]
+    assert ps == primes((chunk + 1) * w, LANE_PRIME_BITS[ring])[chunk * w :]
     edge = st.sampled_from(["zero", "max", "any"])
 
     def residue(p: int, kind: str) -> int:
@@ -90,11 +94,42 @@ def test_lanes_equal_modp_per_prime(ring, chunk, data):
     zeros_c = compiled(tag, got_c)
     zeros_py = ops(tag, got_py)
     for q, p in enumerate(ps):
-        one = X[:, :, q : q + 1].copy()
-        ops(make_tag("modp", p), one)
-        np.testing.assert_array_equal(got_c[:, :, q], one[:, :, 0], f"lane {q} (compiled)")
-        np.testing.assert_array_equal(got_py[:, :, q], one[:, :, 0], f"lane {q} (Python)")
+        a, b = int(X[0, 0, q]), int(X[1, 0, q])
+        want = [a, b, (a + b) % p, a * b % p, 1, int(X[5, 0, q])]  # (Python's exact ints)
+        if p < 2**31:  # the same as 'modp' lane by lane
+            one = X[:, :, q : q + 1].copy()
+            ops(make_tag("modp", p), one)
+            assert one[:, 0, 0].tolist() == want
+        assert got_c[:, 0, q].tolist() == want, f"lane {q} (compiled)"
+        assert got_py[:, 0, q].tolist() == want, f"lane {q} (Python)"
     assert zeros_c == zeros_py == (not X[0].any(), False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_lane_mul_is_exact_for_wide_primes(data):
+    """`lane_mul`, compiled one lane at a time (as the GPU runs it) and in Python (as the
+    simulator runs it), against exact products modulo the largest and smallest of the 'modps'
+    pass primes below 2^50, at 0, 1, p - 1 and at random: its products wrap in int64 and its
+    float64 quotient is off by one at most, which it corrects."""
+    ps = primes(32 * 12, WIDE_PRIME_BITS)
+    p = data.draw(st.sampled_from([ps[0], ps[-1], ps[data.draw(st.integers(0, len(ps) - 1))]]))
+    pairs = [(p - 1, p - 1), (p - 1, 1), (0, p - 1), (p - 2, p - 1)]
+    residue = st.integers(0, p - 1)
+    pairs += data.draw(st.lists(st.tuples(residue, residue), max_size=8))
+    a = np.asarray([x for x, _ in pairs], np.int64)
+    b = np.asarray([y for _, y in pairs], np.int64)
+    want = [x * y % p for x, y in pairs]
+    assert _lane_mul_rows(a, b, p).tolist() == want
+    assert [int(lane_mul(x, y, p)) for x, y in zip(a, b)] == want
+
+
+@njit
+def _lane_mul_rows(a, b, p):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        out[i] = lane_mul(a[i], b[i], p)
+    return out
 
 
 @njit
@@ -110,7 +145,7 @@ def _lane_rows(tag, A, B):
 @pytest.mark.parametrize("ring", sorted(LANES))
 def test_vector_lanes_equal_the_exact_residues(ring):
     """Over 20,000 rows per pass, residues drawn near 0, near p and at random: the compiled
-    lanes' products and sums are the exact ones (NumPy's int64 a * b % p: below 2^62)."""
+    lanes' products and sums are the exact ones (Python's ints: 'modps' primes exceed 2^49)."""
     rng = np.random.default_rng(5)
     w = LANES[ring]
     for chunk in (0, 7, 30):
@@ -123,7 +158,8 @@ def test_vector_lanes_equal_the_exact_residues(ring):
         A[:, 0] = vals[0]
         B = vals[1][:, None, :].copy()
         _lane_rows(make_tag(ring, chunk), A, B)
-        np.testing.assert_array_equal(A[:, 1], vals[0] * vals[1] % p)
+        exact = vals.astype(object)
+        np.testing.assert_array_equal(A[:, 1], exact[0] * exact[1] % p.astype(object))
         np.testing.assert_array_equal(A[:, 2], (vals[0] + vals[1]) % p)
 
 
@@ -146,16 +182,21 @@ def test_compiled_lanes_are_vectors(ring):
     assert "llvm.vector.reduce.or" in ir or f"or {vec}" in ir
 
 
-def test_residue_passes_cover_the_primes_in_order():
-    assert residue_passes(1) == [("modp", primes(1)[0])]
-    assert MODPS8_FROM == 2 and residue_passes(5) == [("modps8", 0)]
-    assert residue_passes(MODPS_FROM - 1) == [("modps8", c) for c in range(3)]
-    for n, ring in ((MODPS_FROM - 1, "modps8"), (LANES["modps"] + 1, "modps")):
-        passes = residue_passes(n)
+def test_residue_passes_cover_the_bits_in_order():
+    """The passes' primes, in order, are the first of their family (below 2^31, or below 2^50
+    for 'modps'), their product exceeds 2^bits, and one pass fewer would not reach it."""
+    narrow = 30.99  # (bits a prime below 2^31 holds at least)
+    assert residue_passes(20) == [("modp", primes(1)[0])]
+    assert MODPS8_FROM == 2 and residue_passes(4 * narrow) == [("modps8", 0)]
+    assert residue_passes((MODPS_FROM - 1) * narrow - 2) == [("modps8", c) for c in range(3)]
+    for bits, ring in ((22 * narrow, "modps8"), (MODPS_FROM * narrow, "modps"), (13_500, "modps")):
+        passes = residue_passes(bits)
         assert {r for r, _ in passes} == {ring}
-        covered = [p for r, c in passes for p in lane_primes(r, c)]
-        assert covered == list(primes(len(passes) * LANES[ring]))
-        assert len(covered) - n < LANES[ring]
+        covered = pass_moduli(passes)
+        assert covered == primes(len(passes) * LANES[ring], LANE_PRIME_BITS[ring])
+        assert math.prod(covered) > 2**bits
+        assert math.prod(covered[: -LANES[ring]]) < 2**bits
+    assert len(residue_passes(13_500)) == 9  # (14 passes of primes below 2^31)
 
 
 def _value(m: float, e: float) -> tuple[float, int]:
@@ -426,6 +467,23 @@ def test_crt_recovers_the_integers_on_both_paths(data):
     small = np.asarray([abs(v) < 2**SMALL_BITS for v in values], bool)
     got = crt(residues, signed, small)
     assert list(got) == values and all(type(v) is int for v in got)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_crt_recovers_the_integers_from_wide_moduli(data):
+    """`crt` over the 'modps' lanes' primes below 2^50 (given as `moduli`), marked small or not."""
+    P = data.draw(st.sampled_from([16, 32, 45]))
+    ps = primes(P, WIDE_PRIME_BITS)
+    half = math.prod(ps) // 2
+    signed = data.draw(st.booleans())
+    lo = -half + 1 if signed else 0
+    values = data.draw(st.lists(st.integers(lo, half), max_size=6)) + [lo, half, 0, 1, 2**60]
+    residues = np.asarray([[v % p for v in values] for p in ps], np.int64)
+    small = np.asarray([abs(v) < 2**SMALL_BITS for v in values], bool)
+    for marks in (None, small):
+        got = crt(residues, signed, marks, ps)
+        assert list(got) == values and all(type(v) is int for v in got)
 
 
 @pytest.mark.parametrize("scale", [0, 3])

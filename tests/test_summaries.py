@@ -106,3 +106,25 @@ def test_crossing_and_near_agree_at_float_boundaries():
         if c:
             inside = (ticks >= s) & (ticks < s + within)
             assert near[inside].all(), s
+
+
+def test_cut_bigint_counts_of_hundreds_of_digits():
+    """A window of 2^1800 - 1 trends cut into three slices: the slices' boundary maps of
+    hundreds of digits need the 'modps' passes of primes below 2^50 (gpu_hamlet/core/rings.py
+    `residue_passes`) and come back exact through the CRT over those primes."""
+    n = 1800
+    events = pa.table(
+        {
+            "time": list(range(n + 2)),
+            "type": ["A"] + ["B"] * n + ["C"],
+            "x": [0] + [i % 5 - 2 for i in range(n)] + [0],
+        }
+    )
+    text = "q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 4000 s"
+    cut = Cut(0, 850, 2)  # (ticks [0, 850), [850, 1700) and the rest)
+    got = split_and_compose(events, text, cut, "bigint")
+    want = gpu_hamlet.aggregate(events, text, numeric="bigint")
+    _assert_same(got, want)
+    row = want["q"].to_pylist()[0]
+    assert int(row["count"]) == 2**n - 1
+    assert int(row["sum_B_x"]) == 2 ** (n - 1) * sum(i % 5 - 2 for i in range(n))

@@ -2,7 +2,10 @@
 
 Trend counts are computed modulo primes below 2^31 (products fit in int64 on CPU and GPU) and
 rebuilt here. How many primes a query needs follows from a magnitude bound that the float shadow
-run gives for every result, so small results cost one prime and 800-digit ones about 90.
+run gives for every result, so small results cost one prime and 800-digit ones about 90. Lanes of
+many primes ('modps', bigint's hundreds of digits) take primes below 2^WIDE_PRIME_BITS instead:
+their products wrap in int64 and are corrected from a float64 quotient (rings.py `lane_mul`), so a
+lane holds 50 bits where a narrow prime holds 31 (docs/architecture.md section 2).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from numba import njit
 #: decimal(38, s) holds unscaled values below this.
 DECIMAL38_LIMIT = 10**38
 _PRIME_BITS = 31
+#: The wide primes' bound: below 2^51 a product's float64 quotient is within one of the true
+#: quotient (`lane_mul`); 2^50 leaves a margin.
+WIDE_PRIME_BITS = 50
 
 
 def _is_prime(n: int) -> bool:
@@ -29,7 +35,7 @@ def _is_prime(n: int) -> bool:
     while d % 2 == 0:
         d //= 2
         s += 1
-    for a in (2, 3, 5, 7, 11, 13, 17):  # deterministic below 3.4e14
+    for a in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):  # deterministic below 3.1e23
         x = pow(a, d, n)
         if x in (1, n - 1):
             continue
@@ -43,10 +49,10 @@ def _is_prime(n: int) -> bool:
 
 
 @cache
-def primes(count: int) -> tuple[int, ...]:
-    """The `count` largest primes below 2^31, descending."""
+def primes(count: int, bits: int = _PRIME_BITS) -> tuple[int, ...]:
+    """The `count` largest primes below 2^bits, descending."""
     out: list[int] = []
-    n = 2**31 - 1
+    n = 2**bits - 1
     while len(out) < count:
         if _is_prime(n):
             out.append(n)
@@ -54,9 +60,10 @@ def primes(count: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def primes_for_bits(bits: float) -> int:
-    """How many primes make a modulus above 2^bits (each prime exceeds 2^30.99)."""
-    return max(1, math.ceil((bits + 1) / (_PRIME_BITS - 0.01)))
+def primes_for_bits(bits: float, prime_bits: int = _PRIME_BITS) -> int:
+    """How many primes below 2^prime_bits make a modulus above 2^bits (each of the largest such
+    primes exceeds 2^(prime_bits - 0.01))."""
+    return max(1, math.ceil((bits + 1) / (prime_bits - 0.01)))
 
 
 @cache
@@ -91,12 +98,11 @@ CRT_BASIS_FROM = 5
 
 
 @lru_cache(maxsize=16)
-def _crt_basis(count: int) -> tuple[np.ndarray, int]:
-    """The first `count` primes' CRT basis (b_i = 1 modulo p_i, 0 modulo the others, as Python
+def _crt_basis(ps: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """The CRT basis of the moduli `ps` (b_i = 1 modulo p_i, 0 modulo the others, as Python
     ints) and their product M."""
-    ps = primes(count)
     M = math.prod(ps)
-    basis = np.empty(count, object)
+    basis = np.empty(len(ps), object)
     for i, p in enumerate(ps):
         rest = M // p
         basis[i] = rest * pow(rest % p, -1, p)
@@ -125,17 +131,24 @@ def _crt_small(r0, r1, p0, p1, inv, signed):
     return out
 
 
-def crt(residues: np.ndarray, signed: bool, small: np.ndarray | None = None) -> np.ndarray:
-    """Python ints (object array) from residues of shape (P, m) modulo the first P primes.
+def crt(
+    residues: np.ndarray,
+    signed: bool,
+    small: np.ndarray | None = None,
+    moduli: tuple[int, ...] | None = None,
+) -> np.ndarray:
+    """Python ints (object array) from residues of shape (P, m) modulo `moduli` (the passes'
+    lanes' primes, rings.py `pass_moduli`; None: the first P primes below 2^31).
 
     Signed values are taken in (-M/2, M/2]; the caller has made M exceed twice the magnitude.
     `small` marks values the caller knows are below 2^SMALL_BITS in magnitude: those come from
-    the first two primes in compiled code, where the general path takes Python integers per
-    value (a sixth of bench_engine.py's 50 exact queries over 10^6 events went to their CRT
-    and decimal conversion).
+    the first two primes below 2^31 in compiled code, where the general path takes Python
+    integers per value (a sixth of bench_engine.py's 50 exact queries over 10^6 events went to
+    their CRT and decimal conversion). Wide moduli always take the CRT basis.
     """
     P, m = residues.shape
-    if small is not None and P > 1 and small.any():
+    narrow = moduli is None or moduli == primes(P)
+    if narrow and small is not None and P > 1 and small.any():
         out = np.empty(m, object)
         p0, p1 = primes(2)
         inv = int(_garner_inverses(2)[0, 1])
@@ -144,8 +157,8 @@ def crt(residues: np.ndarray, signed: bool, small: np.ndarray | None = None) -> 
         if rest.any():
             out[rest] = crt(np.ascontiguousarray(residues[:, rest]), signed)
         return out
-    if P >= CRT_BASIS_FROM:
-        basis, M = _crt_basis(P)
+    if P >= CRT_BASIS_FROM or not narrow:
+        basis, M = _crt_basis(primes(P) if moduli is None else moduli)
         x = basis @ residues.astype(object) % M
     else:
         ps = primes(P)

@@ -13,7 +13,8 @@ compiled kernel serves every prime.
 - `ModP`: residues modulo a prime below 2^31 (products fit int64). Exact results come from several
   primes by the Chinese remainder theorem (gpu_hamlet/core/numeric.py).
 - `ModPs`: several such residues at once, one prime per lane: 8 in ring 'modps8' (exact counts
-  that need 2 to 23 primes) and 32 in 'modps' (bigint counts of tens to hundreds of primes). A
+  that need 2 to 23 primes) and 32 in 'modps' (bigint counts of hundreds of digits, whose lanes
+  take primes below 2^50, `LANE_PRIME_BITS`: 50 bits a lane, not 31, for the same work). A
   row's control flow (its state, predecessors and branches) then serves every lane of a pass
   instead of being paid once per prime, and the lanes are branch-free arithmetic the compiler
   can vectorise (docs/architecture.md section 4).
@@ -38,7 +39,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from gpu_hamlet.core.numeric import primes
+from gpu_hamlet.core.numeric import WIDE_PRIME_BITS, primes, primes_for_bits
 
 _BIG = 2.0**200
 _SMALL = 2.0**-200
@@ -80,6 +81,12 @@ class MinReach(NamedTuple):
 #: 10^6 events the exact call took 2.66 s with 8 lanes, 3.71 s with 16, 2.80 s with 4 and 3.41 s
 #: with one prime per pass (docs/architecture.md section 2).
 LANES = {"modps8": 8, "modps": 32}
+#: The bound of each lane ring's primes: 'modps' lanes take primes below 2^50, whose products
+#: wrap in int64 and come back exactly (`lane_mul`), so a bigint pass holds 1,600 bits, not 992:
+#: the authors' counts of 4,000 digits at 100,000 events take 9 passes rather than 14
+#: (benchmarks/bench_bigint.py). 'modps8' keeps 2^31: exact mode's 2 to 5 primes fit one pass
+#: either way, and its residues meet `modp`'s.
+LANE_PRIME_BITS = {"modps8": 31, "modps": WIDE_PRIME_BITS}
 
 #: Storage of each ring: (dtype, lanes).
 LAYOUT: dict[str, tuple[type, int]] = {
@@ -100,7 +107,7 @@ BY_NAME: dict[str, type] = {
 def lane_primes(ring: str, chunk: int) -> tuple[int, ...]:
     """The primes of pass `chunk` of lane ring `ring`, lane by lane."""
     w = LANES[ring]
-    return primes((chunk + 1) * w)[chunk * w :]
+    return primes((chunk + 1) * w, LANE_PRIME_BITS[ring])[chunk * w :]
 
 
 def is_residue(ring: str) -> bool:
@@ -134,15 +141,23 @@ MODPS8_FROM = 2
 MODPS_FROM = 24
 
 
-def residue_passes(n_primes: int) -> list[tuple[str, int]]:
-    """The (ring, param) runs whose lanes, in order, are residues modulo the first `n_primes`
-    primes or a few more: 'modp' for one prime, 'modps8' passes from `MODPS8_FROM` primes,
-    'modps' passes from `MODPS_FROM`."""
+def residue_passes(bits: float) -> list[tuple[str, int]]:
+    """The (ring, param) runs whose lanes hold residues modulo primes whose product exceeds
+    2^bits (`pass_moduli`): 'modp' for one prime below 2^31, 'modps8' passes from `MODPS8_FROM`
+    such primes, and from `MODPS_FROM` on 'modps' passes of as many primes below 2^50 as the
+    bits need."""
+    n_primes = primes_for_bits(bits)
     if n_primes >= MODPS_FROM:
-        return [("modps", c) for c in range(-(-n_primes // LANES["modps"]))]
+        wide = primes_for_bits(bits, LANE_PRIME_BITS["modps"])
+        return [("modps", c) for c in range(-(-wide // LANES["modps"]))]
     if n_primes >= MODPS8_FROM:
         return [("modps8", c) for c in range(-(-n_primes // LANES["modps8"]))]
     return [("modp", p) for p in primes(n_primes)]
+
+
+def pass_moduli(passes: list[tuple[str, int]]) -> tuple[int, ...]:
+    """The primes of the passes' lanes, in order: the moduli `crt` rebuilds their values from."""
+    return tuple(p for ring, param in passes for p in ring_primes(ring, param))
 
 
 def ring_integers(ring: str, param: int, n: np.ndarray) -> np.ndarray:
@@ -329,11 +344,14 @@ def lane_add(a, b, p):
 @jitable
 def lane_mul(a, b, p):
     """`mp_mul` without an integer division (tens of cycles per lane): the quotient from float64,
-    off by at most one (three roundings, relative error below 2^-51 on a quotient below 2^31),
-    then corrected. Multiplying by the prime's reciprocal rather than dividing made bigint on the
-    authors' workload 0.26 -> 0.20 s at 20,000 events (benchmarks/bench_bigint.py)."""
-    q = np.int64(f_mul(f_mul(float(a), float(b)), 1.0 / float(p)))
-    r = a * b - q * p
+    off by at most one (three roundings, relative error below 2^-51, on a quotient below 2^50:
+    an error below 0.4), then corrected. a * b - q * p is the remainder plus a multiple of p in
+    [-p, 2p): exact in int64 though a * b itself wraps there for primes above 2^31.5 (Python's
+    ints, which the simulator runs, do not wrap and give the same). Multiplying by the prime's
+    reciprocal rather than dividing made bigint on the authors' workload 0.26 -> 0.20 s at
+    20,000 events (benchmarks/bench_bigint.py)."""
+    q = int(f_mul(f_mul(float(a), float(b)), 1.0 / float(p)))
+    r = int(a) * int(b) - q * int(p)
     r = r + p if r < 0 else r
     return r - p if r >= p else r
 

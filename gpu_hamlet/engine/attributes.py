@@ -11,8 +11,9 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
-from gpu_hamlet.core.rings import LANES, NO_RANK, lane_primes
+from gpu_hamlet.core.rings import LANES, NO_RANK, lane_mul, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
@@ -277,12 +278,22 @@ def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
 
 
 def _limbs_mod(limbs: list[np.ndarray], p: int) -> np.ndarray:
-    """The limbs' value modulo p (in [0, p)), exactly: every product stays below 2^62."""
+    """The limbs' value modulo p (in [0, p)), exactly: each step's product by 2^64 modulo p is
+    `lane_mul`'s (a prime below 2^50 would overflow a plain product)."""
     r = np.mod(limbs[-1], p)
     base = 2**64 % p
     for limb in reversed(limbs[:-1]):
-        r = (r * base + (limb % np.uint64(p)).astype(np.int64)) % p
+        r = (_times_mod(r, base, p) + (limb % np.uint64(p)).astype(np.int64)) % p
     return r
+
+
+@njit(cache=True, nogil=True)
+def _times_mod(r: np.ndarray, base: int, p: int) -> np.ndarray:
+    """r * base modulo p, entry by entry (all below p)."""
+    out = np.empty_like(r)
+    for i in range(r.shape[0]):
+        out[i] = lane_mul(r[i], base, p)
+    return out
 
 
 def _limbs_to_float(limbs: list[np.ndarray]) -> np.ndarray:

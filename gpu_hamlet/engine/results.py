@@ -25,12 +25,11 @@ from gpu_hamlet.core.numeric import (
     decimal38_overflow,
     decimal_array,
     float_nulls,
-    primes_for_bits,
     xfloat_log2,
     xfloat_ratio,
     xfloat_to_float,
 )
-from gpu_hamlet.core.rings import residue_passes
+from gpu_hamlet.core.rings import pass_moduli, residue_passes
 from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
@@ -254,7 +253,8 @@ class QueryResults:
         src = self if part is None else QueryResults(part, plan, self.options, self.be)
         lanes = []  # [rows, channels, primes] per pass
         sub: Windows | None = None
-        for ring, param in residue_passes(primes_for_bits(bounds.bits + 2.0)):
+        passes = residue_passes(bounds.bits + 2.0)
+        for ring, param in passes:
             vals, win_pid, win_k = yield from src._run(ring, plan.exact, param)
             if part is None:
                 lanes.append((yield from self._grouped(ring, vals, win, param)).compress(keep, 0))
@@ -272,7 +272,8 @@ class QueryResults:
         floats = self._float_ints(lin, bounds, ~need) if sub is not None else {}
         for i, ch in enumerate(plan.exact):
             small = bounds.small[ch] if sub is None else bounds.small[ch][need]
-            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small)
+            moduli = pass_moduli(passes)
+            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small, moduli)
             if sub is not None:  # the other rows' values are the float pass's
                 ints, part_ints = np.empty(need.shape[0], object), ints
                 ints[need] = part_ints

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.core.numeric import SMALL_BITS, crt, primes_for_bits, xfloat_log2
-from gpu_hamlet.core.rings import NO_RANK, is_residue, residue_passes, ring_primes
+from gpu_hamlet.core.numeric import SMALL_BITS, crt, xfloat_log2
+from gpu_hamlet.core.rings import NO_RANK, is_residue, pass_moduli, residue_passes, ring_primes
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
@@ -151,12 +151,12 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     if plan.exact:
         # Every exact entry is at most the float run's largest (sums have |value| channels).
         bits = float(np.max(xfloat_log2(xf[..., 0].ravel(), xf[..., 1].ravel()), initial=0.0))
-        passes = residue_passes(primes_for_bits(bits + 3.0))
+        passes = residue_passes(bits + 3.0)
         res = np.concatenate([run.segment_maps(r, plan.exact, p)[0] for r, p in passes], axis=-1)
         res = np.moveaxis(res, -1, 0)  # [primes, runs, D, D]
         flat = res.reshape(res.shape[0], -1)
         small = np.full(flat.shape[1], bits < SMALL_BITS)
-        ints = crt(flat, True, small).reshape(res.shape[1:])
+        ints = crt(flat, True, small, pass_moduli(passes)).reshape(res.shape[1:])
         summary["exact"] = ints.astype(np.int64) if bits < SMALL_BITS else ints  # compact
     if plan.minmax:
         mm = run.segment_maps("minreach", plan.minmax)[0]
