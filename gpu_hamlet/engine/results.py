@@ -272,8 +272,9 @@ class QueryResults:
         floats = self._float_ints(lin, bounds, ~need) if sub is not None else {}
         for i, ch in enumerate(plan.exact):
             small = bounds.small[ch] if sub is None else bounds.small[ch][need]
-            moduli = pass_moduli(passes)
-            ints = crt(np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small, moduli)
+            ints = crt(
+                np.ascontiguousarray(res[:, i, :].T), ch.kind == "sum", small, pass_moduli(passes)
+            )
             if sub is not None:  # the other rows' values are the float pass's
                 ints, part_ints = np.empty(need.shape[0], object), ints
                 ints[need] = part_ints
