@@ -130,13 +130,14 @@ def ring_primes(ring: str, param: int) -> tuple[int, ...]:
     return (int(param),) if ring == "modp" else lane_primes(ring, int(param))
 
 
-#: `residue_passes` runs 'modps8' from `MODPS8_FROM` primes on and 'modps' from `MODPS_FROM` on;
-#: one prime runs in 'modp', whose rows cost about half an 8-lane row. A 32-lane pass costs as
-#: little as four one-prime passes where rows' control dominates (the HAMLET authors' workload,
-#: 87 to 431 primes) but up to 32 where arithmetic does (sliding windows' map products, several
-#: channels): on bench_engine.py's 50 queries over 300,000 events, 3 queries of 5 primes took
-#: 0.7 s more in 'modps' than 47 queries in 'modp'. From 24 primes a 32-lane pass is at least
-#: 3/4 used.
+#: `residue_passes` runs 'modps8' from `MODPS8_FROM` primes below 2^31 on and 'modps' from
+#: `MODPS_FROM` on; one prime runs in 'modp', whose rows cost about half an 8-lane row. A 32-lane
+#: pass costs as little as four one-prime passes where rows' control dominates (the HAMLET
+#: authors' workload, 87 to 431 such primes) but up to 32 where arithmetic does (sliding windows'
+#: map products, several channels): on bench_engine.py's 50 queries over 300,000 events, 3
+#: queries of 5 primes took 0.7 s more in 'modps' than 47 queries in 'modp'. From 24 primes
+#: below 2^31 (744 bits), 'modps8' would take 3 passes or more where one 'modps' pass of primes
+#: below 2^50 holds 1,600 bits.
 MODPS8_FROM = 2
 MODPS_FROM = 24
 
