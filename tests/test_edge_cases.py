@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 from decimal import Decimal
 from fractions import Fraction
 
@@ -680,3 +681,34 @@ def test_bigint_sums_of_wide_decimals_over_hundreds_of_digits(backend, sharing):
     row = got["q"].to_pylist()[0]
     assert int(row["count"]) == 2**n - 1
     assert int(row["sum_B_x"]) == 2 ** (n - 1) * sum(int(x) for x in xs)
+
+
+def test_bigint_digits_beyond_pythons_conversion_limit():
+    """bigint results of more digits than Python converts between int and str by default
+    (4,300): a count of 2^15000 - 1 (4,516 digits), a sum of scaled decimals over it, and an
+    AND of two such patterns, whose pairs (9,031 digits) are counted from its parts' digits."""
+    n = 15_000
+    events = pa.table(
+        {
+            "time": list(range(n + 2)),
+            "type": ["A"] + ["B"] * n + ["C"],
+            "x": pa.array([Decimal("0.00")] + [Decimal("1.25")] * n + [Decimal("0.00")],
+                          pa.decimal128(10, 2)),
+        }
+    )  # fmt: skip
+    wl = (
+        "c: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 day;"
+        "p: RETURN COUNT(*) PATTERN SEQ(A, B+, C) AND SEQ(A, B+, C) WITHIN 1 day"
+    )
+    got = gpu_hamlet.aggregate(events, wl, numeric="bigint")
+    count, total = got["c"].to_pylist()[0]["count"], got["c"].to_pylist()[0]["sum_B_x"]
+    pairs = got["p"].to_pylist()[0]["count"]
+    trends = 2**n - 1
+    assert len(count) == 4516 and len(pairs) == 9031
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # (to check them here)
+    try:
+        assert count == str(trends) and pairs == str(trends * (trends - 1) // 2)
+        assert total == f"{2 ** (n - 1) * 125 * n // 100}.{2 ** (n - 1) * 125 * n % 100:02d}"
+    finally:
+        sys.set_int_max_str_digits(before)

@@ -6,6 +6,7 @@ recursions.py)."""
 from __future__ import annotations
 
 import math
+import sys
 from decimal import Context, Decimal
 
 import numpy as np
@@ -23,7 +24,9 @@ from gpu_hamlet.core.numeric import (
     decimal38_overflow,
     decimal_array,
     float_nulls,
+    int_text,
     primes,
+    text_int,
     xfloat_log2,
     xfloat_ratio,
     xfloat_to_float,
@@ -559,3 +562,24 @@ def test_xfloat_conversions_are_numpys_steps(data):
     ):
         assert np.array_equal(got, exp, equal_nan=True)
         assert np.signbit(got).tolist() == np.signbit(exp).tolist()  # -0.0 stays -0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 40_000), st.booleans(), st.sampled_from([None, 640, 0]), st.data())
+def test_ints_of_any_size_to_text_and_back(digits, negative, limit, data):
+    """`int_text` and `text_int` convert ints of any number of digits, however low the
+    interpreter's limit on int-str conversions (None: the default, 4,300 digits; 640, the least
+    it allows; 0: none), and leave that limit as it was."""
+    v = data.draw(st.integers(10 ** max(digits - 1, 0), 10**digits)) if digits else 0
+    v = -v if negative else v
+    before = sys.get_int_max_str_digits()
+    try:
+        if limit is not None:
+            sys.set_int_max_str_digits(limit)
+        text, back = int_text(v), None
+        back = text_int(text)
+        assert sys.get_int_max_str_digits() == (before if limit is None else limit)
+    finally:
+        sys.set_int_max_str_digits(0)
+        assert text == str(v) and back == v
+        sys.set_int_max_str_digits(before)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
+from gpu_hamlet.core.numeric import DECIMAL38_LIMIT, int_text, text_int
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key
 from gpu_hamlet.errors import NumericOverflowError
@@ -161,8 +161,8 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
 
 
 def _number(v: Any) -> int | float:
-    """A count as the parts return it: a decimal string (bigint) or a float."""
-    return int(v) if isinstance(v, str) else float(v)
+    """A count as the parts return it: a decimal string (bigint, of any length) or a float."""
+    return text_int(v) if isinstance(v, str) else float(v)
 
 
 def _typed(total: int | float | None, typ: pa.DataType) -> Any:
@@ -171,7 +171,7 @@ def _typed(total: int | float | None, typ: pa.DataType) -> Any:
     if pa.types.is_decimal(typ):
         return Decimal(int(total))
     if pa.types.is_string(typ):
-        return str(int(total))
+        return int_text(int(total))
     return float(total)
 
 
