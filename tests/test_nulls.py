@@ -334,6 +334,18 @@ def test_absent_type_is_a_warning_and_an_empty_result():
         )
 
 
+def test_many_absent_types_are_counted_past_the_first_ten():
+    """A pattern of 40 types over events of two names the first ten absent ones and counts the
+    rest, in a warning of bounded length."""
+    types = ", ".join(f"T{i}" for i in range(40))
+    text = f"RETURN COUNT(*) PATTERN SEQ(A, {types}) WITHIN 10 s"
+    with pytest.warns(AbsentTypeWarning) as caught:
+        gpu_hamlet.aggregate(pa.table({"time": [1, 2], "type": ["A", "B"]}), text, backend="cpu")
+    (message,) = [str(w.message) for w in caught]
+    assert "'T0', 'T1'" in message and "'T9' and 30 more of its pattern never occur" in message
+    assert "'T10'" not in message and len(message) < 400
+
+
 def test_absent_type_in_one_group_or_no_rows_warns_nothing():
     table = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "A", "C"], "g": [1, 1, 2, 2]})
     with warnings.catch_warnings():

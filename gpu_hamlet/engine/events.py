@@ -248,6 +248,11 @@ def _kept(idx: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return count, rows[:m], codes[:m]
 
 
+#: The absent types a warning names (`warn_absent_types`), the others counted: a pattern of
+#: 3,000 types over other events named every one of them in one warning.
+ABSENT_NAMED = 10
+
+
 def warn_absent_types(
     workload: Workload, present: Iterable[str], type_col: str, stacklevel: int = 2
 ) -> None:
@@ -255,16 +260,19 @@ def warn_absent_types(
     there), naming them and, where a present type is close in case or spelling, that one.
     `stacklevel` counts the calls between the user's and this one, as for warnings.warn."""
     present = sorted(present)
+    known = set(present)
     for q in workload:
-        absent = [t for t in q.types if t not in present]
+        absent = [t for t in q.types if t not in known]
         if not absent:
             continue
         hints = []
-        for t in absent:
+        for t in absent[:ABSENT_NAMED]:
             close = [p for p in present if p.lower() == t.lower()] or difflib.get_close_matches(
                 t, present, n=1, cutoff=0.6
             )
             hints.append(f"'{t}' (did you mean '{close[0]}'?)" if close else f"'{t}'")
+        if len(absent) > ABSENT_NAMED:
+            hints[-1] += f" and {len(absent) - ABSENT_NAMED} more"
         listed = ", ".join(present[:20]) + (", ..." if len(present) > 20 else "")
         warnings.warn(
             AbsentTypeWarning(
