@@ -111,6 +111,23 @@ def test_flat_patterns_keep_one_state_per_position():
     assert t.is_end.tolist() == [False, False, True]
 
 
+def test_a_long_seq_is_a_chain_of_its_types():
+    """A SEQ of 2,000 types: one state per type, each extending the one before (the subset
+    construction tries only the types that follow a state: the whole alphabet per state made
+    this 2,000^2 steps, seconds), and its one trend counted."""
+    types = [f"T{i}" for i in range(2000)]
+    auto = Automaton.of(
+        parse_workload(f"RETURN COUNT(*) PATTERN SEQ({', '.join(types)}) WITHIN 1 h")
+        .queries[0]
+        .pattern
+    )
+    assert [auto.last_type(s) for s in range(len(auto.states))] == types
+    assert auto.preds == ((),) + tuple((s,) for s in range(1999))
+    events = pa.table({"time": list(range(2000)), "type": types})
+    text = f"q: RETURN COUNT(*) PATTERN SEQ({', '.join(types)}) WITHIN 1 h"
+    assert gpu_hamlet.aggregate(events, text, backend="cpu")["q"]["count"].to_pylist() == [1]
+
+
 def test_negation_splits_a_state_and_repeated_types_enter_several():
     auto = Automaton.of(
         parse_workload("RETURN COUNT(*) PATTERN SEQ(A+, NOT N, B) WITHIN 1 s").queries[0].pattern
