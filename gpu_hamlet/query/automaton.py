@@ -168,7 +168,7 @@ class Automaton:
             at, seen = todo.popleft()
             s = found[(at, seen)]
             # Only the types of the first pattern's next positions can step: trying the whole
-            # alphabet made a SEQ of n types n^2 steps (1,500 types: 4 s).
+            # alphabet made a SEQ of n types n^2 steps (3,000 types: 6.9 s).
             c0 = comps[0]
             follows = {c0.types[q] for p in at[0] for q in c0.follow[p]}
             for t in sorted(follows, key=rank_of.__getitem__):
