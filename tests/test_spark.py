@@ -302,6 +302,19 @@ def test_overflow_in_a_task_reaches_the_driver_as_itself(spark):
     assert [r["count"] for r in digits] == [str(2**139 - 1)]
 
 
+def test_bigint_counts_of_hundreds_of_digits_across_tasks(spark):
+    """One group of 2^3000 - 1 trends cut over three tasks: each slice's boundary maps (about
+    1,000 bits, beyond 744) take the 'modps' passes of primes below 2^50 in the workers, and
+    the driver composes them exactly (gpu_hamlet/core/rings.py `residue_passes`)."""
+    n = 3000
+    rows = [(0, "A", 0)] + [(i, "B", i % 7 - 3) for i in range(1, n + 1)] + [(n + 1, "C", 0)]
+    df = spark.createDataFrame(rows, "time long, type string, x long")
+    text = "big: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10000 s"
+    (row,) = trend_aggregate(df, text, numeric="bigint", num_tasks=3)["big"].collect()
+    assert row["count"] == str(2**n - 1)
+    assert row["sum_B_x"] == str(2 ** (n - 1) * sum(i % 7 - 3 for i in range(1, n + 1)))
+
+
 @settings(
     max_examples=6,
     deadline=None,
