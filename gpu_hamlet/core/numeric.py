@@ -233,6 +233,7 @@ def int_text(v: int) -> str:
     limit (a guard against slow conversions of untrusted input), which bigint counts pass:
     2^15,000 trends have 4,516 digits. Halves of the digits are converted apart, by divmod with
     a power of ten, leaving the interpreter's limit as it is for other code."""
+    v = int(v)  # (NumPy's integers have no bit_length)
     limit = _max_str_digits()
     if limit == 0 or v.bit_length() <= (limit - 1) * 3.3219:  # (log2(10) = 3.32193...)
         return str(v)
