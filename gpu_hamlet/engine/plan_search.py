@@ -355,10 +355,8 @@ class _Pools:
         """`names` by what they must agree on to share the pool; groups of two or more."""
         key = (pool.key, names)
         if key not in self._groups:
-            by: dict[tuple, set[str]] = {}
-            for n in names:
-                by.setdefault(self.t.class_of(pool, n), set()).add(n)
-            self._groups[key] = tuple(frozenset(g) for g in by.values() if len(g) >= 2)
+            groups = self.t.class_groups((pool,), names)
+            self._groups[key] = tuple(frozenset(g) for g in groups)
         return self._groups[key]
 
     def arrivals(self, pool: Pool, src: str | None) -> frozenset[str]:

@@ -211,10 +211,7 @@ def shareable_stages(workload: Workload) -> Shareable:
     for pool in template.pools:
         if pool.kind == "kleene" and len(pool.types) < 2:
             continue
-        classes: dict[tuple, list[str]] = {}
-        for n in pool.queries:
-            classes.setdefault(template.class_of(pool, n), []).append(n)
-        groups = [tuple(g) for g in classes.values() if len(g) >= 2]
+        groups = template.class_groups((pool,), pool.queries)
         if groups:
             out.append((pool, groups))
     pools = tuple(out)
@@ -427,12 +424,8 @@ def merged_stages(
                 out.setdefault((keys, frozenset(names)), (sub, names))
                 holders.setdefault(keys, (sub, []))[1].extend(names)
     for keys, (sub, held) in holders.items():
-        by_class: dict[tuple, list[str]] = {}
-        for n in sorted(set(held)):
-            by_class.setdefault(tuple(template.class_of(p, n) for p in sub), []).append(n)
-        for group in by_class.values():
-            if len(group) >= 2:
-                out.setdefault((keys, frozenset(group)), (sub, tuple(group)))
+        for group in template.class_groups(sub, sorted(set(held))):
+            out.setdefault((keys, frozenset(group)), (sub, group))
     return list(out.values())
 
 

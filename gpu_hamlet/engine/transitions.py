@@ -18,6 +18,7 @@ attributes and the same filters on the pool's types (`class_of`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_hamlet.names import quoted
@@ -121,6 +122,14 @@ class TransitionTemplate:
         q = self.queries[name]
         filters = frozenset(str(f) for t in pool.types for f in q.filters_of(t))
         return (q.partition_attrs, filters)
+
+    def class_groups(self, pools: Sequence[Pool], names: Iterable[str]) -> list[tuple[str, ...]]:
+        """`names` grouped by their classes on every one of `pools` (`class_of`), in their
+        order: the groups of two or more, which may share those pools."""
+        by: dict[tuple, list[str]] = {}
+        for n in names:
+            by.setdefault(tuple(self.class_of(p, n) for p in pools), []).append(n)
+        return [tuple(g) for g in by.values() if len(g) >= 2]
 
     def types_of(self, names: frozenset[str]) -> frozenset[str]:
         """The types the queries `names` read (what interrupts their shared runs)."""
