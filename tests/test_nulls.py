@@ -306,6 +306,26 @@ def test_null_times_and_types_are_named_with_their_first_row():
         gpu_hamlet.aggregate(table, text, backend="cpu")
 
 
+def test_a_null_inside_a_type_dictionary_is_a_null_type():
+    """A dictionary type column whose dictionary holds a null that a row points at has a null
+    type there: the same error, naming its row, for a whole dataset and for a part (a Spark
+    task's). It raised TypeError while naming absent types, and a part dropped the row."""
+    from gpu_hamlet.engine.evaluate import evaluate
+    from gpu_hamlet.engine.options import DEFAULTS
+
+    names = pa.array(["A", "B", None, "C"])
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 3], pa.int8()), names)
+    table = pa.table({"time": [1, 2, 3, 4], "type": coded})
+    with pytest.raises(EventDataError, match="type column 'type' has 1 null value.*at row 2$"):
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+    with pytest.raises(EventDataError, match="at row 2$"):
+        evaluate(table, text, DEFAULTS, part=True)
+    unused = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 3], pa.int8()), names)
+    got = gpu_hamlet.aggregate(pa.table({"time": [1, 2, 3, 4], "type": unused}), text)["q1"]
+    assert got.column("count").to_pylist() == [3]  # a null no row points at is no null type
+
+
 # --- absent pattern types -------------------------------------------------------------------
 
 

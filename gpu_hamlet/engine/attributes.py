@@ -194,7 +194,9 @@ def order_keys(col: pa.Array) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Arr
         keys, back_values = order_keys(decoded(col))
 
         def back_dictionary(k: np.ndarray) -> pa.Array:
-            return back_values(k).cast(t)
+            # (Arrow casts only strings to a dictionary: the values are encoded instead)
+            enc = pc.dictionary_encode(back_values(k).cast(t.value_type))
+            return pa.DictionaryArray.from_arrays(enc.indices.cast(t.index_type), enc.dictionary)
 
         return keys, back_dictionary
     if widened(t) != t:  # ranked as decimal128 (Arrow ranks no narrower decimal)

@@ -156,7 +156,8 @@ def prepare_events(
     table = to_arrow_table(events)
     axis = check_columns(table.schema, workload, time_col, type_col)
     attrs = used_columns(workload)
-    type_arr = as_stored(table.column(type_col))  # (string_view: as large_string)
+    # (string_view: as large_string; a null in a dictionary: as a null index, which it means)
+    type_arr = _without_null_entries(as_stored(table.column(type_col)))
     if type_arr.null_count:
         raise EventDataError(
             f"type column '{type_col}' has {type_arr.null_count} null value(s), the first at row "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +52,7 @@ def _integer_test(t: pa.DataType, op: str, value: Fraction) -> bool | tuple[str,
     With c = value * 10^scale, m < c is m <= ceil(c) - 1, m > c is m >= floor(c) + 1, and m = c
     is false when c is not whole. Beyond the column's range the test is constant."""
     lo, hi, scale = _integer_range(t)
-    c = value * 10**scale
+    c = value * Fraction(10) ** scale  # (a negative scale: a fraction, never a float)
     if op in ("=", "!="):
         if not (c.denominator == 1 and lo <= c <= hi):  # never equal
             return op == "!="
@@ -69,14 +70,32 @@ def _integer_test(t: pa.DataType, op: str, value: Fraction) -> bool | tuple[str,
     return op, k
 
 
-def _exact_compare(col: pa.ChunkedArray, op: str, value: Fraction) -> pa.ChunkedArray:
+def _exact_compare(col: Any, op: str, value: Fraction) -> Any:
     """`col op value` for an integer or decimal column, exactly (`_integer_test`)."""
     test = _integer_test(col.type, op, value)
     if isinstance(test, bool):
         return _constant(col, test)
     op, k = test
-    literal = Decimal(f"{k}E{-col.type.scale}") if pa.types.is_decimal(col.type) else k
-    return _OPS[op](col, pa.scalar(literal, col.type))
+    if pa.types.is_decimal(col.type):  # its integers m (Arrow compares no negative scale)
+        col = _unscaled(col)
+        return _OPS[op](col, pa.scalar(Decimal(k), col.type))  # (k lies in the column's range)
+    return _OPS[op](col, pa.scalar(k, col.type))
+
+
+_DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.decimal256}
+
+
+def _unscaled(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A decimal column's integers m (its values are m * 10^-scale): the same buffers read as
+    a decimal of scale 0."""
+    t = _DECIMALS[col.type.bit_width](col.type.precision, 0)
+
+    def one(c: pa.Array) -> pa.Array:
+        return pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset)
+
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([one(c) for c in col.chunks], t)
+    return one(col)
 
 
 def _constant(col: pa.ChunkedArray, truth: bool) -> pa.ChunkedArray:
