@@ -277,3 +277,74 @@ def test_every_compiled_host_step_releases_the_gil() -> None:
         > 20
     )  # (the scan sees the kernels)
     assert held == []
+
+
+@pytest.mark.parametrize("sharing", ["none", "dynamic", "static"])
+def test_pruning_started_ahead_gives_the_rows_each_query_prunes(
+    monkeypatch: pytest.MonkeyPatch, sharing: str
+) -> None:
+    """Flat queries' pruning started on the host's threads ahead of their rows
+    (gpu_hamlet/engine/pruning_ahead.py): the same tables as each query pruning its own, with
+    the calls started there; queries of other patterns and shared ones build their own."""
+    from gpu_hamlet import datagen
+    from gpu_hamlet.engine import pruning_ahead
+
+    events_ = datagen.ridesharing(30_000, seed=5)
+    text = datagen.kleene_sharing_workload(
+        8,
+        "Travel",
+        ("Request", "Pickup", "Dropoff", "Cancel"),
+        returns="district, COUNT(*), AVG(Travel.speed)",
+        where=["[driver]"],
+        groupby="district",
+        within="10 min",
+    )
+    text += (
+        "; f: RETURN COUNT(*) PATTERN SEQ(Request, Travel+, Dropoff) WHERE Travel.speed > 30 "
+        "AND [driver] WITHIN 5 min SLIDE 1 min"
+        "; n: RETURN COUNT(*) PATTERN SEQ(Request, NOT Cancel, Travel+, Dropoff) "
+        "WHERE [driver] WITHIN 10 min"
+    )
+    started: list[bool] = []
+
+    def spy(fn, args, threads, rows, least):
+        future = host_threads.host_submit(fn, args, threads, rows, least)
+        started.append(future is not None)
+        return future
+
+    monkeypatch.setattr(pruning_ahead, "host_submit", spy)
+    monkeypatch.setattr(pruning_ahead, "AHEAD_ROWS", 1_000)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    for numeric in ("float", "exact"):
+        options = dict(sharing=sharing, numeric=numeric, on_overflow="null", backend="cpu")
+        ahead = gpu_hamlet.aggregate(events_, text, **options)
+        # the flat queries (not `n`; with sharing, those of the set it shares run from it)
+        assert sum(started) >= (9 if sharing == "none" else 1) and all(started)
+        with monkeypatch.context() as m:
+            m.setattr(pruning_ahead, "AHEAD_ROWS", 10**9)
+            del started[:]
+            alone = gpu_hamlet.aggregate(events_, text, **options)
+            assert not any(started)
+        del started[:]
+        assert sum(t.num_rows > 0 for t in alone.values()) >= 5  # tables with trends
+        for name, table in alone.items():
+            assert ahead[name].equals(table), (name, numeric)
+
+
+def test_pruning_not_started_yet_is_left_to_the_query() -> None:
+    """A query whose pruning is still queued behind other work prunes its own rows (None),
+    rather than wait: on the host's threads it could wait for a call queued behind itself."""
+    from gpu_hamlet.engine import pruning_ahead
+
+    busy = threading.Event()
+    hold = [host_threads.host_submit(busy.wait, (), 2, 10**6) for _ in range(2)]  # both threads
+    codes = np.zeros(pruning_ahead.AHEAD_ROWS, np.int64)
+    args = (codes, np.zeros(1, np.int32), np.ones(1, bool), np.ones(1, bool), np.arange(len(codes)))
+    args += (None, np.zeros(len(codes), np.int64), np.arange(len(codes)), None)
+    ahead = pruning_ahead.PruningAhead(["a", "b"], lambda name: args, 2)
+    assert ahead.take("a") is None  # queued: taken back
+    busy.set()
+    assert all(h is not None and h.result() for h in hold)
+    kept, pos = ahead.take("b") or (None, None)  # ("b" was queued too: None, or its rows)
+    assert kept is None or np.array_equal(kept, np.arange(len(codes)))
+    assert ahead.take("c") is None  # never started

@@ -25,6 +25,7 @@ from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import AND_SIDES, and_run_name, shown, together_run_name
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
+from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Aggregate, Query, Workload
 
 
@@ -115,14 +116,15 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         t = tables[run.name]
         cols = [t.column(c).to_pylist() for c in part_cols]
         end = t.column("window_end").to_pylist()
+        end_ticks = column_ticks(t.column("window_end"))
         counts_of = t.column(run.aggregates[0].name).to_pylist()
         for i, (values, n) in enumerate(zip(zip(*cols), counts_of)):
             key = group_key(values)
             counts.setdefault(key, {})[side] = None if n is None else _number(n)
-            ends[key] = end[i]
+            ends[key] = end[i], end_ticks[i].item()
     ng = len(q.groupby)
     totals: dict[tuple, Any] = {}
-    picked: dict[tuple, tuple] = {}  # per group: the key and window end its row shows
+    picked: dict[tuple, tuple] = {}  # per group: the key and window end its row shows (and ticks)
     for key, c in counts.items():
         cl, cr, cb = c.get("left", 0), c.get("right", 0), c.get("both", 0)
         if None in (cl, cr, cb):  # a float count beyond float64
@@ -140,7 +142,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
     typ = schema.field(name).type
     out: dict[str, list] = {name: [] for name in schema.names}
     for group, total in rows.items():
-        key, end = picked[group]
+        key, (end, end_ticks) = picked[group]
         if total is not None and pa.types.is_decimal(typ) and total >= DECIMAL38_LIMIT:
             total = None
         if total is not None and pa.types.is_floating(typ):
@@ -149,7 +151,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
             except OverflowError:  # beyond float64
                 total = None
         if total is None and options.on_overflow == "error":
-            raise NumericOverflowError(_overflow(q, group, key[-1], end, typ))
+            raise NumericOverflowError(_overflow(q, group, key[-1], end, typ), window_end=end_ticks)
         for g, v in zip(q.groupby, group[:ng]):
             out[g].append(v)
         out["window_start"].append(key[-1])

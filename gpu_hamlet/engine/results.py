@@ -38,6 +38,7 @@ from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.plan import Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, in_result_order
+from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Query
 
 
@@ -51,6 +52,7 @@ class MapSource(Protocol):
     gid_of_pid: np.ndarray
     rows: np.ndarray
     full: bool  # maps are D x D (windows compose them), not results from the zero state
+    answered: int | float | None  # windows ending at or before it are not asked for (ticks)
 
     def prepare(self) -> Steps: ...
 
@@ -170,6 +172,8 @@ class QueryResults:
         win = self._windows(win_pid, win_k)
         fl = yield from self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
+        if self.src.answered is not None:  # (a window with only some of its events here)
+            keep &= self._ends(win.k) > self.src.answered
         fl = fl.compress(keep, axis=0)
         lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
         exact = (yield from self._exact(win, keep, lin)) if plan.exact else {}
@@ -178,6 +182,16 @@ class QueryResults:
         for agg in q.aggregates:
             cols[agg.name] = self._column(agg, lin, exact, mm, win, keep)
         return self._tables(win.k[keep], win.rep[keep], win.gid[keep], cols)
+
+    def _bounds(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The starts and ends of windows `k`, in ticks."""
+        w = self.plan.windowing
+        start = k * w.slide if not self.src.ev.axis.is_float else k.astype(np.float64) * w.slide
+        return np.asarray(start), np.asarray(start + w.within)
+
+    def _ends(self, k: np.ndarray) -> np.ndarray:
+        """The ends of windows `k` in ticks, as the result table shows them (float32 rounds)."""
+        return column_ticks(self.src.ev.axis.to_arrow(self._bounds(k)[1]))
 
     def _tables(self, k: np.ndarray, rep: np.ndarray, gid: np.ndarray, cols) -> Any:
         """The result of output rows at windows `k` of the groups `gid` (`rep`: an event row
@@ -383,16 +397,16 @@ class QueryResults:
 
     def _unordered(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
         """`_build`'s table with its rows in the order of `k` and `rep`."""
-        q, ev, w = self.plan.query, self.src.ev, self.plan.windowing
+        q, ev = self.plan.query, self.src.ev
         schema = self.plan.result_schema
         out: dict[str, pa.Array] = {}
         for g in q.groupby:
             out[g] = grouping_values(
                 ev.table.column(g).take(pa.array(rep, pa.int64()))
             ).combine_chunks()
-        start = k * w.slide if not ev.axis.is_float else k.astype(np.float64) * w.slide
-        out["window_start"] = ev.axis.to_arrow(np.asarray(start))
-        out["window_end"] = ev.axis.to_arrow(np.asarray(start + w.within))
+        start, end = self._bounds(k)
+        out["window_start"] = ev.axis.to_arrow(start)
+        out["window_end"] = ev.axis.to_arrow(end)
         for agg in q.aggregates:
             out[agg.name] = (
                 cols[agg.name] if agg.name in cols else pa.array([], schema.field(agg.name).type)

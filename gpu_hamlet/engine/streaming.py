@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpu_hamlet.engine.evaluate import evaluate
-from gpu_hamlet.engine.events import check_columns, first_null, warn_absent_types
+from gpu_hamlet.engine.events import check_columns, first_null, used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import as_workload
-from gpu_hamlet.query.schema import in_result_order
+from gpu_hamlet.query.schema import as_stored, decoded, in_result_order, stored
 from gpu_hamlet.query.time_axis import TimeAxis, column_ticks
 from gpu_hamlet.query.workload import Workload
 
@@ -98,17 +99,14 @@ class Stream:
                 f"the batch at row {self.seen} of the stream has another schema than the first "
                 f"batch: {_difference(table.schema, self.schema)}"
             )
-        for name, what in ((self.options.time_col, "time"), (self.options.type_col, "type")):
-            if table.column(name).null_count:  # (a chunk's own row numbers would mislead)
-                at = self.seen + first_null(table.column(name))
-                raise EventDataError(f"row {at} of the stream: its {what} ('{name}') is null")
+        table, rows = self._read(table)
         ticks = column_ticks(table.column(self.options.time_col))
         if self.cut is not None and ticks.size:
-            early = np.flatnonzero(ticks < self.cut)  # (NaN and nulls: evaluate names them)
+            early = np.flatnonzero(ticks < self.cut)
             if early.size:
                 i = int(early[0])
                 raise EventDataError(
-                    f"row {self.seen + i} of the stream: {self.options.time_col} "
+                    f"row {self.seen + rows[i]} of the stream: {self.options.time_col} "
                     f"{table.column(self.options.time_col)[i]} is earlier than "
                     f"{self._show(self.cut)}, where the stream was cut after the chunk before; "
                     f"aggregate_stream needs the batches in time order"
@@ -118,6 +116,41 @@ class Stream:
         self.new_rows += table.num_rows
         if self.new_rows >= self.rows_per_chunk:
             self._chunk(final=False)
+
+    def _read(self, table: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        """The batch as the buffer holds it, and each of its rows' row in the batch: only the
+        columns the workload reads, as the types the engine reads them (Arrow filters no
+        string_view column, nor a run-end encoded one the workload does not read; section 1 of
+        docs/semantics.md), and without the events of types no pattern names where their times
+        are null, NaN or infinite (`aggregate` drops such events before it reads a time). A
+        null type, time or non-finite time left is an error naming its row of the stream (a
+        chunk's own row numbers would mislead)."""
+        time_col, type_col = self.options.time_col, self.options.type_col
+        read = pa.Table.from_arrays(
+            [as_stored(table.column(c)) for c in self.columns], schema=self.read_schema
+        )
+        rows = np.arange(read.num_rows)
+        if read.column(type_col).null_count:
+            at = self.seen + first_null(read.column(type_col))
+            raise EventDataError(f"row {at} of the stream: its type ('{type_col}') is null")
+        time = read.column(time_col)
+        ticks = None if time.null_count else column_ticks(time)
+        if ticks is None or (ticks.dtype.kind == "f" and not np.isfinite(ticks).all()):
+            used = pc.is_in(decoded(read.column(type_col)), value_set=self.used_types)
+            rows = np.flatnonzero(used.to_numpy(zero_copy_only=False))
+            read = read.take(pa.array(rows))
+            time = read.column(time_col)
+            if time.null_count:
+                at = self.seen + rows[first_null(time)]
+                raise EventDataError(f"row {at} of the stream: its time ('{time_col}') is null")
+            bad = np.flatnonzero(~np.isfinite(column_ticks(time)))
+            if bad.size:
+                at = self.seen + rows[bad[0]]
+                raise EventDataError(
+                    f"row {at} of the stream: its time ('{time_col}') is {time[int(bad[0])]}, "
+                    f"not a finite number"
+                )
+        return read, rows
 
     def finish(self, schema: pa.Schema | None) -> dict[str, pa.Table]:
         """The last chunk answered, and every query's final windows in `aggregate`'s order."""
@@ -142,25 +175,43 @@ class Stream:
         # (every batch has this schema: its columns are checked once, here)
         self.axis = check_columns(schema, self.wl, self.options.time_col, self.options.type_col)
         self.horizon = _horizon(self.wl, self.axis)
+        self.columns = list(dict.fromkeys([self.options.time_col, self.options.type_col]))
+        self.columns += [c for c in used_columns(self.wl) if c not in self.columns]
+        self.read_schema = pa.schema(
+            [schema.field(c).with_type(stored(schema.field(c).type)) for c in self.columns]
+        )
+        self.used_types = pa.array(sorted({t for q in self.wl for t in q.event_types}), pa.string())
 
     def _chunk(self, final: bool) -> None:
         """Answer the buffer; keep its final windows and the events later windows need."""
         events = pa.concat_tables(self.buffer)
         ticks = column_ticks(events.column(self.options.time_col))
-        cut = ticks.max() if ticks.size else self.cut
-        done, slack = cut, 0.0
+        # (Python numbers: an unsigned tick minus the horizon wrapped below zero)
+        cut = ticks.max().item() if ticks.size else self.cut
+        done = low = cut
         assert self.axis is not None, "the schema is known before a chunk"
         if self.axis.is_float and cut is not None:
             # A float window end may round onto the cut: leave such windows to the next chunk.
             done = cut - 1e-9 * (abs(cut) + self.horizon)
+            low = done - self.horizon
             if pa.types.is_float32(self.axis.arrow_type):
                 # float32 results round a window's bounds by up to 2^-24 of them: a window
                 # whose end rounds above `done` may start that much before `done - horizon`.
-                slack = 2.0**-22 * (abs(cut) + self.horizon)
+                low -= 2.0**-22 * (abs(cut) + self.horizon)
+        elif done is not None:
+            low = done - self.horizon
         one = None if self.stats is None else RunStats()
         try:
+            # Windows answered by the chunks before are left out: the buffer holds only the
+            # last of their events, over which a SUM could overflow where the whole did not.
             res = evaluate(
-                events, self.wl, self.options, stats=one, part=True, seen_types=self.types
+                events,
+                self.wl,
+                self.options,
+                stats=one,
+                part=True,
+                seen_types=self.types,
+                answered=self.done,
             )
         except NumericOverflowError as exc:
             end = exc.window_end
@@ -172,25 +223,17 @@ class Stream:
             return
         if self.stats is not None and one is not None:
             self.stats.add(one)
-        # Windows are final up to `done`, and those up to the last cut's were answered before.
-        # A stream of one chunk keeps every window: its tables are not read (50 queries over
-        # 10^5 events read them in 0.5 ms of a 10 ms call, timeit).
-        after = self.done
-        upto = None if final else done
+        # Windows are final up to `done` (those up to the last cut's were answered before, and
+        # left out). The last chunk keeps every window: its tables are not read (a stream of
+        # one chunk, 50 queries over 10^5 events, read them in 0.5 ms of a 10 ms call, timeit).
         for name, table in res.items():
-            if after is None and upto is None:
-                self.results[name].append(table)
-                continue
-            ends = column_ticks(table.column("window_end"))
-            keep = np.ones(ends.shape[0], bool)
-            if after is not None:
-                keep &= ends > after
-            if upto is not None:
-                keep &= ends <= upto
-            self.results[name].append(table if keep.all() else table.filter(pa.array(keep)))
+            if not final:
+                keep = column_ticks(table.column("window_end")) <= done
+                table = table if keep.all() else table.filter(pa.array(keep))
+            self.results[name].append(table)
         if final or done is None:
             return
-        self.buffer = [events.filter(pa.array(ticks >= done - self.horizon - slack))]
+        self.buffer = [events.filter(pa.array(ticks >= low))]
         self.cut, self.done, self.new_rows = cut, done, 0
 
     def _show(self, ticks: Any) -> str:

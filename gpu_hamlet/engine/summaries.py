@@ -137,10 +137,7 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     xf, run_pid, run_seg = run.segment_maps("xfloat", plan.linear)
     # Partition values of each run (GROUPBY then equivalence attributes).
     rep = run.rows[np.searchsorted(run.pid, run_pid)]
-    keys = [
-        grouping_values(ctx.ev.table.column(a).take(pa.array(rep))).to_pylist()
-        for a in q.partition_attrs
-    ]
+    keys = [_key_values(ctx.ev.table.column(a).take(pa.array(rep))) for a in q.partition_attrs]
     summary: dict[str, Any] = {
         "key": list(zip(*keys)) if keys else [()] * len(run_pid),
         "seg": run_seg,
@@ -162,6 +159,18 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
         mm = run.segment_maps("minreach", plan.minmax)[0]
         summary["minreach"], summary["values"] = _ranks_to_values(mm, plan, ctx.attrs.order_keys)
     return summary
+
+
+def _key_values(col: pa.ChunkedArray) -> list:
+    """Partition values as Python values that tell them apart, a timestamp with a time zone in
+    UTC: in a zone with daylight saving the wall clock of a fall-back hour reads twice, and
+    aware datetimes differing in `fold` alone compare and hash equal, so SummaryMaps made the
+    partitions of 01:30 EDT and 01:30 EST one. It gives the values their column's type back."""
+    col = grouping_values(col)
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        col = col.cast(t).cast(pa.timestamp(t.unit, "UTC"))
+    return col.to_pylist()
 
 
 def _rank_rows(plan: QueryPlan):
@@ -226,6 +235,7 @@ class SummaryMaps:
     reconstruction and output conversion are the in-process engine's own."""
 
     full = True  # summaries are whole maps
+    answered: int | float | None = None  # every window is asked for
 
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis) -> None:
         q = plan.query
