@@ -642,6 +642,18 @@ def test_min_max_of_dictionaries_of_every_value_type(values, backend):
         assert got.column(name).to_pylist() == want.column(name).to_pylist()
 
 
+def test_sums_of_a_dictionary_column_say_to_decode_it():
+    """SUM and AVG read no dictionary column: the error names the query and the column, and
+    where the dictionary's values are numbers, the cast that makes it summable."""
+    x = pa.array([5, 3, 9]).dictionary_encode()
+    table = pa.table({"time": [1, 2, 3], "type": ["A", "B", "B"], "x": x, "s": x.cast(pa.string())})
+    text = "q7: RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s"
+    with pytest.raises(WorkloadError, match=r"q7.*decode it first \(cast the column to int64\)"):
+        gpu_hamlet.aggregate(table, text)
+    with pytest.raises(WorkloadError, match=r"needs a numeric column, but 's' is string$"):
+        gpu_hamlet.aggregate(table, text.replace("B.x", "B.s"))
+
+
 @pytest.mark.parametrize(
     "typ", [pa.decimal128(3, -3), pa.decimal256(40, -5), pa.decimal64(10, -2)], ids=str
 )

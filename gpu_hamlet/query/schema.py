@@ -57,8 +57,11 @@ def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> p
             return t
         kind = attr_kind(t)
         if kind == "other":
+            hint = ""
+            if attr_kind(values_type(t)) != "other":  # (sums read no dictionary)
+                hint = f"; decode it first (cast the column to {values_type(t)})"
             raise WorkloadError(
-                f"{agg} needs a numeric column, but '{agg.attr}' is {t}", query=query
+                f"{agg} needs a numeric column, but '{agg.attr}' is {t}{hint}", query=query
             )
     if agg.func == "AVG" or kind == "float" or numeric == "float":
         return pa.float64()
