@@ -410,6 +410,56 @@ def test_null_group_values_are_a_group(spark, stream):
     _assert_same(trend_aggregate(df, text, num_tasks=2), local)
 
 
+@pytest.fixture
+def new_york(spark, monkeypatch):
+    """The driver's process and the Spark session in America/New_York, both restored after.
+    PySpark turns timestamps into Python rows and back in this process, by its C library's zone,
+    which TZ and time.tzset() change at once (a subprocess would cost a JVM of its own); the
+    JVM's default zone plays no part: Spark SQL uses the session's zone, a runtime setting of
+    the shared session, which also gives the tasks' Arrow timestamps their zone."""
+    import time
+
+    before = spark.conf.get("spark.sql.session.timeZone")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        yield spark
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_timestamp_keys_in_a_daylight_saving_fold(spark, new_york):
+    """GROUPBY and [equivalence] on a timestamp column holding the two instants of a fall-back
+    hour, 01:30 EDT and 01:30 EST, with the driver in that zone. The plan's keys went through
+    Python rows, whose naive local datetimes PySpark reads back with mktime (blind to `fold`):
+    both became the first, whose events ran twice while the other's vanished. The pane summaries
+    of a cut group keyed partitions by aware datetimes, equal when they differ in `fold` alone."""
+    import datetime as dt
+
+    e1 = int(dt.datetime(2021, 11, 7, 5, 30, tzinfo=dt.UTC).timestamp()) * 10**6
+    e2 = e1 + 3600 * 10**6
+    assert dt.datetime.fromtimestamp(e2 // 10**6).fold == 1  # the driver is in the zone
+    g = pa.array([e1, e1, e1, e1, e2, e2, e2, e1, e2, e1], pa.int64())
+    events = pa.table(
+        {
+            "time": pa.array([1, 2, 3, 4, 5, 6, 7, 12, 13, 14], pa.int64()),
+            "type": ["A", "B", "B", "C", "A", "B", "C", "A", "B", "C"],
+            "g": g.cast(pa.timestamp("us", "UTC")),
+        }
+    )
+    df = spark.createDataFrame(events)
+    for text in (
+        "RETURN g, COUNT(*) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 10 s",
+        "RETURN COUNT(*), COUNT(B) PATTERN SEQ(A, B+, C) WHERE [g] WITHIN 10 s",  # cut: 3 tasks
+    ):
+        local = gpu_hamlet.aggregate(events, text, backend="cpu")
+        for tasks in (1, 3):
+            _assert_same(trend_aggregate(df, text, backend="cpu", num_tasks=tasks), local)
+
+
 def test_result_columns_are_packed_into_typed_slots():
     """Every query's columns get distinct slots of their own type, and the intermediate table is
     as wide as the most columns of each type any one query has, not the sum over queries."""

@@ -114,6 +114,7 @@ def run_job(
         DoubleType,
         FloatType,
         IntegralType,
+        LongType,
         StringType,
         StructType,
         TimestampNTZType,
@@ -202,7 +203,14 @@ def run_job(
     # grouping by type first costs one hash per row, where a count per pattern type would cost
     # a string comparison per type and row.
     type_names = tuple(sorted({t for q in wl for t in q.event_types}))
-    per_type = events.groupBy(*skeys, ycol).agg(
+    # A timestamp key travels through the driver as its microseconds, cast back in Spark (the
+    # plan, step 3): PySpark hands a timestamp to Python as a naive local datetime and reads it
+    # back with mktime, which ignores `fold`, so where the driver's zone has daylight saving the
+    # two instants of a fall-back hour (01:30 EDT and 01:30 EST) were one key: the plan held it
+    # twice, its events went to the engine twice and the other group's were lost.
+    stamps = {k for k in skeys if isinstance(events.schema[k].dataType, TimestampType)}
+    exact = [F.unix_micros(k).alias(k) if k in stamps else k for k in skeys]
+    per_type = events.groupBy(*exact, ycol).agg(
         F.count(F.lit(1)).alias("__n"),
         F.min(tcol).alias("__lo"),
         F.max(tcol).alias("__hi"),
@@ -250,7 +258,7 @@ def run_job(
     started = time.perf_counter()
 
     # 3. a shard label per group, and per time slice of a cut group, that hashes to its task.
-    from pyspark.sql.types import ArrayType, LongType, StructField
+    from pyspark.sql.types import ArrayType, StructField
 
     nk = len(keys)
     labels = iter(shard_labels([t for row in plan for t in row[nk]], tasks))
@@ -263,7 +271,10 @@ def run_job(
         rows.append(row[:nk] + (shards, t0, R, rmax))
     tick_type = LongType() if integral else DoubleType()
     pschema = StructType(
-        [StructField(f"__key{i}", events.schema[k].dataType) for i, k in enumerate(skeys)]
+        [
+            StructField(f"__key{i}", LongType() if k in stamps else events.schema[k].dataType)
+            for i, k in enumerate(skeys)
+        ]
         + [
             StructField(SHARDS_COL, ArrayType(LongType())),
             StructField("__t0", tick_type),
@@ -271,7 +282,10 @@ def run_job(
             StructField("__rmax", LongType()),
         ]
     )
-    pdf = F.broadcast(spark.createDataFrame(rows, pschema))
+    micros = {
+        f"__key{i}": F.timestamp_micros(f"__key{i}") for i, k in enumerate(skeys) if k in stamps
+    }
+    pdf = F.broadcast(spark.createDataFrame(rows, pschema).withColumns(micros))
     # Null-safe: a null GROUPBY value is a group like any other.
     on = [F.col(k).eqNullSafe(F.col(f"__key{i}")) for i, k in enumerate(skeys)]
     # The engine's first step, before the shuffle: events of types no pattern uses are in no
