@@ -772,3 +772,32 @@ def test_bigint_digits_beyond_pythons_conversion_limit():
         assert total == f"{2 ** (n - 1) * 125 * n // 100}.{2 ** (n - 1) * 125 * n % 100:02d}"
     finally:
         sys.set_int_max_str_digits(before)
+
+
+def test_an_and_query_keeps_the_two_instants_of_a_fall_back_hour_apart():
+    """An AND's counts are joined on their groups' and windows' values: in a zone with daylight
+    saving, 01:30 EDT and 01:30 EST are two instants whose Python datetimes compare equal (they
+    differ in `fold` alone), and their groups or windows were one. Each table equals the one of
+    the same instants in UTC."""
+    import datetime as dt
+
+    e1 = int(dt.datetime(2021, 11, 7, 5, 30, tzinfo=dt.timezone.utc).timestamp()) * 10**6
+    e2 = e1 + 3600 * 10**6
+    ticks = pa.array([e1, e1 + 10**6, e2, e2 + 10**6, e2 + 2 * 10**6], pa.int64())
+    text = (
+        "g: RETURN g, COUNT(*) PATTERN A AND B GROUPBY g WITHIN 10 s;"
+        "w: RETURN COUNT(*) PATTERN A AND B WITHIN 10 min"
+    )
+    tables = {}
+    for zone in ("America/New_York", "UTC"):
+        stamps = ticks.cast(pa.timestamp("us", zone))
+        groups = pa.array([e1, e1, e2, e2, e2]).cast(stamps.type)
+        events = pa.table({"time": stamps, "type": ["A", "B", "A", "B", "B"], "g": groups})
+        tables[zone] = gpu_hamlet.aggregate(events, text, backend="cpu")
+    for name in ("g", "w"):
+        here, utc = tables["America/New_York"][name], tables["UTC"][name]
+        assert here.num_rows == 2, name
+        assert here.column("count").to_pylist() == utc.column("count").to_pylist() == [1, 2]
+        for column in set(here.column_names) - {"count"}:
+            as_utc = here.column(column).cast(utc.schema.field(column).type)
+            assert as_utc.equals(utc.column(column)), (name, column)

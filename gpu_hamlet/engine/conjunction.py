@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from gpu_hamlet.core.numeric import DECIMAL38_LIMIT, int_text, text_int
 from gpu_hamlet.engine.options import DEFAULTS, Options
-from gpu_hamlet.engine.partitions import group_key
+from gpu_hamlet.engine.partitions import group_key, key_values
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import AND_SIDES, and_run_name, shown, together_run_name
 from gpu_hamlet.query.pattern import And, Both
@@ -114,7 +114,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
     ends: dict[tuple, Any] = {}
     for side, (run, _) in zip(AND_SIDES, runs_of(q, options)):
         t = tables[run.name]
-        cols = [t.column(c).to_pylist() for c in part_cols]
+        cols = [key_values(t.column(c)) for c in part_cols]
         end = t.column("window_end").to_pylist()
         end_ticks = column_ticks(t.column("window_end"))
         counts_of = t.column(run.aggregates[0].name).to_pylist()

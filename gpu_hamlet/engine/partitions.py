@@ -132,6 +132,19 @@ def group_key(values: tuple) -> tuple:
     return tuple(_NAN if v != v else v for v in values)
 
 
+def key_values(col: pa.ChunkedArray | pa.Array) -> list:
+    """A GROUPBY or equivalence column's `grouping_values` as Python values that tell them
+    apart, a timestamp with a time zone in UTC: in a zone with daylight saving the wall clock of
+    a fall-back hour reads twice, and aware datetimes differing in `fold` alone compare and
+    hash equal, so keys of 01:30 EDT and 01:30 EST were one (a cut group's summaries, an AND's
+    counts). Arrow gives the values their column's type back."""
+    col = grouping_values(col)
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        col = col.cast(t).cast(pa.timestamp(t.unit, "UTC"))
+    return col.to_pylist()
+
+
 def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A GROUPBY or equivalence column with the values Spark's grouping normalises made one:
     -0.0 is 0.0 (the value shown for the group) and every NaN is the same NaN. Arrow hashes

@@ -32,7 +32,7 @@ from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.evaluate import Context, evaluate
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import group_key, grouping_values
+from gpu_hamlet.engine.partitions import group_key, key_values
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
@@ -137,7 +137,7 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
     xf, run_pid, run_seg = run.segment_maps("xfloat", plan.linear)
     # Partition values of each run (GROUPBY then equivalence attributes).
     rep = run.rows[np.searchsorted(run.pid, run_pid)]
-    keys = [_key_values(ctx.ev.table.column(a).take(pa.array(rep))) for a in q.partition_attrs]
+    keys = [key_values(ctx.ev.table.column(a).take(pa.array(rep))) for a in q.partition_attrs]
     summary: dict[str, Any] = {
         "key": list(zip(*keys)) if keys else [()] * len(run_pid),
         "seg": run_seg,
@@ -159,18 +159,6 @@ def _query_summary(ctx: Context, plan: QueryPlan, options: Options) -> dict | No
         mm = run.segment_maps("minreach", plan.minmax)[0]
         summary["minreach"], summary["values"] = _ranks_to_values(mm, plan, ctx.attrs.order_keys)
     return summary
-
-
-def _key_values(col: pa.ChunkedArray) -> list:
-    """Partition values as Python values that tell them apart, a timestamp with a time zone in
-    UTC: in a zone with daylight saving the wall clock of a fall-back hour reads twice, and
-    aware datetimes differing in `fold` alone compare and hash equal, so SummaryMaps made the
-    partitions of 01:30 EDT and 01:30 EST one. It gives the values their column's type back."""
-    col = grouping_values(col)
-    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        col = col.cast(t).cast(pa.timestamp(t.unit, "UTC"))
-    return col.to_pylist()
 
 
 def _rank_rows(plan: QueryPlan):
