@@ -31,6 +31,7 @@ from gpu_hamlet.cli_io import (
     check_output,
     check_time_flags,
     input_format,
+    null_error,
     read_events,
     write_results,
 )
@@ -43,7 +44,7 @@ from gpu_hamlet.engine.options import (
     Options,
 )
 from gpu_hamlet.engine.plan_search import SEARCHES
-from gpu_hamlet.errors import GpuHamletError, WorkloadError
+from gpu_hamlet.errors import EventDataError, GpuHamletError, WorkloadError
 from gpu_hamlet.query.pattern import And, Pattern, show, sides
 from gpu_hamlet.query.workload import Workload
 
@@ -160,7 +161,15 @@ def _check_gpu(backend: str, master: str | None) -> None:
         )
 
 
-def _events(spark, args: argparse.Namespace, fmt: str):
+def _numbers(workload: Workload) -> set[str]:
+    """The columns `workload` adds up or compares with numbers: those of a CSV file of no rows
+    are read as bigint (read_events), its other columns as text."""
+    added = {a.attr for q in workload for a in q.aggregates if a.func in ("SUM", "AVG")}
+    compared = {f.attr for q in workload for f in q.filters if not isinstance(f.value, str)}
+    return {c for c in added | compared if c is not None}
+
+
+def _events(spark, args: argparse.Namespace, fmt: str, workload: Workload):
     """The events of --events as a Spark DataFrame, read as the input options say."""
     log.info("reading %s events from %s", fmt, args.events)
     return read_events(
@@ -170,8 +179,10 @@ def _events(spark, args: argparse.Namespace, fmt: str):
         columns=args.columns,
         delimiter=args.delimiter,
         time_col=args.time_col,
+        type_col=args.type_col,
         time_format=args.time_format,
         time_unit=args.time_unit,
+        numbers=_numbers(workload),
     )
 
 
@@ -190,9 +201,12 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     check_output(out, args.mode)
     _check_gpu(args.backend, args.master)
     spark = spark or _spark(args.master, "gpu-hamlet run")
-    events = _events(spark, args, fmt)
+    events = _events(spark, args, fmt, workload)
     stats = RunStats() if args.stats else None
-    results = run_job(events, workload, options, stats=stats)
+    try:
+        results = run_job(events, workload, options, stats=stats)
+    except (EventDataError, WorkloadError) as exc:
+        raise _in_events(exc, events, args, fmt) from None
     log.info("writing %d queries' results to %s", len(results), out)
     order = {q.name: (*q.groupby, "window_start") for q in workload}
     rows = write_results(results, order, out, args.out_format, args.mode, __version__)
@@ -205,6 +219,31 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     if stats is not None:
         print(stats.describe())
     return 0
+
+
+_NULLS = re.compile(r"(time|type) column '.*' has (\d+) null value")
+
+
+def _in_events(exc: Exception, events, args: argparse.Namespace, fmt: str) -> Exception:
+    """`exc`, an error about the events (Spark's `events` read from --events), with where in
+    the file when it can say: the row of the first null time or type, and for a CSV file of
+    no rows that its columns are text for want of values (a workload that needs numbers
+    there)."""
+    nulls = _NULLS.match(str(exc))
+    try:
+        if nulls:
+            what = nulls[1]
+            col = args.time_col if what == "time" else args.type_col
+            header = fmt == "csv" and args.columns is None
+            return null_error(events, args.events, col, what, int(nulls[2]), header)
+        if isinstance(exc, WorkloadError) and fmt == "csv" and events.isEmpty():
+            return UsageError(
+                f"{args.events} has no rows, so its columns have no values to tell their "
+                f"types by and are read as text: {exc}"
+            )
+    except Exception:  # (the error as it was, rather than one from looking for its row)
+        log.debug("locating %s in the events failed", exc, exc_info=True)
+    return exc
 
 
 def _print_automata(pattern: Pattern) -> None:
@@ -255,14 +294,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if together:
         print(f"Queries run as one: {'; '.join(quoted_list(ns) for ns in together.values())}")
     print(analyze(run_queries(workload)).describe())  # (the sets `evaluate` finds)
-    events = _events(_spark(None, "gpu-hamlet explain"), args, fmt).toArrow() if fmt else None
+    read = _events(_spark(None, "gpu-hamlet explain"), args, fmt, workload) if fmt else None
+    events = read.toArrow() if read is not None else None
     stats = None
     if events is not None:  # first: the engine checks the columns the plan's statistics read
         from gpu_hamlet import RunStats
         from gpu_hamlet.engine.evaluate import evaluate
 
         stats = RunStats()
-        evaluate(events, workload, options, stats=stats)
+        try:
+            evaluate(events, workload, options, stats=stats)
+        except (EventDataError, WorkloadError) as exc:
+            raise _in_events(exc, read, args, fmt or "") from None
     print()
     print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
     print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
@@ -507,12 +550,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_KEYWORD_ADVICE = re.compile(r"\b([a-z][a-z_]*)=(['\"])([^'\"]*)\2")
+_KEYWORD_ADVICE = re.compile(
+    r"\b(numeric|on_overflow|backend|sharing|time_col|type_col)=(['\"])([^'\"]*)\2"
+)
 
 
 def cli_advice(message: str) -> str:
     """Engine messages advise Python keywords (`numeric='bigint'`); on the command line the same
-    advice is a flag (`--numeric bigint`)."""
+    advice is a flag (`--numeric bigint`). Only the keywords that are flags: other advice
+    (`coerce_timestamps='us'` for pyarrow) stays as written."""
     return _KEYWORD_ADVICE.sub(lambda m: f"--{m[1].replace('_', '-')} {m[3]}", message)
 
 

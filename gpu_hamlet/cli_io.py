@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -43,6 +44,8 @@ MAX_SECONDS = 1e11
 RAISED = "gpu-hamlet input error: "
 #: Timestamps in CSV and JSON results: to the microsecond, as Spark holds them.
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+#: ... and timestamps without a time zone (TIMESTAMP_NTZ), which Spark writes by their own option.
+TIMESTAMP_NTZ_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
 UNIT_FUNCTIONS = {"s": "timestamp_seconds", "ms": "timestamp_millis", "us": "timestamp_micros"}
 
 log = logging.getLogger("gpu_hamlet")
@@ -84,14 +87,20 @@ def read_events(
     columns: list[str] | None = None,
     delimiter: str = ",",
     time_col: str = "time",
+    type_col: str = "type",
     time_format: str | None = None,
     time_unit: str | None = None,
+    numbers: Iterable[str] = (),
 ) -> Any:
     """The events as a Spark DataFrame whose time column the engine accepts.
 
     CSV is read as text (named by `columns` when the file has no header line) and each column
-    becomes bigint, double or timestamp when all its values are, decided by one job: unlike
-    Spark's inferSchema this counts the fields of every row, not the first one's."""
+    becomes bigint, decimal(38, 0), double or timestamp when all its values are, decided by one
+    job (`_typed`): unlike Spark's inferSchema this counts the fields of every row, not the
+    first one's. The type column of CSV and JSON is text whatever it holds: event types named
+    1, 2, 3 are names, not numbers. A CSV file of no rows has bigint times, the columns of
+    `numbers` (those the workload adds or compares with numbers) bigint, the others text: no
+    values, no types to tell, and its results are empty."""
     if fmt == "csv":
         from pyspark.sql.types import StringType, StructField, StructType
 
@@ -99,14 +108,25 @@ def read_events(
         # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
         reader = spark.read.options(sep=delimiter, header=columns is None, escape='"')
         names = columns if columns is not None else reader.csv(path).columns
+        if not names:
+            raise UsageError(f"{path} is empty: no header line, no rows")
         # One column more than the names: a row of more fields fills it, and stops the run
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
         schema = StructType([StructField(c, StringType()) for c in [*names, EXTRA]])
-        text = {time_col} if time_format else set()  # parsed by its pattern, as written
-        df = _typed(reader.schema(schema).csv(path), path, names, text)
+        text = {type_col, time_col} if time_format else {type_col}  # (the time: by its pattern)
+        df = _typed(reader.schema(schema).csv(path), path, names, text, {time_col, *numbers})
     else:
-        df = getattr(spark.read, fmt)(path)
+        try:
+            df = getattr(spark.read, fmt)(path)
+        except Exception as exc:
+            if "PARQUET_TYPE_ILLEGAL" in str(exc) and "NANOS" in str(exc):
+                raise _nanoseconds(path) from None
+            raise
+        if fmt == "json" and not df.columns:
+            raise UsageError(f"{path} holds no JSON lines: no events, no columns")
+        if fmt == "json" and type_col in df.columns:
+            df = _type_as_text(spark, df, path, type_col)
     if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
         from pyspark.sql import functions as F
 
@@ -120,29 +140,103 @@ def read_events(
     return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
 
 
+def _type_as_text(spark: Any, df: Any, path: str, type_col: str) -> Any:
+    """JSON lines `df` read again with the type column as text, when Spark found numbers there:
+    each value as written (`1`, `2.50`), as the names of the workload spell them (`1`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    field = df.schema[type_col]
+    if isinstance(field.dataType, StringType):
+        return df
+    text = StructField(field.name, StringType(), True)
+    schema = StructType([text if f.name == type_col else f for f in df.schema])
+    return spark.read.schema(schema).json(path)
+
+
+def _nanoseconds(path: str) -> UsageError:
+    """The error for Parquet timestamps in nanoseconds (Spark's PARQUET_TYPE_ILLEGAL, naming
+    neither file nor column): the file and its columns of timestamp[ns], and what to do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where, names = path, ""
+    p = Path(path)
+    if "://" not in path and p.exists():
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        for f in files:
+            if f.name.startswith(("_", ".")) and f != p:
+                continue
+            try:
+                schema = pq.read_schema(f)
+            except (OSError, pa.ArrowException):
+                continue
+            cols = [x.name for x in schema if pa.types.is_timestamp(x.type) and x.type.unit == "ns"]
+            if cols:
+                where = str(f)
+                names = f" (column {', '.join(repr(c) for c in cols)})"
+                break
+    return UsageError(
+        f"{where}: its timestamps{names} are in nanoseconds (Parquet TIMESTAMP(NANOS), pandas' "
+        f"default), which Spark does not read: write them as microseconds, e.g. "
+        f"pyarrow.parquet.write_table(table, path, coerce_timestamps='us') or pandas' "
+        f"df.to_parquet(path, coerce_timestamps='us') (both refuse to drop nanoseconds); or set "
+        f"Spark's spark.sql.legacy.parquet.nanosAsLong=true (spark-submit --conf), which reads "
+        f"them as numbers of nanoseconds: then --time-unit ns for the time column"
+    )
+
+
 #: The column past a CSV file's last one (`read_events`): only a row of too many fields fills it.
 EXTRA = "_gpu_hamlet_extra_field"
+#: Text that is an integer as Spark casts it (spaces around, a sign, leading zeros).
+INTEGER = r"^\s*[+-]?[0-9]+\s*$"
+#: Integers up to this magnitude are exact as doubles (2**53).
+DOUBLE_EXACT = 2**53
 
 
-def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
-    """`df` (all strings: the columns `names`, then EXTRA) with each column but those of `text`
-    cast to the first of bigint, double and timestamp that holds every one of its values (one
-    job counts them); a UsageError naming a row that fills EXTRA (more fields than the
-    columns), and a warning naming a value that keeps a column of numbers text (the errors
-    about that column later could not name it)."""
+def _fits(c: str) -> dict[str, Any]:
+    """Per kind `_typed` reads a CSV column as: whether the text column `c` holds a value as it
+    is written, without loss, as a Spark condition."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import sql_name
 
-    kinds = ("bigint", "double", "timestamp")
-    # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
-    # date is no timestamp (event types T1, T2, ... were read as times).
-    fits_as = {
-        "bigint": "try_cast({c} AS bigint)",
-        "double": "try_cast({c} AS double)",
-        "timestamp": "if(try_cast({c} AS date) IS NULL, NULL, try_cast({c} AS timestamp))",
+    col = F.col(sql_name(c))
+    long, dec, dbl = col.try_cast("bigint"), col.try_cast("decimal(38,0)"), col.try_cast("double")
+    integer = col.rlike(INTEGER)
+    return {
+        "bigint": long.isNotNull(),
+        # integers beyond int64, exactly (as a double they kept their first 16 digits only)
+        "decimal(38,0)": long.isNotNull() | (integer & dec.isNotNull()),
+        # an integer only if a double holds it exactly (beyond 2**53 most are rounded)
+        "double": dbl.isNotNull()
+        & (
+            long.between(-DOUBLE_EXACT, DOUBLE_EXACT)
+            | ~integer
+            | (dbl.try_cast("decimal(38,0)") == dec)
+        ),
+        # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
+        # date is no timestamp (event types T1, T2, ... were read as times).
+        "timestamp": col.try_cast("date").isNotNull() & col.try_cast("timestamp").isNotNull(),
     }
-    counts = [F.count(F.expr(fits_as[k].format(c=sql_name(c)))) for c in names for k in kinds]
+
+
+def _typed(df: Any, path: str, names: list[str], text: set[str], numeric: set[str]) -> Any:
+    """`df` (all strings: the columns `names`, then EXTRA) with each column but those of `text`
+    cast to the first of bigint, decimal(38, 0), double and timestamp that holds every one of
+    its values as written (one job counts them): integers beyond int64 are decimals, never
+    doubles that would round them, and a double column's integers are exact doubles. A column
+    without values is text, or bigint if in `numeric` (the time column, and those a workload
+    reads as numbers: a file of no rows gives empty results). A UsageError names a row that
+    fills EXTRA (more fields than the columns), and a warning a value that keeps a column of
+    numbers text (the errors about that column later could not name it)."""
+    from pyspark.sql import functions as F
+
+    from gpu_hamlet.spark.job import sql_name
+
+    kinds = ("bigint", "decimal(38,0)", "double", "timestamp")
+    fits = {c: _fits(c) for c in names}
+    # (columns of `text` stay text: nothing to count)
+    counts = [F.lit(0) if c in text else F.count_if(fits[c][k]) for c in names for k in kinds]
     row = df.agg(*[F.count(F.col(sql_name(c))) for c in [*names, EXTRA]], *counts).first()
     n = len(names) + 1
     if row[n - 1]:
@@ -158,19 +252,30 @@ def _typed(df: Any, path: str, names: list[str], text: set[str]) -> Any:
         if c in text:
             casts.append(F.col(sql_name(c)))
             continue
-        fits = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
-        kind = fits[0] if fits and row[i] else "string"
-        numbers = row[n + i * len(kinds) + 1]  # (values a double holds)
-        if kind == "string" and numbers:  # a number column but for some values: say which
-            other = df.where(F.expr(f"try_cast({sql_name(c)} AS double) IS NULL")).where(
-                F.col(sql_name(c)).isNotNull()
+        held = [k for j, k in enumerate(kinds) if row[n + i * len(kinds) + j] == row[i]]
+        kind = held[0] if held and row[i] else "string"
+        if not row[i] and c in numeric:
+            kind = "bigint"
+        doubles = row[n + i * len(kinds) + 2]  # (values a double holds exactly)
+        if kind == "string" and doubles:  # a number column but for some values: say which
+            other = df.where(~F.coalesce(fits[c]["double"], F.lit(False)))
+            (bad,) = (
+                other.where(F.col(sql_name(c)).isNotNull()).select(sql_name(c)).limit(1).collect()
             )
-            (bad,) = other.select(sql_name(c)).limit(1).collect()
-            log.warning(
-                "%s: column '%s' is read as text: %d of its %d values are numbers, the others "
-                "not, e.g. %r",
-                path, c, numbers, row[i], bad[0],
-            )  # fmt: skip
+            if re.fullmatch(INTEGER, bad[0]):  # (a number, but a double would round it)
+                log.warning(
+                    "%s: column '%s' is read as text: its values are numbers, but not all "
+                    "integers of at most 38 digits (read as decimal(38, 0)), and as a double "
+                    "%r would lose digits; to compute with it, write the column as decimals "
+                    "to Parquet",
+                    path, c, bad[0],
+                )  # fmt: skip
+            else:
+                log.warning(
+                    "%s: column '%s' is read as text: %d of its %d values are numbers, the "
+                    "others not, e.g. %r",
+                    path, c, doubles, row[i], bad[0],
+                )  # fmt: skip
         casts.append(
             F.col(sql_name(c)).cast(kind).alias(c) if kind != "string" else F.col(sql_name(c))
         )
@@ -214,6 +319,8 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
                 f"{where} is {dtype.simpleString()}, not numbers: --time-unit "
                 f"is for numeric times (use --time-format for text)"
             )
+        if isinstance(dtype, StringType):
+            raise _text_times(df, where, col)
         return raw  # a timestamp, or a type trend_aggregate names as unsupported
     if time_unit == "ns":  # exact: `div` on integers, never through a double
         micros = F.timestamp_micros(F.expr(f"CAST({sql_name(col)} AS BIGINT) div 1000"))
@@ -237,6 +344,77 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
             "its format (--time-format, e.g. yyyyMMddHHmm)"
         ),
     ).otherwise(raw)
+
+
+#: Patterns `_text_times` suggests for --time-format, the first that reads the column's value.
+TIME_PATTERNS = (
+    "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX",
+    "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]",
+    "yyyy-MM-dd HH:mm:ss[.SSSSSS]XXX",
+    "yyyy-MM-dd HH:mm:ss[.SSSSSS]",
+)
+
+
+def _text_times(df: Any, where: str, col: str) -> UsageError:
+    """The error for a time column of text without --time-format (JSON strings, CSV text that
+    is no timestamp Spark casts): one of its values, and a pattern that reads it if one of
+    TIME_PATTERNS does."""
+    from pyspark.sql import functions as F
+
+    from gpu_hamlet.spark.job import sql_name
+
+    value = df.where(F.col(sql_name(col)).isNotNull()).select(sql_name(col)).limit(1).collect()
+    if not value:
+        return UsageError(f"{where} holds no times")
+    sample = value[0][0]
+    parsed = (
+        df.sparkSession.range(1)
+        .select(*[F.try_to_timestamp(F.lit(sample), F.lit(p)) for p in TIME_PATTERNS])
+        .first()
+    )
+    fit = [p for p, t in zip(TIME_PATTERNS, parsed) if t is not None]
+    how = f'e.g. --time-format "{fit[0]}"' if fit else "e.g. --time-format 'MM/dd/yyyy HH:mm:ss'"
+    return UsageError(
+        f"{where} holds text, e.g. {sample!r}, not timestamps or numbers: give the pattern of "
+        f"its times ({how}; read in the Spark session's time zone when they name none), or "
+        f"--time-unit for numbers"
+    )
+
+
+def null_error(df: Any, path: str, col: str, what: str, count: int, header: bool) -> UsageError:
+    """The error for the `count` null values of the time or type column (`what`) of the events
+    `df` read from `path`: the file (of a folder) and the row of the first, counted within that
+    file (past a CSV `header`), with its fields. Two jobs, run only when the run fails anyway."""
+    from urllib.parse import unquote, urlparse
+
+    from pyspark.sql import functions as F
+
+    from gpu_hamlet.spark.job import sql_name
+
+    file, at = "_gpu_hamlet_file", "_gpu_hamlet_id"
+    rows = df.select(
+        F.input_file_name().alias(file),
+        F.monotonically_increasing_id().alias(at),
+        *[F.col(sql_name(c)) for c in df.columns],
+    )
+    nulls = rows.where(F.col(sql_name(col)).isNull())
+    first = nulls.orderBy(file, at).limit(1).collect()
+    if not first:
+        return UsageError(f"{path}: {what} column '{col}' has null values")
+    in_file, first_id = first[0][0], first[0][1]
+    before = rows.where((F.col(file) == in_file) & (F.col(at) < first_id)).count()
+    if Path(path).is_dir() and in_file.startswith("file:"):
+        path = unquote(urlparse(in_file).path)
+    fields = ", ".join(
+        f"{c}: {'null' if v is None else repr(v) if isinstance(v, str) else v}"
+        for c, v in zip(df.columns, list(first[0])[2:])
+    )
+    past = ", not its header line" if header else ""
+    return UsageError(
+        f"{path}: {what} column '{col}' has {count} null value(s), the first in row {before + 1} "
+        f"(counting the file's rows of events{past}): {fields}; every event needs its {what}: "
+        f"fill it in or remove the row"
+    )
 
 
 def check_output(out: Path, mode: str) -> None:
@@ -328,7 +506,9 @@ def write_results(
         df = df.orderBy(*[F.col(sql_name(c)).asc_nulls_last() for c in order[name]])
         writer = df.write.mode("overwrite")
         if fmt in ("csv", "json"):  # (Spark's default writes milliseconds only)
-            writer = writer.option("timestampFormat", TIMESTAMP_FORMAT)
+            writer = writer.options(
+                timestampFormat=TIMESTAMP_FORMAT, timestampNTZFormat=TIMESTAMP_NTZ_FORMAT
+            )
         if fmt == "json":  # a null as null (Spark's default leaves the field out)
             writer = writer.option("ignoreNullFields", False)
         if fmt == "csv":  # values as they are: Spark's default strips their spaces, and

@@ -712,6 +712,153 @@ def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_csv_integers_beyond_int64_are_exact_decimals(spark, tmp_path, caplog):
+    """A CSV column of integers that do not all fit int64 is decimal(38, 0), not double: IDs
+    18446744073709551615 and ...614 were one group, and one 1e20 made SUM and MAX of the other
+    values inexact. A double column holds its integers exactly, or stays text with a warning."""
+    path = tmp_path / "events.csv"
+    big = 18446744073709551615
+    path.write_text(
+        "time,type,id,x,f,h\n"
+        f"1,A,{big},1,0.5,0.5\n"
+        f"2,B,{big},9007199254740993,1,1\n"
+        f"3,A,{big - 1},100000000000000000000,2.5,{big}\n"
+        f"4,B,{big - 1},1,3,3\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="gpu_hamlet"):
+        df = read_events(spark, str(path), "csv")
+    assert dict(df.dtypes) == {
+        "time": "bigint",
+        "type": "string",
+        "id": "decimal(38,0)",
+        "x": "decimal(38,0)",
+        "f": "double",
+        "h": "string",
+    }
+    assert (
+        "column 'h' is read as text" in caplog.text and f"'{big}' would lose digits" in caplog.text
+    )
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN id, SUM(B.x), MAX(B.x) PATTERN SEQ(A, B) GROUPBY id WITHIN 10 s")
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]) == 0
+    got = pq.read_table(out / "q1").to_pylist()
+    assert [(r["id"], r["sum_B_x"], r["max_B_x"]) for r in got] == [
+        (big - 1, 1, 1),
+        (big, 9007199254740993, 9007199254740993),
+    ]
+
+
+def test_timestamps_without_zone_are_written_to_the_microsecond(spark, tmp_path):
+    """MIN/MAX of a timestamp-without-zone attribute, and the windows of such times, are
+    written to the microsecond in CSV and JSON (Spark's timestampNTZFormat: milliseconds)."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN MIN(B.y), MAX(B.y) PATTERN SEQ(A, B+) WITHIN 10 s")
+    events = tmp_path / "e.parquet"
+    micros = [1_000_005, 2_123_456, 3_654_321]
+    table = pa.table(
+        {
+            "type": ["A", "B", "B"],
+            "time": pa.array(micros, pa.timestamp("us")),
+            "y": pa.array(micros, pa.timestamp("us")),
+        }
+    )
+    pq.write_table(table, events)
+    for fmt in ("csv", "json"):
+        text = "".join(f.read_text() for f in _results(tmp_path, wl, events, fmt))
+        assert "1970-01-01T00:00:02.123456" in text and "1970-01-01T00:00:03.654321" in text
+        assert "1970-01-01T00:00:00.000000" in text  # (window_start)
+
+
+def test_csv_of_no_rows_gives_empty_results(spark, tmp_path, capsys):
+    """A CSV file of a header line alone: empty results, as `aggregate` gives for no events
+    (was "time column 'time' has unsupported type string"); the columns the workload adds or
+    compares with numbers are numbers, the others text."""
+    path = tmp_path / "events.csv"
+    path.write_text("time,type,x,g\n")
+    wl = tmp_path / "w.txt"
+    wl.write_text(
+        "RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WHERE B.x > 1 AND A.g = 'n' "
+        "GROUPBY g WITHIN 10 s"
+    )
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]) == 0
+    assert "read 0 events; wrote q1: 0 rows" in capsys.readouterr().out
+    assert pq.read_table(out / "q1").num_rows == 0
+
+
+def test_parquet_nanoseconds_name_the_file_column_and_fix(spark, tmp_path, capsys):
+    """Spark's '[PARQUET_TYPE_ILLEGAL] Illegal Parquet type: INT64 (TIMESTAMP(NANOS,true))'
+    named neither file nor column: pandas writes timestamp[ns] by default."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.parquet"
+    ns = pa.array([1_000_000_000, 2_000_000_000], pa.timestamp("ns", tz="UTC"))
+    pq.write_table(pa.table({"time": ns, "type": ["T1", "T2"]}), path)
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out), "--quiet"]
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: its timestamps (column 'time') are in nanoseconds" in err
+    assert "coerce_timestamps='us'" in err and "spark.sql.legacy.parquet.nanosAsLong" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_event_types_of_digits_are_names(spark, tmp_path, capsys):
+    """A CSV or JSON type column of 1, 2, 3 is text (was bigint, refused: 'must hold strings'),
+    as the workload names them: `1`, `2`."""
+    wl = tmp_path / "w.txt"
+    wl.write_text("RETURN COUNT(*) PATTERN SEQ(`1`, `2`+, `3`) WITHIN 10 s")
+    csv = tmp_path / "events.csv"
+    csv.write_text("time,type\n1,1\n2,2\n3,3\n")
+    jsonl = tmp_path / "events.jsonl"
+    jsonl.write_text("".join(f'{{"time": {t}, "type": {t}}}\n' for t in (1, 2, 3)))
+    for path in (csv, jsonl):
+        df = read_events(spark, str(path), input_format(str(path), None))
+        assert dict(df.dtypes)["type"] == "string"
+        out = tmp_path / path.suffix[1:]
+        run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]
+        assert main(run + ["--quiet"]) == 0
+        assert pq.read_table(out / "q1").column("count").to_pylist() == [1]
+
+
+def test_a_null_type_names_the_file_and_row(spark, tmp_path, capsys):
+    """An empty type field: the file, the row and its fields, and what to do (was "type column
+    'type' has 1 null value(s)" alone)."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.csv"
+    path.write_text("time,type,x\n1,T1,1\n2,T2,2\n3,,3\n4,T2,4\n")
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: type column 'type' has 1 null value(s), the first in row 3 (counting the "
+        "file's rows of events, not its header line): time: 3, type: null, x: 3; every event "
+        "needs its type: fill it in or remove the row" in err
+    )
+
+
+def test_text_times_suggest_a_time_format(spark, tmp_path, capsys):
+    """JSON lines with ISO times as strings: the file, a value, and a --time-format that reads
+    them (was "time column 'time' has unsupported type string")."""
+    wl, _ = _inputs(tmp_path)
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        '{"time": "2024-01-01T00:00:01Z", "type": "T1"}\n'
+        '{"time": "2024-01-01T00:00:02.5Z", "type": "T2"}\n'
+    )
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out)]
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    pattern = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX"
+    assert (
+        f"{path}: column 'time' holds text, e.g. '2024-01-01T00:00:01Z', not timestamps or "
+        f'numbers: give the pattern of its times (e.g. --time-format "{pattern}"' in err
+    )
+    assert main([*run, "--time-format", pattern, "--quiet"]) == 0
+    assert pq.read_table(out / "q1").column("count").to_pylist() == [1]
+
+
 def test_input_format_from_names(tmp_path):
     folder = tmp_path / "events"
     folder.mkdir()
@@ -824,6 +971,8 @@ def test_cli_advice_names_flags():
         == "use --numeric bigint or --on-overflow null; --time-col ts"
     )
     assert cli_advice("Pickup.request_type = 'premium'") == "Pickup.request_type = 'premium'"
+    # (advice that is no flag stays as written)
+    assert cli_advice("coerce_timestamps='us'") == "coerce_timestamps='us'"
 
 
 def test_error_message_from_wrapped_task_errors():

@@ -781,7 +781,7 @@ def test_an_and_query_keeps_the_two_instants_of_a_fall_back_hour_apart():
     the same instants in UTC."""
     import datetime as dt
 
-    e1 = int(dt.datetime(2021, 11, 7, 5, 30, tzinfo=dt.timezone.utc).timestamp()) * 10**6
+    e1 = int(dt.datetime(2021, 11, 7, 5, 30, tzinfo=dt.UTC).timestamp()) * 10**6
     e2 = e1 + 3600 * 10**6
     ticks = pa.array([e1, e1 + 10**6, e2, e2 + 10**6, e2 + 2 * 10**6], pa.int64())
     text = (
