@@ -62,14 +62,12 @@ def host_map(
     return list(_pool(threads).map(fn, items))
 
 
-def host_submit(
-    fn: Callable[..., R], args: tuple, threads: int, rows: int, least: int = SUBMIT_ROWS
-) -> Future[R] | None:
+def host_submit(fn: Callable[..., R], args: tuple, threads: int, rows: int) -> Future[R] | None:
     """fn(*args) started on `threads` threads, to be waited for later; None where it should run
-    in this thread: one thread, a call over fewer than `least` rows, or this is one of the
+    in this thread: one thread, a call over fewer than SUBMIT_ROWS rows, or this is one of the
     pool's threads already. For calls that release the GIL (numba kernels): the caller's Python
     goes on meanwhile."""
-    if threads < 2 or rows < least or _in_pool():
+    if threads < 2 or rows < SUBMIT_ROWS or _in_pool():
         return None
     return _pool(threads).submit(fn, *args)
 

@@ -34,7 +34,6 @@ from gpu_hamlet.engine.matching import Matcher, check_filter
 from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS, EngineCostModel
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
-from gpu_hamlet.engine.pruning_ahead import PruningAhead
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_sample import KeptShares, PaneRuns
 from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
@@ -42,7 +41,7 @@ from gpu_hamlet.engine.stage_sharing import SharedStages, sample_of, shareable_s
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
 from gpu_hamlet.errors import EventDataError
-from gpu_hamlet.host_threads import PARALLEL_ROWS, cpu_threads, host_map
+from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
@@ -161,8 +160,6 @@ def evaluate(
             for name in sc.blocks:
                 shared.setdefault(name, []).append(sc)
 
-    ahead: PruningAhead | None = None
-
     def query_rows(q) -> QueryRows:
         return QueryRows(
             ev,
@@ -174,7 +171,6 @@ def evaluate(
             ctx.options[q.name],
             be,
             record_snapshots=stats is not None,
-            flat_kept=None if ahead is None else ahead.take(q.name),
             answered=answered,
         )
 
@@ -211,10 +207,6 @@ def evaluate(
     width = (be.threads if hasattr(be, "threads") else cpu_threads()) if batched else 1
     for q in runs:
         parts.keys(q.partition_attrs, len(q.groupby))
-    if not batched or ev.n * width < PARALLEL_ROWS:  # the queries' rows built in this thread
-        ahead = PruningAhead(
-            (q.name for q in runs), lambda name: flat_pruning(ctx, shared, name), cpu_threads()
-        )
     held = 0  # the rows of the queries in `group`
     for i in range(0, len(runs), width):
         some = runs[i : i + width]
@@ -231,19 +223,6 @@ def evaluate(
     if stats is not None:
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
     return {q.name: ctx.finish(q, out) for q in wl}
-
-
-def flat_pruning(
-    ctx: Context, shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]], name: str
-) -> tuple | None:
-    """Query `name`'s `QueryRows.flat_pruning` arguments, where its rows are built that way."""
-    plan = ctx.plans[name]
-    if not QueryRows.flat(plan, QueryRows.sources_of(name, shared.get(name, [])), False):
-        return None
-    q = plan.query
-    return QueryRows.flat_pruning(
-        plan, ctx.parts.keys(q.partition_attrs, len(q.groupby)), ctx.matcher
-    )
 
 
 def planned_stages(

@@ -31,7 +31,6 @@ from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import SharedBursts
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.plan import QueryPlan
-from gpu_hamlet.query.schema import in_result_order
 
 #: A query is fused with others when it has at most this many rows and partitions. A query's
 #: fixed costs are about 150 us, the kernel's rows 30-60 ns each: from 20,000 rows the fixed
@@ -62,15 +61,10 @@ class FusedResults(QueryResults):
         self.groups = int(gid_of_pid.max()) + 1 if gid_of_pid.shape[0] else 1
 
     def _tables(self, k: np.ndarray, rep: np.ndarray, gid: np.ndarray, cols) -> Any:
-        member = gid // self.groups
-        table, q = self._unordered(k, rep, cols), self.plan.query
-        # One sort of all the queries' rows, by query first (they share the GROUPBY attributes):
-        # a sort per query cost 50 ridesharing queries 0.3 ms of a 10 ms call.
-        if q.groupby or (k[1:] < k[:-1])[member[1:] == member[:-1]].any():
-            table = in_result_order(table, q.groupby, member)
-        cut = np.searchsorted(member, np.arange(len(self.plans) + 1))
+        table = self._unordered(k, rep, cols)
+        cut = np.searchsorted(gid // self.groups, np.arange(len(self.plans) + 1))
         return {
-            plan.query.name: table.slice(lo, hi - lo)
+            plan.query.name: self._in_order(plan.query, table.slice(lo, hi - lo), k[lo:hi])
             for plan, lo, hi in zip(self.plans, cut[:-1], cut[1:])
         }
 

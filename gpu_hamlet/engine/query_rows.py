@@ -23,7 +23,7 @@ from gpu_hamlet.engine.backend import Backend, Steps, drive
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import Partitioner, SortedKeys, pair_keys
+from gpu_hamlet.engine.partitions import Partitioner, pair_keys
 from gpu_hamlet.engine.pruning import ranges, rows_in_runs, rows_may_complete, typed_may_complete
 from gpu_hamlet.engine.row_runs import collapsible_runs
 from gpu_hamlet.engine.sharing import SharedBursts
@@ -69,12 +69,9 @@ class QueryRows:
         be: Backend,
         record_snapshots: bool = False,
         maps: bool = False,
-        flat_kept: tuple[np.ndarray, np.ndarray] | None = None,
         answered: int | float | None = None,
     ) -> None:
-        """`flat_kept`: a flat query's `typed_may_complete` of `flat_pruning`, where it was made
-        already (gpu_hamlet/engine/pruning_ahead.py). `answered`: the windows ending at or
-        before it are not asked for (`evaluate`)."""
+        """`answered`: the windows ending at or before it are not asked for (`evaluate`)."""
         self.answered = answered
         self.ev, self.attrs, self.plan, self.options, self.be = ev, attrs, plan, options, be
         self.tpl = plan.template
@@ -82,7 +79,9 @@ class QueryRows:
         self._fill: dict[str, int | bool] = {}
         q = plan.query
         keys = parts.keys(q.partition_attrs, len(q.groupby))
-        shared = self.sources_of(q.name, shared)
+        # A set whose optimizer shared none of the bursts q matches leaves q's rows as they are:
+        # q then takes the plain path, at the cost of sharing="none" (issue 21, part 3).
+        shared = [sb for sb in shared if sb.shares(q.name)]
         self.sources = shared
         # A block macro row (a shared stage's run) stands for events over a stretch of time,
         # which pruning by WITHIN cannot weigh: with several sources, such rows are pruned
@@ -109,14 +108,14 @@ class QueryRows:
         if fast is not None:  # the set stream's slots q matches, already pruned
             qidx, self.rows, self.time, self.pid, macro_seg, self.pos = fast
             macro_src = None  # one source: derived from macro_seg
-        elif self.flat(plan, shared, maps):  # matched and pruned in one compiled call
+        elif not shared and tpl.one_row and not maps:  # matched and pruned in one compiled call
             # A tumbling window is its own segment: pruned by its runs at once, not again later.
+            run = keys.pid if w.full else keys.window_runs(w.seg, host_panes)
             self._window_pruned = not w.full
-            qidx, self.pos = (
-                flat_kept
-                if flat_kept is not None
-                else typed_may_complete(*self.flat_pruning(plan, keys, matcher))
-            )
+            qidx, self.pos = typed_may_complete(
+                keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,
+                matcher.drop_mask(q), run, keys.time, w.within, by_code=keys.by_code,
+            )  # fmt: skip
             self.rows, self.time, self.pid = keys.order[qidx], keys.time[qidx], keys.pid[qidx]
             macro_src = macro_seg = None
             pruned = True
@@ -199,29 +198,6 @@ class QueryRows:
         self.full = w.full or maps  # `maps`: every segment as its map (pane summaries)
         self.seg: np.ndarray | None = None  # each event's segment, from the segmenting step
         self._adjacent: AdjacentRuns | None = None
-
-    @staticmethod
-    def sources_of(name: str, shared: list[SharedBursts | SharedWindows | SharedStages]) -> list:
-        """The sources of query `name`'s rows among the sets it is in. A set whose optimizer
-        shared none of the bursts q matches leaves q's rows as they are: q then takes the plain
-        path, at the cost of sharing="none" (issue 21, part 3)."""
-        return [sb for sb in shared if sb.shares(name)]
-
-    @staticmethod
-    def flat(plan: QueryPlan, sources: list, maps: bool) -> bool:
-        """Whether the query's rows are matched and pruned in one compiled call
-        (`flat_pruning`): a flat SEQ's whole windows read from no shared source."""
-        return not sources and plan.template.one_row and not maps
-
-    @staticmethod
-    def flat_pruning(plan: QueryPlan, keys: SortedKeys, matcher: Matcher) -> tuple:
-        """`typed_may_complete`'s arguments for a `flat` query's rows, over its sort `keys`."""
-        w, tpl = plan.windowing, plan.template
-        run = keys.pid if w.full else keys.window_runs(w.seg, host_panes)
-        return (
-            keys.codes, matcher.position_of_code(tpl), tpl.is_start, tpl.is_end, keys.order,
-            matcher.drop_mask(plan.query), run, keys.time, w.within, None, -1, keys.by_code,
-        )  # fmt: skip
 
     def prepare(self) -> Steps:
         """Segment the events (their panes: a backend step), then choose how windows are

@@ -121,22 +121,15 @@ def widened(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def in_result_order(
-    table: pa.Table, groupby: tuple[str, ...], leading: np.ndarray | None = None
-) -> pa.Table:
+def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
     """The rows of a result table by GROUPBY values, then window_start, ascending (Arrow's
-    order: nulls last); with `leading` (an ascending int64 per row), by that first: the tables
-    of several queries, one after another (gpu_hamlet/engine/fusion.py), each in its order in
-    one sort. Rows often come in that order already (integer groups are coded by rank,
-    gpu_hamlet/engine/partitions.py): that is checked first, when the keys are integers or
-    times without nulls, because sorting was half the cost of building a small result."""
+    order: nulls last). Rows often come in that order already (integer groups are coded by
+    rank, gpu_hamlet/engine/partitions.py): that is checked first, when the keys are integers
+    or times without nulls, because sorting was half the cost of building a small result."""
     if table.num_rows < 2:
         return table
     keys = [*groupby, "window_start"]
     cols = [table.column(k) for k in keys]
-    if leading is not None:
-        keys.insert(0, "\0")  # (no column of a result is named so)
-        cols.insert(0, pa.chunked_array([pa.array(leading, pa.int64())]))
     if all(_plain_ordered(c) for c in cols):
         undecided = np.ones(table.num_rows - 1, bool)  # adjacent rows equal on the keys so far
         for c in cols:
