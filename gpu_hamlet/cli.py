@@ -114,7 +114,10 @@ def _spark(master: str | None, app: str):
         builder = builder.master(master)
     if not _console.progress:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        raise _master_error(exc, master) from None
     spark.sparkContext.setLogLevel("WARN" if _console.verbose else "OFF")
     # Names are case-sensitive in the workload language (docs/semantics.md section 4), as in
     # `aggregate`: columns `x` and `X` of the events, or results `count` and `Count`, are two.
@@ -122,6 +125,20 @@ def _spark(master: str | None, app: str):
     # refuse to write such results.
     spark.conf.set("spark.sql.caseSensitive", "true")
     return spark
+
+
+def _master_error(exc: Exception, master: str | None) -> Exception:
+    """A session that did not start on --master `master`: the option and Spark's reason (deep
+    in a Java trace, or only on stderr where the JVM exited), as a usage error."""
+    if not master:
+        return exc
+    reason = re.search(r"SparkException: ([^\n]+)", str(exc))
+    return UsageError(
+        f"--master {master}: Spark could not start there"
+        + (f" ({reason[1].strip()})" if reason else "")
+        + "; use local[N] (N threads, N >= 1), local[*], spark://HOST:PORT, yarn or "
+        "k8s://https://HOST:PORT, or leave it out under spark-submit"
+    )
 
 
 def _read_workload(path: str) -> Workload:
@@ -207,12 +224,14 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
         results = run_job(events, workload, options, stats=stats)
     except (EventDataError, WorkloadError) as exc:
         raise _in_events(exc, events, args, fmt) from None
+    # Counted before writing: --mode overwrite may replace the folder the events are read from.
+    n_events = events.count()
     log.info("writing %d queries' results to %s", len(results), out)
     order = {q.name: (*q.groupby, "window_start") for q in workload}
     rows = write_results(results, order, out, args.out_format, args.mode, __version__)
     dt = time.perf_counter() - t0
     print(
-        f"read {events.count():,} events; wrote "
+        f"read {n_events:,} events; wrote "
         + ", ".join(f"{n}: {r:,} rows" for n, r in rows.items())
         + f" to {args.out} in {dt:.1f} s"
     )
@@ -398,7 +417,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         # The kernels warm up while the JVM starts: both take seconds, on different cores.
         warm = pool.submit(warm_up_kernels, events, workload, options)
-        spark = demo_session(args.master)
+        try:
+            spark = demo_session(args.master)
+        except Exception as exc:
+            raise _master_error(exc, args.master) from None
         print(f"CPU kernels: {warm.result().describe()}", flush=True)
         t0 = time.perf_counter()
         results = run_job(spark.read.parquet(str(path)), workload, options)

@@ -68,6 +68,50 @@ def test_run_round_trip(spark, tmp_path, capsys):
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
 
 
+def test_overwrite_of_the_result_its_events_come_from(spark, tmp_path, capsys):
+    """A run whose events are a result it replaces (--mode overwrite) counts them before it
+    writes: it counted them after and failed (exit 2) on a folder it had just replaced."""
+    events = tmp_path / "events.parquet"
+    pq.write_table(
+        pa.table({"time": [1, 2, 3, 4, 5, 6], "type": list("ABBABB"), "k": list("uuvvuv")}), events
+    )
+    first = tmp_path / "first.txt"
+    first.write_text("e: RETURN k, COUNT(*) PATTERN SEQ(A, B+) GROUPBY k WITHIN 3 s SLIDE 1 s")
+    out = tmp_path / "out"
+    assert main(["run", "--workload", str(first), "--events", str(events), "--out", str(out)]) == 0
+    again = tmp_path / "again.txt"
+    again.write_text("f: RETURN COUNT(*) PATTERN SEQ(u, v) WITHIN 100 s")
+    run = ["run", "--workload", str(again), "--events", str(out / "e"), "--out", str(out)]
+    run += ["--time-col", "window_start", "--type-col", "k", "--mode", "overwrite"]
+    capsys.readouterr()
+    assert main(run) == 0, capsys.readouterr().err
+    assert "read 3 events" in capsys.readouterr().out  # (the first result's rows)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "f"]
+
+
+def test_a_master_spark_cannot_start_on_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    """--master that Spark cannot start on (local[0], an unknown scheme) is a usage error that
+    names the option, Spark's reason where it gave one, and what to use (it was exit 1 with
+    'Py4JJavaError: An error occurred while calling None...'), for run and demo alike."""
+    from pyspark.sql import SparkSession
+
+    def refuse(self):
+        raise RuntimeError(
+            "An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+            ": org.apache.spark.SparkException: Asked to run locally with 0 threads\n\tat ..."
+        )
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
+    wl, events = _inputs(tmp_path)
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
+    for args in (run, ["demo", "--events", "100"]):
+        assert main([*args, "--master", "local[0]", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "--master local[0]: Spark could not start there (Asked to run locally with 0 " in err
+        assert "use local[N] (N threads, N >= 1)" in err
+    assert isinstance(cli._master_error(ValueError("x"), None), ValueError)  # (no --master given)
+
+
 def test_run_writes_each_query_sorted_across_its_part_files(spark, tmp_path, capsys):
     """Read in the order of their names, a query's part files hold its rows as `aggregate`
     returns them: by GROUPBY values (nulls last), then window_start. The engine's tasks each

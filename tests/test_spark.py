@@ -514,6 +514,20 @@ def test_shared_stages_through_spark_equal_sharing_nothing(spark, middle):
     _assert_same(got, expected)
 
 
+def test_a_type_column_named_as_the_jobs_shard_label(spark):
+    """A type column named `__shard`, the label the job gives each row's group or slice: the
+    worker found the type column by name and took the label (ArrowInvalid in every task)."""
+    events = pa.table({"time": [1, 2, 3, 4, 11, 12, 13], "__shard": list("ABBCABC")})
+    text = "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s SLIDE 5 s"
+    local = gpu_hamlet.aggregate(events, text, backend="cpu", type_col="__shard")
+    assert local["q1"].num_rows
+    for tasks in (1, 2):
+        got = trend_aggregate(
+            spark.createDataFrame(events), text, num_tasks=tasks, type_col="__shard"
+        )
+        _assert_same(got, local)
+
+
 def test_column_names_spark_would_parse_or_confuse(spark):
     """Column names are the events' own, whatever Spark makes of them: dots and backticks
     (which Spark reads as a path: an AnalysisException, mapInArrow's own column references

@@ -134,7 +134,8 @@ class ShardJob:
                 batch = pa.RecordBatch.from_arrays(
                     batch.columns, names=[*self.event_columns, SHARD_COL]
                 )
-            at = batch.schema.get_field_index(options.type_col) if at is None else at
+            if at is None:  # (by place: an event column may be named as the shard label)
+                at = list(self.event_columns or batch.schema.names[:-1]).index(options.type_col)
             batch = batch.set_column(
                 at, options.type_col, pa.DictionaryArray.from_arrays(batch.column(at), names)
             )
