@@ -178,6 +178,16 @@ def _check_gpu(backend: str, master: str | None) -> None:
         )
 
 
+def _input_format(args: argparse.Namespace) -> str:
+    """The events' format (`input_format`), and the CSV flags refused for other formats: given
+    there, they were ignored without a word."""
+    fmt = input_format(args.events, args.in_format)
+    given = [f for f, v in (("--columns", args.columns), ("--delimiter", args.delimiter)) if v]
+    if fmt != "csv" and given:
+        raise UsageError(f"{' and '.join(given)} apply to CSV events; {args.events} is {fmt}")
+    return fmt
+
+
 def _numbers(workload: Workload) -> set[str]:
     """The columns `workload` adds up or compares with numbers: those of a CSV file of no rows
     are read as bigint (read_events), its other columns as text."""
@@ -194,7 +204,7 @@ def _events(spark, args: argparse.Namespace, fmt: str, workload: Workload):
         args.events,
         fmt,
         columns=args.columns,
-        delimiter=args.delimiter,
+        delimiter=args.delimiter or ",",
         time_col=args.time_col,
         type_col=args.type_col,
         time_format=args.time_format,
@@ -213,7 +223,7 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     workload = _read_workload(args.workload)
     check_names(q.name for q in workload)
     options = _options(args)
-    fmt = input_format(args.events, args.in_format)
+    fmt = _input_format(args)
     out = Path(args.out).absolute()
     check_output(out, args.mode)
     _check_gpu(args.backend, args.master)
@@ -288,7 +298,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_time_flags(args.time_format, args.time_unit)
     workload = _read_workload(args.workload)
     options = _options(args, numeric="float", on_overflow="null")
-    fmt = input_format(args.events, args.in_format) if args.events else None
+    fmt = _input_format(args) if args.events else None
     for q in workload:
         print(f"{quoted(q.name)}: PATTERN {q.pattern_text}")
         print(f"  aggregates : {', '.join(f'{a} AS {quoted(a.name)}' for a in q.aggregates)}")
@@ -464,7 +474,7 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="names of every column of a CSV file without a "
         'header line (default: the file\'s header); "a, b" in double quotes is one name',
     )
-    p.add_argument("--delimiter", default=",", help="CSV field delimiter (default ,)")
+    p.add_argument("--delimiter", default=None, help="CSV field delimiter (default ,)")
     p.add_argument("--time-col", default=DEFAULTS.time_col, help="time column (default time)")
     p.add_argument("--type-col", default=DEFAULTS.type_col, help="event type column (default type)")
     p.add_argument(

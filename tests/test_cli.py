@@ -323,7 +323,7 @@ def test_sessions_gpu_hamlet_starts_give_their_workers_one_malloc_arena(monkeypa
 
     monkeypatch.setattr(SparkSession, "builder", Builder())
     with pytest.raises(RuntimeError, match="no session"):
-        cli._spark("local[1]", "test")
+        cli._spark(None, "test")  # (with a --master: a usage error naming it)
     assert configured["spark.executorEnv.MALLOC_ARENA_MAX"] == "1"
     assert DEMO_SPARK_CONF["spark.executorEnv.MALLOC_ARENA_MAX"] == "1"
     conf = Path(__file__).parent.parent / "spark-conf"
@@ -424,6 +424,18 @@ def test_existing_folder_is_refused_and_left_as_it_was(tmp_path, capsys, monkeyp
     assert main(run + ["--mode", "overwrite"]) == 2
     assert "holds 'thesis.tex', which gpu-hamlet did not write" in capsys.readouterr().err
     assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_csv_flags_on_other_formats_are_usage_errors_before_spark(tmp_path, capsys, monkeypatch):
+    """--columns and --delimiter read CSV files: given for Parquet events they were ignored
+    without a word (a helper's hunt)."""
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    wl, events = _inputs(tmp_path)
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
+    assert main([*run, "--delimiter", ";"]) == 2
+    assert "--delimiter apply to CSV events; " in capsys.readouterr().err
+    assert main([*run, "--columns", "time,type", "--delimiter", ";"]) == 2
+    assert "--columns and --delimiter apply to CSV events" in capsys.readouterr().err
 
 
 def test_unusable_output_folders_are_usage_errors_before_spark(tmp_path, capsys, monkeypatch):
