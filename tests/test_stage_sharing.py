@@ -756,3 +756,23 @@ def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
         assert [marked.runs(*k) for k in keys] == [
             StreamStats.of_codes(codes, names).runs(*k) for k in keys
         ]
+
+
+def test_float_times_share_runs_only_within_one_pane():
+    """A Q-set's runs were cut by the gcd of its queries' panes: over float times P@2.07 lies in
+    pane 69 of 30 ms but pane 206 of 10 ms (206 // 3 = 68), and a run spanning g15's pane bound
+    lost its trend (a helper's hunt, with every run shared as here). Only queries of one pane
+    share runs over float times."""
+    times = [2.06, 2.07, 2.08, 2.11]
+    table = pa.table({"time": times, "type": ["T", "P", "T", "C"]})
+    text = (
+        "g15: RETURN COUNT(*) PATTERN SEQ(SEQ(P, T+)+, C) WITHIN 60 ms SLIDE 30 ms;"
+        "g23: RETURN COUNT(*) PATTERN SEQ(A, SEQ(P, T+)+) WITHIN 30 ms SLIDE 10 ms"
+    )
+    want = gpu_hamlet.aggregate(table, text, sharing="none", backend="cpu")
+    assert want["g15"].column("count").to_pylist() == [1]
+    got, _ = _run(table, text, "exact", "cpu", lambda length: length > 0)
+    assert all(got[n].equals(want[n]) for n in want)
+    same = text.replace("30 ms SLIDE 10 ms", "60 ms SLIDE 30 ms").replace("SEQ(A, ", "SEQ(C, ")
+    _, stats = _run(table, same, "exact", "cpu", lambda length: length > 0)
+    assert any(s.stage and s.queries == ("g15", "g23") for s in stats.sets)  # (one pane: shared)

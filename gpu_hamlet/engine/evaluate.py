@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from math import gcd
 from typing import Any
 
 import numpy as np
@@ -119,7 +120,7 @@ def evaluate(
         stats.ran_on(be)
     shared: dict[str, list[SharedBursts | SharedWindows | SharedStages]] = {}
     if options.sharing != "none" and ev.n:
-        for sset in analyze(ctx.runs).sets:
+        for sset in analyze(ctx.runs, ev.axis.is_float).sets:
             q0 = sset.queries[0]
             keys = parts.keys(q0.partition_attrs, len(q0.groupby))  # (the queries' own sort)
             if options.sharing == "dynamic" and not (
@@ -243,11 +244,22 @@ def planned_stages(
     kept = KeptShares(ctx.runs, keys_of, plans, ctx.matcher, host_panes, ctx.ev.code_of)
     pane_runs = PaneRuns(sample_of(ctx.ev, ctx.ev.time), lambda n: plans[n].windowing)
     return [
-        (key, chain, names, kept(names, tuple(t for p in chain for t in p.types)))
+        (key, chain, part, kept(part, tuple(t for p in chain for t in p.types)))
         for key, chain, names in stage_plan(
             ctx.runs, ctx.ev, model, widths, kept, pane_runs, copies
         )[1]
+        for part in (_by_pane(names, plans) if ctx.ev.axis.is_float else [names])
     ]
+
+
+def _by_pane(names: tuple[str, ...], plans: dict[str, QueryPlan]) -> list[tuple[str, ...]]:
+    """A Q-set's queries of one pane each, those of two queries or more: over float times only
+    queries of one pane share runs (`sharing.analyze`)."""
+    panes: dict[int, list[str]] = {}
+    for n in names:
+        q = plans[n].query
+        panes.setdefault(gcd(q.within_ms, q.slide_ms), []).append(n)
+    return [tuple(part) for part in panes.values() if len(part) >= 2]
 
 
 def result_schemas(

@@ -149,10 +149,16 @@ def _window_set(e: str, qs: list[Query]) -> SharableSet:
     return SharableSet(e, tuple(qs), base.next_of(e, e), ties)
 
 
-def analyze(workload: Workload) -> WorkloadAnalysis:
-    """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size."""
+def analyze(workload: Workload, float_time: bool = False) -> WorkloadAnalysis:
+    """Sharable sets of the workload (HAMLET Def. 4 and 5) and its pane size. Over a float time
+    axis (`float_time`) only queries of one pane (gcd of WITHIN and SLIDE) share: a set's bursts
+    are cut by the gcd of its queries' panes, and floor(t / p) over a divisor p of a query's pane
+    does not nest into floor(t / pane) in floating point (8.52 / 0.01 is 851.99..., 8.52 / 0.12 is
+    71.0): a burst spanning a query's pane bound moved its first events into the window before
+    (docs/architecture.md section 9)."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
+        own = (gcd(q.within_ms, q.slide_ms),) if float_time else ()
         # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
         # (docs/architecture.md section 9). NEXT conditions touching the Kleene type E: queries
         # with the same E -> E conditions (up to '<' against '<=') and filters on E share per
@@ -169,9 +175,9 @@ def analyze(workload: Workload) -> WorkloadAnalysis:
                     frozenset(map(strict, q.next_of(e.type, e.type))),
                     frozenset(q.filters_of(e.type)),
                 )
-            by_key.setdefault(key, []).append(q)
+            by_key.setdefault(key + own, []).append(q)
     sets = tuple(
-        _window_set(key[0], qs) if len(key) > 3 else SharableSet(key[0], tuple(qs))
+        _window_set(key[0], qs) if len(key) > 3 + len(own) else SharableSet(key[0], tuple(qs))
         for key, qs in by_key.items()
         if len(qs) >= 2
     )
@@ -820,7 +826,10 @@ class RunStats:
 
     def describe(self) -> str:
         if not self.sets:
-            return "sharing: no sharable set in this workload (or sharing='none')"
+            return (
+                "sharing: nothing analysed in this call (no sharable set, sharing='none', or "
+                "GLORIA's plan found no Q-set worth its cost on these events)"
+            )
         out = []
         for s in self.sets:
             # A type E is shared as E+; a stage of GLORIA's plan (a cycle `SEQ(P, T)+`, a
