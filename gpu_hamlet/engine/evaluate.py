@@ -46,7 +46,7 @@ from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
-from gpu_hamlet.query.plan import QueryPlan, plan_query
+from gpu_hamlet.query.plan import QueryPlan, Windowing, plan_query
 from gpu_hamlet.query.schema import result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Query, Workload
@@ -341,9 +341,9 @@ class Context:
         schema = result_schema(q, self.ev.axis, self.ev.table.schema, opts.numeric)
         return combine(q, tables, schema, opts)
 
-    def window_of(self, q: Query) -> int | float:
-        """Query q's window length in ticks."""
-        return self.plans[runs_of(q, self.call_options)[0][0].name].windowing.within
+    def windowing_of(self, q: Query) -> Windowing:
+        """Query q's windows, in ticks (an AND's: its counts')."""
+        return self.plans[runs_of(q, self.call_options)[0][0].name].windowing
 
     @classmethod
     def of(

@@ -95,8 +95,8 @@ def summarize(
     for q, table in zip(
         workload, evaluate(events, workload, options, stats=stats, part=True).values()
     ):
-        starts = column_ticks(table.column("window_start"))
-        crossing = cut.crossing(starts, ctx.window_of(q))
+        w = ctx.windowing_of(q)
+        crossing = cut.crossing(_starts(table, w.slide), w.within)
         inside[q.name] = table.filter(pa.array(~crossing))
     reach = max(p.windowing.within for p in ctx.plans.values())
     near = cut.near(ctx.ev.time, reach)
@@ -213,8 +213,18 @@ def compose(
     table = QueryResults(maps, plan, options, select_backend(options.backend)).table()
     if not table.num_rows:
         return table
+    w = plan.windowing
+    return table.filter(pa.array(cut.crossing(_starts(table, w.slide), w.within)))
+
+
+def _starts(table: pa.Table, slide: int | float) -> np.ndarray:
+    """A result table's window starts in the engine's ticks (k * slide): a float32 column rounds
+    them (8.4 as 8.3999996) by more than `Cut.crossing`'s slack, and a window whose end lay on a
+    slice's bound was judged inside one slice: a cut group over float32 times lost it."""
     starts = column_ticks(table.column("window_start"))
-    return table.filter(pa.array(cut.crossing(starts, plan.windowing.within)))
+    if pa.types.is_float32(table.schema.field("window_start").type):
+        return np.rint(starts / slide) * slide
+    return starts
 
 
 class SummaryMaps:
