@@ -758,6 +758,7 @@ def test_the_gates_stage_arrays_sum_what_each_stage_reads(data):
         ]
 
 
+@pytest.mark.filterwarnings("ignore::gpu_hamlet.errors.AbsentTypeWarning")  # (g23's A: none)
 def test_float_times_share_runs_only_within_one_pane():
     """A Q-set's runs were cut by the gcd of its queries' panes: over float times P@2.07 lies in
     pane 69 of 30 ms but pane 206 of 10 ms (206 // 3 = 68), and a run spanning g15's pane bound
