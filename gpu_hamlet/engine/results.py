@@ -37,7 +37,7 @@ from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.plan import Channel, QueryPlan
-from gpu_hamlet.query.schema import attr_kind, in_result_order
+from gpu_hamlet.query.schema import attr_kind, empty_array, in_result_order
 from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Query
 
@@ -409,7 +409,7 @@ class QueryResults:
         out["window_end"] = ev.axis.to_arrow(end)
         for agg in q.aggregates:
             out[agg.name] = (
-                cols[agg.name] if agg.name in cols else pa.array([], schema.field(agg.name).type)
+                cols[agg.name] if agg.name in cols else empty_array(schema.field(agg.name).type)
             )
         table = pa.table(out)
         assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"

@@ -101,15 +101,38 @@ _STORED = {
 
 
 def stored(t: pa.DataType) -> pa.DataType:
-    """The type the engine reads a column of type `t` as (`_STORED`; any other type as it is):
-    its GROUPBY and MIN/MAX results have that type too (docs/semantics.md section 5)."""
+    """The type the engine reads a column of type `t` as (`_STORED`, a dictionary's values too;
+    any other type as it is): its GROUPBY and MIN/MAX results have that type too
+    (docs/semantics.md section 5)."""
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, stored(t.value_type), t.ordered)
     return _STORED.get(t, t)
 
 
 def as_stored(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The column as its `stored` type (itself when it is that already: a cast costs a call)."""
+    """The column as its `stored` type (itself when it is that already: a cast costs a call). A
+    dictionary's values are cast where they lie (Arrow casts no dictionary of float16 or
+    string_view values)."""
     t = stored(col.type)
-    return col if t == col.type else col.cast(t)
+    if t == col.type:
+        return col
+    if pa.types.is_dictionary(t):
+        chunks = [
+            pa.DictionaryArray.from_arrays(c.indices, c.dictionary.cast(t.value_type))
+            for c in col.chunks
+        ]
+        return pa.chunked_array(chunks, t)
+    return col.cast(t)
+
+
+def empty_array(t: pa.DataType) -> pa.Array:
+    """No values of type `t` (Arrow builds no empty dictionary of timestamps or decimals from a
+    list)."""
+    if pa.types.is_dictionary(t):
+        return pa.DictionaryArray.from_arrays(
+            pa.array([], t.index_type), pa.array([], t.value_type)
+        )
+    return pa.array([], t)
 
 
 def widened(t: pa.DataType) -> pa.DataType:
@@ -159,6 +182,7 @@ __all__ = [
     "as_stored",
     "attr_kind",
     "decoded",
+    "empty_array",
     "has_order",
     "in_result_order",
     "result_schema",
