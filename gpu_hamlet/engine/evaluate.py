@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from math import gcd
 from typing import Any
 
 import numpy as np
@@ -257,8 +256,7 @@ def _by_pane(names: tuple[str, ...], plans: dict[str, QueryPlan]) -> list[tuple[
     queries of one pane share runs (`sharing.analyze`)."""
     panes: dict[int, list[str]] = {}
     for n in names:
-        q = plans[n].query
-        panes.setdefault(gcd(q.within_ms, q.slide_ms), []).append(n)
+        panes.setdefault(plans[n].query.pane_ms, []).append(n)
     return [tuple(part) for part in panes.values() if len(part) >= 2]
 
 

@@ -158,7 +158,7 @@ def analyze(workload: Workload, float_time: bool = False) -> WorkloadAnalysis:
     (docs/architecture.md section 9)."""
     by_key: dict[tuple, list[Query]] = {}
     for q in workload:
-        own = (gcd(q.within_ms, q.slide_ms),) if float_time else ()
+        own = (q.pane_ms,) if float_time else ()
         # Only flat SEQ patterns share a Kleene type's bursts today; the others run alone
         # (docs/architecture.md section 9). NEXT conditions touching the Kleene type E: queries
         # with the same E -> E conditions (up to '<' against '<=') and filters on E share per

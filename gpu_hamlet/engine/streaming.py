@@ -106,7 +106,8 @@ class Stream:
             if early.size:
                 i = int(early[0])
                 raise EventDataError(
-                    f"row {self.seen + rows[i]} of the stream: {self.options.time_col} "
+                    f"row {self.seen + (i if rows is None else rows[i])} of the stream: "
+                    f"{self.options.time_col} "
                     f"{table.column(self.options.time_col)[i]} is earlier than "
                     f"{self._show(self.cut)}, where the stream was cut after the chunk before; "
                     f"aggregate_stream needs the batches in time order"
@@ -117,8 +118,9 @@ class Stream:
         if self.new_rows >= self.rows_per_chunk:
             self._chunk(final=False)
 
-    def _read(self, table: pa.Table) -> tuple[pa.Table, np.ndarray]:
-        """The batch as the buffer holds it, and each of its rows' row in the batch: only the
+    def _read(self, table: pa.Table) -> tuple[pa.Table, np.ndarray | None]:
+        """The batch as the buffer holds it, and each of its rows' row in the batch (None: the
+        same rows): only the
         columns the workload reads, as the types the engine reads them (Arrow filters no
         string_view column, nor a run-end encoded one the workload does not read; section 1 of
         docs/semantics.md), and without the events of types no pattern names where their times
@@ -129,7 +131,7 @@ class Stream:
         read = pa.Table.from_arrays(
             [as_stored(table.column(c)) for c in self.columns], schema=self.read_schema
         )
-        rows = np.arange(read.num_rows)
+        rows = None  # every row of the batch, in order
         if read.column(type_col).null_count:
             at = self.seen + first_null(read.column(type_col))
             raise EventDataError(f"row {at} of the stream: its type ('{type_col}') is null")
@@ -190,16 +192,14 @@ class Stream:
         cut = ticks.max().item() if ticks.size else self.cut
         done = low = cut
         assert self.axis is not None, "the schema is known before a chunk"
-        if self.axis.is_float and cut is not None:
+        if cut is not None:
             # A float window end may round onto the cut: leave such windows to the next chunk.
-            done = cut - 1e-9 * (abs(cut) + self.horizon)
+            done = cut - 1e-9 * (abs(cut) + self.horizon) if self.axis.is_float else cut
             low = done - self.horizon
             if pa.types.is_float32(self.axis.arrow_type):
                 # float32 results round a window's bounds by up to 2^-24 of them: a window
                 # whose end rounds above `done` may start that much before `done - horizon`.
                 low -= 2.0**-22 * (abs(cut) + self.horizon)
-        elif done is not None:
-            low = done - self.horizon
         one = None if self.stats is None else RunStats()
         try:
             # Windows answered by the chunks before are left out: the buffer holds only the

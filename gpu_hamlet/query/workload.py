@@ -7,6 +7,7 @@ explain command all agree on one plain description of a query.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -146,6 +147,11 @@ class Query:
             return self.window_text
         slide = f" SLIDE {format_ms(self.slide_ms)}" if self.slide_ms != self.within_ms else ""
         return f"WITHIN {format_ms(self.within_ms)}{slide}"
+
+    @property
+    def pane_ms(self) -> int:
+        """gcd of WITHIN and SLIDE: the pane every window of the query is made of."""
+        return math.gcd(self.within_ms, self.slide_ms)
 
     @functools.cached_property
     def types(self) -> tuple[str, ...]:
