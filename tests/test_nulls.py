@@ -5,6 +5,7 @@ through Spark."""
 from __future__ import annotations
 
 import decimal
+import fractions
 import itertools
 import math
 import warnings
@@ -18,8 +19,9 @@ from hypothesis import strategies as st
 from oracle import oracle
 
 import gpu_hamlet
+from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.options import SHARING_MODES
-from gpu_hamlet.errors import AbsentTypeWarning, EventDataError
+from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 
 try:
     from compare import NUMERIC_MODES, assert_matches_oracle, events_to_table
@@ -215,6 +217,72 @@ def test_narrow_and_negative_scale_decimals(typ):
             assert field.type == (typ if want.schema.field(field.name).type == wide else
                                   want.schema.field(field.name).type), field  # fmt: skip
     assert tables[typ]["agg"].num_rows and tables[typ]["adjacent"].num_rows
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+@pytest.mark.parametrize(
+    "typ",
+    [pa.decimal32(5, -2), pa.decimal64(5, -2), pa.decimal128(5, -2), pa.decimal256(40, -5)],
+    ids=str,
+)
+def test_negative_scale_sums_with_a_null(backend, numeric, typ):
+    """SUM and AVG over a negative scale with a null, against exact arithmetic: Arrow's
+    fill_null gave the column another scale (1E+2 and a null summed to 1E+4), bigint's strings
+    cut digits at a negative scale ('3.'), the exact AVG divided by a rounded 10^scale (100 / 7
+    as 14.285714285714285), and decimal256 raised ArrowNotImplementedError (Arrow's abs takes no
+    negative scale)."""
+    unit = decimal.Decimal(10) ** -typ.scale
+    values = [unit, None] + [decimal.Decimal(0)] * 6  # every B in 2^7 trends; 7 have a value
+    got = gpu_hamlet.aggregate(
+        _abc(values, typ),
+        "RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 d",
+        backend=backend,
+        numeric=numeric,
+    )["q1"].to_pylist()[0]
+    total = 2**7 * unit
+    if numeric == "float":
+        assert got["sum_B_x"] == pytest.approx(float(total), rel=1e-12)
+        assert got["avg_B_x"] == pytest.approx(float(unit) / 7, rel=1e-12)
+        return
+    assert got["sum_B_x"] == (str(int(total)) if numeric == "bigint" else total)
+    assert got["avg_B_x"] == float(fractions.Fraction(unit) / 7)  # rounded once
+
+
+def test_decimal_scales_beyond_38():
+    """A decimal256 of scale 40 (Arrow formats no decimal128 of it, Spark has none): bigint's
+    digits, float's value, and in exact mode a WorkloadError naming the column and the ways out
+    (the limit test built 10^(38 - 40) as a float scalar and raised ArrowTypeError)."""
+    typ = pa.decimal256(76, 40)
+    table = _abc([decimal.Decimal("1E-40"), decimal.Decimal("2E-40"), None], typ)
+    text = "q: RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 d"
+    got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="bigint")["q"].to_pylist()[0]
+    assert got["sum_B_x"] == "0." + "0" * 38 + "12"  # (1 + 2) * 2^2 trends each
+    assert got["avg_B_x"] == pytest.approx(1.5e-40, rel=1e-12)
+    got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")["q"].to_pylist()[0]
+    assert got["sum_B_x"] == pytest.approx(1.2e-39, rel=1e-12)
+    said = r"query q: SUM\(B.x\) over 'x' \(decimal256\(76, 40\)\) would be decimal\(38, 40\)"
+    for call in (
+        lambda: gpu_hamlet.aggregate(table, text, backend="cpu"),
+        lambda: result_schemas(table.schema, text),
+    ):
+        with pytest.raises(WorkloadError, match=said + r".*numeric='bigint'"):
+            call()
+
+
+@pytest.mark.parametrize("numeric", ["exact", "bigint"])
+def test_avg_of_a_cancelling_sum_over_a_count_beyond_decimal38(numeric):
+    """COUNT(B) past 10^38 (130 B's) and a sum whose terms cancel (2^60 + 1 and -2^60, which
+    float64 adds to 0): exact mode took the float pass's quotient, 0.0, for the divisor was
+    certainly beyond decimal(38); the exact sum over the count's float value is 1/130."""
+    x = [2**60 + 1, -(2**60)] + [0] * 128
+    got = gpu_hamlet.aggregate(
+        _abc(x, pa.int64()),
+        "RETURN AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 d",
+        backend="cpu",
+        numeric=numeric,
+    )["q1"]
+    assert got.column("avg_B_x").to_pylist() == [1 / 130]
 
 
 def test_bigint_decimal_sums_keep_every_digit_of_their_scale():

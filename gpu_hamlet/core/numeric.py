@@ -210,9 +210,14 @@ def decimal_array(values: np.ndarray, scale: int) -> pa.Array:
 
 
 def bigint_strings(values: np.ndarray, scale: int) -> pa.Array:
-    """Exact decimal strings (with `scale` digits after the point) from Python ints."""
-    if scale == 0:
-        return pa.array([None if v is None else int_text(v) for v in values], pa.string())
+    """Exact decimal strings (with `scale` digits after the point) from Python ints; a
+    negative scale's zeros written out (unscaled 3 at scale -2 is '300')."""
+    if scale <= 0:
+        zeros = "0" * -scale
+        return pa.array(
+            [None if v is None else int_text(v) + (zeros if v else "") for v in values],
+            pa.string(),
+        )
 
     def text(v: int) -> str:
         # From the int's own digits: a Decimal would round to its context's 28 digits.

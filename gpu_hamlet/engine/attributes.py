@@ -13,11 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from gpu_hamlet.core.numeric import DECIMAL38_LIMIT
 from gpu_hamlet.core.rings import LANES, NO_RANK, lane_mul, lane_primes
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
-from gpu_hamlet.query.schema import decoded, widened
+from gpu_hamlet.query.schema import decoded, unscaled, widened
 
 
 class Attributes:
@@ -64,9 +65,10 @@ class Attributes:
             bad = None
             if pa.types.is_floating(t):
                 bad = pc.invert(pc.is_finite(col)).fill_null(False)
-            elif pa.types.is_decimal(t) and t.precision > 38:
-                limit = pa.scalar(10 ** (38 - t.scale), t)
-                bad = pc.greater_equal(pc.abs(col), limit).fill_null(False)
+            elif pa.types.is_decimal(t) and t.precision > 38:  # (compared as its integers)
+                ints = unscaled(col)
+                limit = pa.scalar(DECIMAL38_LIMIT, ints.type)
+                bad = pc.greater_equal(pc.abs(ints), limit).fill_null(False)
             self._unaddable[attr] = bad if bad is not None and pc.any(bad).as_py() else None
         return self._unaddable[attr]
 
@@ -269,12 +271,16 @@ def _float_keys(x: np.ndarray) -> np.ndarray:
 def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
     """Unscaled decimal values as 64-bit limbs, least significant first: uint64 limbs and a
     signed int64 top limb (two's complement, 2 limbs for decimal128, 4 for decimal256); nulls
-    are zero."""
-    arr = _filled(arr.cast(widened(arr.type)))  # (decimal32 and decimal64: 64-bit limbs)
+    are zero (in the limbs: Arrow fills a negative scale's nulls at another scale)."""
+    arr = arr.cast(widened(arr.type))  # (decimal32 and decimal64: 64-bit limbs)
     n = arr.type.bit_width // 64
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
     raw = raw[n * arr.offset : n * (arr.offset + len(arr))]
     limbs = [raw[i::n].copy() for i in range(n)]
+    if arr.null_count:
+        null = arr.is_null().to_numpy(zero_copy_only=False)
+        for limb in limbs:
+            limb[null] = 0
     limbs[-1] = limbs[-1].view(np.int64)
     return limbs
 

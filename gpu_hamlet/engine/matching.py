@@ -20,7 +20,7 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.query.plan import Template
-from gpu_hamlet.query.schema import decoded, stored, values_type
+from gpu_hamlet.query.schema import decoded, stored, unscaled, values_type
 from gpu_hamlet.query.time_axis import value_range
 from gpu_hamlet.query.workload import Filter, Literal, Query
 
@@ -77,25 +77,9 @@ def _exact_compare(col: Any, op: str, value: Fraction) -> Any:
         return _constant(col, test)
     op, k = test
     if pa.types.is_decimal(col.type):  # its integers m (Arrow compares no negative scale)
-        col = _unscaled(col)
+        col = unscaled(col)
         return _OPS[op](col, pa.scalar(Decimal(k), col.type))  # (k lies in the column's range)
     return _OPS[op](col, pa.scalar(k, col.type))
-
-
-_DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.decimal256}
-
-
-def _unscaled(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """A decimal column's integers m (its values are m * 10^-scale): the same buffers read as
-    a decimal of scale 0."""
-    t = _DECIMALS[col.type.bit_width](col.type.precision, 0)
-
-    def one(c: pa.Array) -> pa.Array:
-        return pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset)
-
-    if isinstance(col, pa.ChunkedArray):
-        return pa.chunked_array([one(c) for c in col.chunks], t)
-    return one(col)
 
 
 def _constant(col: pa.ChunkedArray, truth: bool) -> pa.ChunkedArray:

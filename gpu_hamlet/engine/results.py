@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Protocol
 
 import numpy as np
@@ -102,8 +103,19 @@ class Windows:
 
 def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
     """Float results of a decimal column's unscaled sums, divided by 10^scale (a fresh array:
-    `_float_column` zeroes its null rows in place)."""
+    `_float_column` zeroes its null rows in place). A negative scale multiplies by 10^-scale,
+    which is exact, where 10.0^scale is not (0.01)."""
+    if scale < 0:
+        return values * 10.0**-scale
     return values / 10.0**scale if scale else values
+
+
+def _quotient(total: int, divisor: int | Fraction, scale: int) -> float:
+    """total / (divisor * 10^scale), the exact quotient rounded once (int / int is, in
+    Python; a Fraction divisor through `float(Fraction)`)."""
+    if isinstance(divisor, int):
+        return total / (divisor * 10**scale) if scale >= 0 else total * 10**-scale / divisor
+    return float(Fraction(total) / (divisor * Fraction(10) ** scale))
 
 
 def _null_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -332,12 +344,19 @@ class QueryResults:
         if agg.func == "AVG":
             vals = _unscaled(xfloat_ratio(*lin[ch], *lin[d]), scale)
             if ch in exact and d in exact:  # each row's exact quotient, rounded once, where
-                # its sum and count are exact (not beyond decimal(38)): a row's own decision,
-                # not the table's (queries fused into one table, engine/fusion.py, got their
-                # neighbours' float quotients)
+                # its sum is exact (not beyond decimal(38)): a row's own decision, not the
+                # table's (queries fused into one table, engine/fusion.py, got their
+                # neighbours' float quotients). A count beyond decimal(38) is the float
+                # pass's, within 1e-15: it adds no terms of both signs, where a sum's float
+                # value may have cancelled to nothing.
+                dm, de = lin[d]
                 for i, (a, b) in enumerate(zip(exact[ch], exact[d])):
-                    if a is not None and b:
-                        vals[i] = a / (b * 10**scale)
+                    if a is None:
+                        continue
+                    if b is None:
+                        b = Fraction(float(dm[i])) * Fraction(2) ** int(de[i])
+                    if b:
+                        vals[i] = _quotient(a, b, scale)
             return self._float_column(agg, vals, win, keep, empty)
         if not pa.types.is_floating(typ):  # exact digits: the exact runs computed them
             ints = exact[ch]

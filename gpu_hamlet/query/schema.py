@@ -67,7 +67,14 @@ def value_type(agg: Aggregate, events: pa.Schema, numeric: str, query: str) -> p
         return pa.float64()
     if numeric == "bigint":
         return pa.string()
-    return pa.decimal128(38, t.scale if t is not None and kind == "decimal" else 0)
+    scale = t.scale if t is not None and kind == "decimal" else 0
+    if scale > 38:  # (Arrow neither formats nor converts such a decimal128; Spark has none)
+        raise WorkloadError(
+            f"{agg} over '{agg.attr}' ({t}) would be decimal(38, {scale}), a scale beyond "
+            "decimal(38)'s digits; use numeric='bigint' for exact digits, or numeric='float'",
+            query=query,
+        )
+    return pa.decimal128(38, scale)
 
 
 def result_schema(query: Query, axis: TimeAxis, events: pa.Schema, numeric: str) -> pa.Schema:
@@ -133,6 +140,23 @@ def empty_array(t: pa.DataType) -> pa.Array:
             pa.array([], t.index_type), pa.array([], t.value_type)
         )
     return pa.array([], t)
+
+
+_DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.decimal256}
+
+
+def unscaled(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A decimal column's integers m (its values are m * 10^-scale): the same buffers read as
+    a decimal of scale 0. Arrow's kernels refuse negative scales, and a scale above 38 puts
+    10^38 below one ulp of the column's type."""
+    t = _DECIMALS[col.type.bit_width](col.type.precision, 0)
+
+    def one(c: pa.Array) -> pa.Array:
+        return pa.Array.from_buffers(t, len(c), c.buffers(), c.null_count, c.offset)
+
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([one(c) for c in col.chunks], t)
+    return one(col)
 
 
 def widened(t: pa.DataType) -> pa.DataType:
