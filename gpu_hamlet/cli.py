@@ -182,10 +182,37 @@ def _input_format(args: argparse.Namespace) -> str:
     """The events' format (`input_format`), and the CSV flags refused for other formats: given
     there, they were ignored without a word."""
     fmt = input_format(args.events, args.in_format)
+    if args.delimiter == "":  # (read as the default, a comma)
+        raise UsageError("--delimiter must be a character, such as ';' or '\\t', not empty")
     given = [f for f, v in (("--columns", args.columns), ("--delimiter", args.delimiter)) if v]
     if fmt != "csv" and given:
         raise UsageError(f"{' and '.join(given)} apply to CSV events; {args.events} is {fmt}")
     return fmt
+
+
+def _refuse_without_events(args: argparse.Namespace) -> None:
+    """`explain`'s flags that only its run over --events reads (the backend and sharing it runs
+    with, how the events are read), refused without --events: given there, they were ignored
+    without a word."""
+    unread = [
+        flag
+        for flag, value, default in (
+            ("--backend", args.backend, DEFAULTS.backend),
+            ("--sharing", args.sharing, DEFAULTS.sharing),
+            ("--in-format", args.in_format, None),
+            ("--columns", args.columns, None),
+            ("--delimiter", args.delimiter, None),
+            ("--time-col", args.time_col, DEFAULTS.time_col),
+            ("--type-col", args.type_col, DEFAULTS.type_col),
+            ("--time-format", args.time_format, None),
+            ("--time-unit", args.time_unit, None),
+        )
+        if value != default
+    ]
+    if unread:
+        raise UsageError(
+            f"{', '.join(unread)} apply to explain's run over --events, which was not given"
+        )
 
 
 def _numbers(workload: Workload) -> set[str]:
@@ -204,7 +231,7 @@ def _events(spark, args: argparse.Namespace, fmt: str, workload: Workload):
         args.events,
         fmt,
         columns=args.columns,
-        delimiter=args.delimiter or ",",
+        delimiter=args.delimiter or ",",  # (None: not given)
         time_col=args.time_col,
         type_col=args.type_col,
         time_format=args.time_format,
@@ -226,6 +253,8 @@ def cmd_run(args: argparse.Namespace, spark=None) -> int:
     fmt = _input_format(args)
     out = Path(args.out).absolute()
     check_output(out, args.mode)
+    if args.master and _submitted():  # (the session spark-submit configured has its master)
+        raise UsageError("--master is spark-submit's own option here: give it to spark-submit")
     _check_gpu(args.backend, args.master)
     spark = spark or _spark(args.master, "gpu-hamlet run")
     events = _events(spark, args, fmt, workload)
@@ -296,6 +325,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_hamlet.names import quoted, quoted_list
 
     check_time_flags(args.time_format, args.time_unit)
+    if not args.events:
+        _refuse_without_events(args)
     workload = _read_workload(args.workload)
     options = _options(args, numeric="float", on_overflow="null")
     fmt = _input_format(args) if args.events else None

@@ -340,7 +340,7 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     return F.when(
         F.abs(raw) > MAX_SECONDS,
         fail(
-            "is after the year 5000 read as seconds: state its unit (--time-unit ms, us or ns) or "
+            "is after the year 5138 read as seconds: state its unit (--time-unit ms, us or ns) or "
             "its format (--time-format, e.g. yyyyMMddHHmm)"
         ),
     ).otherwise(raw)

@@ -112,6 +112,24 @@ def test_a_master_spark_cannot_start_on_is_a_usage_error(tmp_path, capsys, monke
     assert isinstance(cli._master_error(ValueError("x"), None), ValueError)  # (no --master given)
 
 
+def test_master_under_spark_submit_and_an_empty_delimiter_are_usage_errors(
+    tmp_path, capsys, monkeypatch
+):
+    """Under spark-submit (its gateway's port in the environment) --master went to the
+    session's builder against spark-submit's own; --delimiter '' was read as a comma. Both
+    are refused before Spark starts."""
+    wl, events = _inputs(tmp_path)
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert main([*run, "--master", "local[2]"]) == 2
+    assert "--master is spark-submit's own option here" in capsys.readouterr().err
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    csv = tmp_path / "e.csv"
+    csv.write_text("time,type\n1,A\n")
+    assert main([*run[:4], str(csv), *run[5:], "--delimiter", ""]) == 2
+    assert "--delimiter must be a character" in capsys.readouterr().err
+
+
 def test_run_writes_each_query_sorted_across_its_part_files(spark, tmp_path, capsys):
     """Read in the order of their names, a query's part files hold its rows as `aggregate`
     returns them: by GROUPBY values (nulls last), then window_start. The engine's tasks each
@@ -208,6 +226,19 @@ def test_explain_shows_sets_template_and_pane(tmp_path, capsys):
     assert "T2 -> T2" in out and "q1, q2" in out
     assert "statistics: uniform, no events given" in out
     assert "T2+" in out and "Q-sets of SEQ transitions and Kleene" in out
+
+
+def test_explain_refuses_what_only_a_run_over_events_reads(tmp_path, capsys):
+    """--backend, --sharing and the input options were ignored without --events (the output
+    was plain `explain`'s, exit 0)."""
+    wl, _ = _inputs(tmp_path)
+    for flags, named in (
+        (["--sharing", "none"], "--sharing"),
+        (["--backend", "gpu"], "--backend"),
+        (["--time-col", "t", "--columns", "a"], "--columns, --time-col"),
+    ):
+        assert main(["explain", "--workload", str(wl), *flags]) == 2
+        assert f"{named} apply to explain's run over --events" in capsys.readouterr().err
 
 
 def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
@@ -762,7 +793,7 @@ def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert (
-        f"{path}: column 'time': value '1612137600000' is after the year 5000 read as "
+        f"{path}: column 'time': value '1612137600000' is after the year 5138 read as "
         f"seconds: state its unit (--time-unit ms" in err
     )
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -90,3 +90,20 @@ def test_other_driver_errors_pass_through(monkeypatch):
         gpu_hamlet.aggregate(
             events, "RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 20 s", backend="gpu"
         )
+
+
+def test_the_device_budget_is_a_positive_number_of_bytes(monkeypatch):
+    """0, -1, 1.5 and True were taken as budgets; a string failed in a floor division and
+    GPU_HAMLET_DEVICE_BYTES=abc said only "invalid literal for int()"."""
+    monkeypatch.delenv("GPU_HAMLET_DEVICE_BYTES", raising=False)
+    assert gpu_backend_module.device_budget(None) == gpu_backend_module.DEFAULT_DEVICE_BYTES
+    assert gpu_backend_module.device_budget(np.int64(4096)) == 4096
+    for bad in (0, -1, 1.5, True, "1GiB"):
+        with pytest.raises(ValueError, match=r"max_device_bytes must be a positive int \(bytes\)"):
+            gpu_backend_module.device_budget(bad)
+    monkeypatch.setenv("GPU_HAMLET_DEVICE_BYTES", "abc")
+    with pytest.raises(ValueError, match="GPU_HAMLET_DEVICE_BYTES must be a number of bytes, not"):
+        gpu_backend_module.device_budget(None)
+    monkeypatch.setenv("GPU_HAMLET_DEVICE_BYTES", "0")
+    with pytest.raises(ValueError, match="GPU_HAMLET_DEVICE_BYTES must be a positive int"):
+        gpu_backend_module.device_budget(None)

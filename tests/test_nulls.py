@@ -408,6 +408,7 @@ def test_absent_type_is_a_warning_and_an_empty_result():
         got = gpu_hamlet.aggregate(table, text, backend="cpu")
     messages = [str(w.message) for w in caught]
     assert len(messages) == 2  # once per query
+    assert {w.filename for w in caught} == {__file__}  # the caller's line, not the library's
     assert "query rides: event type 'dropoff'" in messages[0]
     assert "never occurs in column 'type'" in messages[0]
     assert got["rides"].num_rows == 0 and got["other"].num_rows == 0

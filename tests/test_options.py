@@ -12,7 +12,9 @@ import pyarrow as pa
 import pytest
 
 import gpu_hamlet
+from cpu_fallback import CpuBackend
 from gpu_hamlet.cli import build_parser
+from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.spark import trend_aggregate
 
@@ -27,6 +29,8 @@ BAD = [
     ),
     ("on_overflow", "wrap", "on_overflow must be one of 'error', 'null', not 'wrap'"),
     ("backend", "tpu", "backend must be 'auto', 'cpu' or 'gpu', not 'tpu'"),
+    ("time_col", None, "time_col must be a column name (a str), not None"),
+    ("type_col", 1, "type_col must be a column name (a str), not 1"),
 ]
 
 
@@ -66,3 +70,23 @@ def test_option_objects_of_the_wrong_kind_are_named():
         gpu_hamlet.aggregate(EVENTS, TEXT, backend=None)
     with pytest.raises(TypeError, match="stats must be a gpu_hamlet.RunStats, not int"):
         gpu_hamlet.aggregate(EVENTS, TEXT, backend="cpu", stats=5)
+
+
+def test_the_other_arguments_of_the_wrong_kind_are_named_before_any_work():
+    """Each of these ran first: a Backend class (its steps unbound: a TypeError inside), a
+    truthy `part` (part mode on), `rows_per_chunk=True` (chunks of one row), and `stats` of a
+    stream or a Spark job (an AttributeError after the first chunk, or after the whole job)."""
+    with pytest.raises(ValueError, match=r"\(or a Backend object\), not <class"):
+        gpu_hamlet.aggregate(EVENTS, TEXT, backend=CpuBackend)
+    with pytest.raises(TypeError, match="part must be True or False, not 'no'"):
+        gpu_hamlet.aggregate(EVENTS, TEXT, backend="cpu", part="no")
+    with pytest.raises(ValueError, match="rows_per_chunk must be a positive int, got True"):
+        gpu_hamlet.aggregate_stream([EVENTS], TEXT, rows_per_chunk=True)
+    with pytest.raises(TypeError, match="stats must be a gpu_hamlet.RunStats, not dict"):
+        gpu_hamlet.aggregate_stream([], TEXT, stats={})
+    with pytest.raises(TypeError, match="stats must be a gpu_hamlet.RunStats, not dict"):
+        trend_aggregate(None, TEXT, stats={})  # (before anything touches the DataFrame)
+    with pytest.raises(TypeError, match="result_schemas takes a pyarrow Schema, not Table"):
+        result_schemas(EVENTS, TEXT)
+    with pytest.raises(TypeError, match="options must be a gpu_hamlet Options, not NoneType"):
+        result_schemas(EVENTS.schema, TEXT, None)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from strategies import event_streams, workload_cases, workload_types
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.devices import choose_device
-from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
+from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, GpuHamletError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
 from gpu_hamlet.spark.job import assign_tasks
 from gpu_hamlet.spark.worker import packed_columns
@@ -57,6 +57,15 @@ def stream():
     return kleene_stream(
         30_000, seed=5, types=("A", "B", "C"), n_groups=3, duplicate_time_fraction=0.2
     )
+
+
+def test_a_task_without_a_gpu_raises_what_aggregate_raises(spark, stream, monkeypatch):
+    """backend='gpu' in a task given no GPU raised a RuntimeError, which came to the driver as
+    a PythonException holding the worker's traceback."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    df = spark.createDataFrame(stream.slice(0, 100).to_pandas())
+    with pytest.raises(GpuHamletError, match="backend='gpu', but this Spark task has no GPU"):
+        trend_aggregate(df, WORKLOAD, backend="gpu", num_tasks=1)
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 7])

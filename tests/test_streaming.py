@@ -154,6 +154,7 @@ def test_absent_types_warn_once_for_the_whole_stream():
     with pytest.warns(AbsentTypeWarning) as record:
         gpu_hamlet.aggregate_stream(batches, text, rows_per_chunk=2)
     assert [str(w.message).split(":")[0] for w in record] == ["query r"]
+    assert record[0].filename == __file__
 
 
 def test_stats_add_up_over_the_chunks():

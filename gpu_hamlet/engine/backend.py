@@ -228,7 +228,11 @@ def check_backend(name: str | Backend) -> None:
     steps the engine calls: a name and `segments`)."""
     if isinstance(name, str) and name in BACKEND_NAMES:
         return
-    if not isinstance(name, str) and hasattr(name, "name") and hasattr(name, "segments"):
+    if (
+        not isinstance(name, (str, type))  # (a class has the steps too, unbound)
+        and hasattr(name, "name")
+        and hasattr(name, "segments")
+    ):
         return
     *most, last = map(repr, BACKEND_NAMES)
     names = f"{', '.join(most)} or {last}"

@@ -36,7 +36,14 @@ from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.row_sample import KeptShares, PaneRuns
-from gpu_hamlet.engine.sharing import RunStats, SharedBursts, SharingStats, analyze, may_pay
+from gpu_hamlet.engine.sharing import (
+    RunStats,
+    SharedBursts,
+    SharingStats,
+    analyze,
+    check_stats,
+    may_pay,
+)
 from gpu_hamlet.engine.stage_sharing import SharedStages, sample_of, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
@@ -71,8 +78,10 @@ def aggregate(
     """Answer every query of `workload` over `events`, in-process (no Spark).
 
     Returns one table per query name: GROUPBY columns, window_start, window_end, then the RETURN
-    aggregates, one row per (group, window) with at least one trend. `sharing` picks HAMLET's
-    dynamic burst-level sharing, static sharing of every burst, or none; results are identical.
+    aggregates, one row per (group, window) with at least one trend. `sharing` picks the dynamic
+    plan (GLORIA's shared transitions and cycles, HAMLET's per-burst decisions), HAMLET's
+    bursts alone (`hamlet`), static sharing of every burst, or none: results are identical (floats
+    to their last bits where the modes add in other orders, docs/semantics.md section 12).
     Pass a `RunStats()` as `stats` to receive the sharing decisions and burst snapshots.
     A pattern type that never occurs in non-empty events gives its query no trends and an
     `AbsentTypeWarning`. `part=True` says the events are one part of a larger dataset (a Spark
@@ -80,6 +89,8 @@ def aggregate(
     these rows' nulls, so every part computes the same channels (gpu_hamlet/engine/events.py).
     """
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
+    if not isinstance(part, bool):  # (any truthy value turned part mode on)
+        raise TypeError(f"part must be True or False, not {part!r}")
     return evaluate(events, workload, options, stats=stats, part=part)
 
 
@@ -98,8 +109,7 @@ def evaluate(
     warns of absent ones at its end). `answered`: windows ending at or before it (in ticks)
     are left out of the tables, unchecked: a stream answered them with an earlier chunk, and
     this call holds only the last of their events (gpu_hamlet/engine/streaming.py)."""
-    if stats is not None and not isinstance(stats, RunStats):
-        raise TypeError(f"stats must be a gpu_hamlet.RunStats, not {type(stats).__name__}")
+    check_stats(stats)
     keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
     if seen_types is not None:
@@ -266,6 +276,10 @@ def result_schemas(
     """Each query's result schema over events of `schema`, with every check of the events that
     needs no rows (columns, types, aggregated columns, durations, filter literals): the tables
     `evaluate` returns have these schemas, whatever the rows."""
+    if not isinstance(schema, pa.Schema):  # (a table's schema is `table.schema`)
+        raise TypeError(f"result_schemas takes a pyarrow Schema, not {type(schema).__name__}")
+    if not isinstance(options, Options):
+        raise TypeError(f"options must be a gpu_hamlet Options, not {type(options).__name__}")
     wl = as_workload(workload)
     axis = check_columns(schema, wl, options.time_col, options.type_col)
     compile_workload(schema, wl, axis, options)

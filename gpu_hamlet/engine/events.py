@@ -61,7 +61,8 @@ class EventFrame:
 
 
 def to_arrow_table(events: Any) -> pa.Table:
-    """Accept a pyarrow Table or RecordBatch, or a pandas DataFrame."""
+    """Accept a pyarrow Table or RecordBatch, or a pandas DataFrame (its NaN read as null, as
+    pandas means it and as Spark's createDataFrame reads it: docs/semantics.md section 1)."""
     if isinstance(events, pa.Table):
         return events
     if isinstance(events, pa.RecordBatch):
@@ -71,7 +72,12 @@ def to_arrow_table(events: Any) -> pa.Table:
     except ImportError:  # pragma: no cover - pandas is optional
         pd = None
     if pd is not None and isinstance(events, pd.DataFrame):
-        table = pa.Table.from_pandas(events, preserve_index=False)
+        try:
+            table = pa.Table.from_pandas(events, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise EventDataError(  # (Arrow names the column at the end of its message)
+                f"the pandas events do not convert to Arrow: {exc}; give each column one type"
+            ) from exc
         # pandas < 3 keeps strings in object columns, and an object column without a value
         # reaches Arrow with no type: strings are its only sensible reading.
         for i, field in enumerate(table.schema):
@@ -79,7 +85,8 @@ def to_arrow_table(events: Any) -> pa.Table:
                 table = table.set_column(i, field.name, table.column(i).cast(pa.string()))
         return table
     raise EventDataError(
-        f"events must be a pyarrow Table or a pandas DataFrame, not {type(events).__name__}"
+        f"events must be a pyarrow Table or RecordBatch, or a pandas DataFrame, not "
+        f"{type(events).__name__}"
     )
 
 
@@ -173,7 +180,7 @@ def prepare_events(
     count, rows, codes = _kept(idx, np.asarray([n in used_types for n in names], np.bool_))
     present = {n for n, c in zip(names, count) if c}
     if table.num_rows and not part:
-        warn_absent_types(workload, present, type_col, stacklevel=4)
+        warn_absent_types(workload, present, type_col, stacklevel=5)  # (the user: aggregate, 5 up)
     # The type column is not filtered as strings: it comes back as the kept rows' codes over
     # the same names (a dictionary array), which is what every later step reads.
     # Taking the rows is about 3x faster than filtering by a mask that alternates at random.

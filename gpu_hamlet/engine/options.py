@@ -10,9 +10,8 @@ from gpu_hamlet.engine.backend import BACKEND_NAMES, Backend, check_backend
 
 NUMERIC_MODES = ("exact", "bigint", "float")
 OVERFLOW_MODES = ("error", "null")
-#: `hamlet` is HAMLET's Kleene-burst sharing, for comparison with `dynamic`, which is to add
-#: GLORIA's plan; until GLORIA's shared execution lands the two run alike (docs/architecture.md
-#: section 10).
+#: `hamlet` is HAMLET's Kleene-burst sharing alone, for comparison with `dynamic`, which adds
+#: GLORIA's shared SEQ transitions and Kleene cycles (docs/architecture.md section 10).
 SHARING_MODES = ("dynamic", "static", "none", "hamlet")
 
 
@@ -34,6 +33,10 @@ class Options:
         _check("sharing", self.sharing, SHARING_MODES)
         _check("numeric", self.numeric, NUMERIC_MODES)
         check_backend(self.backend)
+        for name in ("time_col", "type_col"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a column name (a str), not {value!r}")
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:

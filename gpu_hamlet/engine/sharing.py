@@ -857,3 +857,10 @@ class RunStats:
                 + (" (the gains were below the fixed costs)" if s.below_fixed_costs else "")
             )
         return "\n".join(out)
+
+
+def check_stats(stats: object) -> None:
+    """A TypeError unless `stats` is None or a RunStats: checked where a public entry point
+    receives it, before any work (a stream or a Spark job met it only after its first answer)."""
+    if stats is not None and not isinstance(stats, RunStats):
+        raise TypeError(f"stats must be a gpu_hamlet.RunStats, not {type(stats).__name__}")

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from gpu_hamlet.engine.evaluate import evaluate
 from gpu_hamlet.engine.events import check_columns, first_null, used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.sharing import RunStats, check_stats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.schema import as_stored, decoded, in_result_order, stored
@@ -51,7 +51,12 @@ def aggregate_stream(
     the chunk before); within a chunk the order is free. The results are those of `aggregate`
     over the whole stream, in its order."""
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
-    if not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
+    check_stats(stats)
+    if (
+        not isinstance(rows_per_chunk, int)
+        or isinstance(rows_per_chunk, bool)
+        or rows_per_chunk < 1
+    ):
         raise ValueError(f"rows_per_chunk must be a positive int, got {rows_per_chunk!r}")
     wl = as_workload(workload)
     if isinstance(batches, (pa.Table, pa.RecordBatch)) or _is_data_frame(batches):

@@ -219,6 +219,23 @@ class SegmentRuns:
         return Launch(segment_kernel(self.ring), r1 - r0, args, (maps, dsnap))
 
 
+def device_budget(max_device_bytes: int | None) -> int:
+    """The device bytes one launch may use: `max_device_bytes`, else GPU_HAMLET_DEVICE_BYTES,
+    else DEFAULT_DEVICE_BYTES; a positive int, or a ValueError naming where it came from."""
+    where, value = "max_device_bytes", max_device_bytes
+    if value is None:
+        where, text = "GPU_HAMLET_DEVICE_BYTES", os.environ.get("GPU_HAMLET_DEVICE_BYTES")
+        if text is None:
+            return DEFAULT_DEVICE_BYTES
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{where} must be a number of bytes, not {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{where} must be a positive int (bytes), not {value!r}")
+    return int(value)
+
+
 class GpuBackend:
     """Runs every engine step with numba.cuda kernels (on the device, or in numba's simulator)."""
 
@@ -228,9 +245,7 @@ class GpuBackend:
         """`device`: the CUDA ordinal to run on (a Spark task's GPU, gpu_hamlet.devices.
         choose_device); None, the current device. It is selected, and the allocator set, before
         anything is allocated (kernels/device_data.py, open_device)."""
-        if max_device_bytes is None:
-            max_device_bytes = int(os.environ.get("GPU_HAMLET_DEVICE_BYTES", DEFAULT_DEVICE_BYTES))
-        self.budget = max_device_bytes
+        self.budget = device_budget(max_device_bytes)
         self.device = open_device(device)
 
     def segment_maps(

@@ -30,6 +30,7 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.engine.summaries import Cut, compose_query, summarize
+from gpu_hamlet.errors import GpuHamletError
 from gpu_hamlet.query.time_axis import time_axis
 from gpu_hamlet.query.workload import Workload
 
@@ -115,7 +116,7 @@ class ShardJob:
         options = self.options
         if options.backend != "cpu" and choose_device() is None:
             if options.backend == "gpu":
-                raise RuntimeError(
+                raise GpuHamletError(  # (rebuilt on the driver as `aggregate` raises it)
                     "backend='gpu', but this Spark task has no GPU: neither CUDA_VISIBLE_DEVICES "
                     "nor a 'gpu' task resource (spark.task.resource.gpu.amount)"
                 )
