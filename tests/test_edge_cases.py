@@ -675,6 +675,45 @@ def test_filters_on_negative_scale_decimals(typ):
 
 
 @pytest.mark.parametrize(
+    "typ",
+    [pa.int8(), pa.uint64(), pa.int64(), pa.decimal128(5, 2), pa.decimal256(70, -40)],
+    ids=str,
+)
+def test_literals_far_beyond_the_column_compare_at_once(typ):
+    """1e999999999 and 1e-999999999 against integer and decimal columns: the comparison made
+    the literal an exact Fraction (a billion-digit integer: it never ended). Now a literal far
+    beyond the column's integers compares as any number of its sign beyond them, and one below
+    a hundredth of a unit as a half of its sign."""
+    step = Decimal(1).scaleb(-typ.scale) if pa.types.is_decimal(typ) else Decimal(1)
+    values = [v * step for v in (0, 1, 2, 3)] + [None]
+    table = pa.table({"time": np.arange(5), "type": ["B"] * 5, "x": pa.array(values, typ)})
+    for literal in ("1e999999999", "-1e999999999", "1e-999999999", "-1e-999999999", "0e-5000"):
+        for op in COMPARISONS:
+            text = f"RETURN COUNT(*) PATTERN B WHERE B.x {op} {literal} WITHIN 1000 s"
+            got = gpu_hamlet.aggregate(table, text, backend="cpu")["q1"]
+            want = sum(v is not None and COMPARISONS[op](v, Decimal(literal)) for v in values)
+            assert got.column("count").to_pylist() == ([want] if want else []), (op, literal)
+
+
+def test_errors_found_in_a_run_name_the_query_asked():
+    """An AND query runs as counts `q1[left]`, ...; queries alike but for RETURN as one run
+    `q1[return]`: a window not whole in ticks, and a window_end past the int32 time type, named
+    those runs, which no user wrote (and `.query` was `q1[left]`)."""
+    events = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "A", "B"]})
+    with pytest.raises(WorkloadError, match=r"^query q1: WITHIN 500 ms is not a whole") as e:
+        gpu_hamlet.aggregate(events, "q1: RETURN COUNT(*) PATTERN SEQ(A, B) AND A WITHIN 500 ms")
+    assert e.value.query == "q1"
+    late = pa.table({"time": pa.array([2**31 - 5, 2**31 - 3], pa.int32()), "type": ["A", "B"]})
+    for text in (
+        "q1: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s; "
+        "q2: RETURN COUNT(A) PATTERN SEQ(A, B) WITHIN 10 s",
+        "q1: RETURN COUNT(*) PATTERN SEQ(A, B) AND B WITHIN 10 s",
+    ):
+        with pytest.raises(EventDataError, match=r"^query q1: the window starting at 2147483640"):
+            gpu_hamlet.aggregate(late, text, backend="cpu")
+
+
+@pytest.mark.parametrize(
     ("view", "read_as", "values"),
     [
         (pa.float16(), pa.float32(), [1.5, -2.0, None, 3.0, 0.5, 3.0, -0.0, 2.5]),

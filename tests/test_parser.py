@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.names import quoted, quoted_list
-from gpu_hamlet.query.parser import parse_workload, tokenize
+from gpu_hamlet.query.parser import checked, parse_workload, query_text, tokenize
 from gpu_hamlet.query.pattern import Alt, And, Not, Seq
 from gpu_hamlet.query.workload import (
     Aggregate,
@@ -1075,3 +1076,81 @@ def test_messages_quote_the_query_name_as_the_language_does():
     assert str(err).startswith("query `my q`, line 1, column 42: expected")
     err = error("`q, line 1, column 1`: RETURN COUNT(*) PATTERN SEQ(A, B WITHIN 1 s")
     assert str(err).startswith("query `q, line 1, column 1`, line 1, column 57:")
+
+
+try:
+    from strategies import workload_cases
+except ImportError:  # pragma: no cover
+    from tests.strategies import workload_cases
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=workload_cases(general=True) | workload_cases(adjacent=True), names=NAMES)
+def test_every_parsed_workload_reads_back_from_its_text(case, names):
+    """`query_text` is what the parser reads back as the very query (every pattern, filter,
+    NEXT condition, [equivalence], GROUPBY and window the generators make, and names that need
+    quoting): a Workload object passes `checked`, which the APIs apply to every one given."""
+    text, _ = case
+    wl = parse_workload(text)
+    renamed = Workload(tuple(replace(q, name=f"{names}{i}") for i, q in enumerate(wl)))
+    for w in (wl, renamed):
+        assert checked(w) is w
+        assert parse_workload(";".join(map(query_text, w))).queries == w.queries
+
+
+def test_a_workload_built_by_hand_gets_the_parsers_checks():
+    """Workload, Query and Aggregate are public; a Workload of them ran unchecked: MEDIAN was
+    added as a SUM, WITHIN 0 divided by zero, COUNT(Z) of a type not in the pattern raised
+    KeyError, SLIDE > WITHIN ran, two queries of one name gave one table."""
+    count = Aggregate("COUNT", None, None, "count")
+
+    def wl(**changes) -> Workload:
+        fields = dict(name="q", pattern=(PatternElement("A"), PatternElement("B", True)),
+                      aggregates=(count,), within_ms=10 * S, slide_ms=10 * S)  # fmt: skip
+        return Workload((Query(**{**fields, **changes}),))
+
+    for bad, said in [
+        (wl(within_ms=0, slide_ms=0), "WITHIN must be a positive duration"),
+        (wl(aggregates=(Aggregate("MEDIAN", "A", "x", "m"),)), "unknown aggregate function"),
+        (wl(slide_ms=20 * S), "SLIDE 20 s is longer than WITHIN 10 s"),
+        (Workload(wl().queries * 2), "duplicate query name 'q'"),
+        (wl(aggregates=(Aggregate("COUNT", "Z", None, "c"),)), "'Z', which is not in the pattern"),
+        (wl(group_items=("g",)), "GROUPBY"),
+        (wl(equivalence=("k", "k")), "equivalence is not what its text reads as"),
+    ]:
+        with pytest.raises(WorkloadError, match=said) as info:
+            checked(bad)
+        assert info.value.query == "q"
+    assert checked(wl()) == parse_workload("q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s")
+
+
+def test_numbers_past_any_column_are_read_in_no_time():
+    """1e999997 s, a SLIDE of 10^5000 s and 1e-999999999 s raised decimal.Overflow or
+    ValueError (no query, no line), or took seconds; 29 significant digits were rounded to 28
+    (0.99999999999999999999999999999 s read as 1000 ms)."""
+    for window, said in [
+        ("WITHIN 1e999997 s", "WITHIN 1e999997 s is longer than any time column holds"),
+        ("WITHIN 1 s SLIDE 1e5000 s", "SLIDE 1e5000 s is longer than any time column holds"),
+        ("WITHIN 1e-999999999 s", "not a whole number of milliseconds"),
+        ("WITHIN 0.99999999999999999999999999999 s", "not a whole number of milliseconds"),
+        ("WITHIN 1.0000000000000000000000000001 s", "not a whole number of milliseconds"),
+    ]:
+        e = error(f"RETURN COUNT(*) PATTERN A {window}")
+        assert said in str(e) and (e.query, e.line) == ("q1", 1), str(e)
+    assert one("RETURN COUNT(*) PATTERN A WITHIN 10000000000000000000000000001 ms").within_ms == (
+        10**28 + 1
+    )
+
+
+def test_lexical_faults_name_the_query_they_are_in():
+    """A fault right after ';' was blamed on the query before; spaces the language does not
+    have (no-break space, vertical tab, line separator) were read as spaces, and line
+    numbers after a line separator were off."""
+    e = error("first: RETURN COUNT(*) PATTERN A WITHIN 1 s;\n@second: RETURN COUNT(*) PATTERN A")
+    assert (e.query, e.line, e.column) == ("q2", 2, 1)
+    for space in ("\u00a0", "\x0b", "\u2028", "\u3000"):
+        e = error(f"RETURN COUNT(*){space}PATTERN A WITHIN 1 s")
+        assert (e.line, e.column) == (1, 16) and "a space other than space, tab or newline" in str(
+            e
+        )
+    assert one("RETURN COUNT(*)\r\n\tPATTERN A WITHIN 1 s").within_ms == S

@@ -308,6 +308,8 @@ def _compiled(
     schema: pa.Schema, wl: Workload, texts: tuple, axis: TimeAxis, options: Options
 ) -> tuple[Workload, dict[str, QueryPlan], dict[str, Options], dict[str, str]]:
     """`compile_workload`'s work; `texts` is part of the cache key only."""
+    for q in wl:  # (first as the workload's queries: an error names q, not a run of q's)
+        Windowing.of(q, axis)
     runs = [run for q in wl for run in runs_of(q, options)]
     plans = {q.name: plan_query(q, axis, schema, o.numeric) for q, o in runs}
     for q in wl:
@@ -366,7 +368,7 @@ class Context:
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
         runs, plans, run_options, take = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
-        _check_window_bounds(ev, runs, plans, matcher)
+        _check_window_bounds(ev, runs, plans, matcher, _askers(wl, options, take))
         return cls(
             wl,
             be,
@@ -382,16 +384,31 @@ class Context:
         )
 
 
+def _askers(wl: Workload, options: Options, take: dict[str, str]) -> dict[str, str]:
+    """Per run, the first of the workload's queries it answers: an error found in a run names
+    that query, not the run (an AND's count `q[left]`, queries alike `q[return]`)."""
+    askers: dict[str, str] = {}
+    for q in wl:
+        for run, _ in runs_of(q, options):
+            askers.setdefault(take.get(run.name, run.name), q.name)
+    return askers
+
+
 def _check_window_bounds(
-    ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan], matcher: Matcher
+    ev: EventFrame,
+    wl: Workload,
+    plans: dict[str, QueryPlan],
+    matcher: Matcher,
+    askers: dict[str, str],
 ) -> None:
     """Every window holding an event a query matches has bounds the time column's type holds
     (times near its ends would wrap window_end, and the window arithmetic, around). Checked on
-    all events first: only a query failing that looks at its own events."""
+    all events first: only a query failing that looks at its own events. `wl` holds the runs,
+    each named by its asker (`_askers`)."""
     if not ev.n:
         return
     if ev.axis.is_float:
-        _check_float_panes(ev, wl, plans, matcher)
+        _check_float_panes(ev, wl, plans, matcher, askers)
         return
     span = int(ev.time.min()), int(ev.time.max())
     checked: dict[tuple[int, int], str | None] = {}  # per window shape: queries share a few
@@ -405,7 +422,7 @@ def _check_window_bounds(
         t = ev.time[matcher.positions(q, plan.template) >= 0]
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
-            raise EventDataError(f"query {shown(q.name)}: {fault}")
+            raise EventDataError(f"query {shown(askers[q.name])}: {fault}")
 
 
 #: Float times are numbered by pane as int64, floor(t / pane), and windows by pane numbers plus
@@ -414,7 +431,11 @@ FLOAT_PANES = 2**62
 
 
 def _check_float_panes(
-    ev: EventFrame, wl: Workload, plans: dict[str, QueryPlan], matcher: Matcher
+    ev: EventFrame,
+    wl: Workload,
+    plans: dict[str, QueryPlan],
+    matcher: Matcher,
+    askers: dict[str, str],
 ) -> None:
     """Every float time a query matches is fewer than FLOAT_PANES of its panes from time 0:
     further out its pane number would wrap, and merge windows far apart (or lose them)."""
@@ -427,7 +448,8 @@ def _check_float_panes(
         far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
         if abs(far) / seg >= FLOAT_PANES:
             raise EventDataError(
-                f"query {shown(q.name)}: the event at {far!r} lies {abs(far) / seg:.3g} panes of "
-                f"{seg:g} s from time 0, more than the 2^62 panes float times may lie from it "
-                f"(pane numbers are int64): shift the times nearer 0, or use a longer WITHIN"
+                f"query {shown(askers[q.name])}: the event at {far!r} lies "
+                f"{abs(far) / seg:.3g} panes of {seg:g} s from time 0, more than the 2^62 panes "
+                f"float times may lie from it (pane numbers are int64): shift the times nearer "
+                f"0, or use a longer WITHIN"
             )

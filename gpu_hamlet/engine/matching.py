@@ -43,7 +43,7 @@ def _integer_range(t: pa.DataType) -> tuple[int, int, int]:
     return (*value_range(t), 0)
 
 
-def _integer_test(t: pa.DataType, op: str, value: Fraction) -> bool | tuple[str, int]:
+def _integer_test(t: pa.DataType, op: str, value: Decimal) -> bool | tuple[str, int]:
     """`m op value` over the integers m of a column of type `t` (values m * 10^-scale) as one
     comparison with a whole number k inside the column's range, (op, k), or as a constant where
     it holds for every value or none (Arrow would compare an int64 column with 2.5 in float64,
@@ -52,7 +52,7 @@ def _integer_test(t: pa.DataType, op: str, value: Fraction) -> bool | tuple[str,
     With c = value * 10^scale, m < c is m <= ceil(c) - 1, m > c is m >= floor(c) + 1, and m = c
     is false when c is not whole. Beyond the column's range the test is constant."""
     lo, hi, scale = _integer_range(t)
-    c = value * Fraction(10) ** scale  # (a negative scale: a fraction, never a float)
+    c = _scaled(value, scale, len(str(hi)))
     if op in ("=", "!="):
         if not (c.denominator == 1 and lo <= c <= hi):  # never equal
             return op == "!="
@@ -70,7 +70,7 @@ def _integer_test(t: pa.DataType, op: str, value: Fraction) -> bool | tuple[str,
     return op, k
 
 
-def _exact_compare(col: Any, op: str, value: Fraction) -> Any:
+def _exact_compare(col: Any, op: str, value: Decimal) -> Any:
     """`col op value` for an integer or decimal column, exactly (`_integer_test`)."""
     test = _integer_test(col.type, op, value)
     if isinstance(test, bool):
@@ -87,10 +87,26 @@ def _constant(col: pa.ChunkedArray, truth: bool) -> pa.ChunkedArray:
     return pc.and_(pc.is_valid(col), pa.scalar(truth))
 
 
-def _exact_value(value: int | float | Decimal) -> Fraction:
+def _exact_value(value: int | float | Decimal) -> Decimal:
     """The number a literal stands for: a float stands for its shortest decimal form (what was
     written: 0.1 is one tenth), not for its binary value."""
-    return Fraction(Decimal(repr(value))) if isinstance(value, float) else Fraction(value)
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+
+def _scaled(value: Decimal, scale: int, digits: int) -> Fraction:
+    """c = value * 10^scale, exactly, for comparisons with integers of at most `digits` digits;
+    a c far beyond them stands in as 10^(digits + 1) of its sign, and a c of magnitude below
+    1/100 as 1/2 of its sign: every such comparison comes out the same (`_integer_test`), and
+    the literal 1e999999999 is not turned into an integer of a billion digits."""
+    if value.is_zero():
+        return Fraction(0)
+    sign = -1 if value.is_signed() else 1
+    magnitude = value.adjusted() + scale  # 10^magnitude <= |c| < 10^(magnitude + 1)
+    if magnitude > digits:
+        return Fraction(sign * 10 ** (digits + 1))
+    if magnitude < -2:
+        return Fraction(sign, 2)
+    return Fraction(value) * Fraction(10) ** scale  # (a negative scale: a fraction, no float)
 
 
 def compare(col: pa.ChunkedArray, op: str, value: Literal) -> pa.ChunkedArray:

@@ -5,7 +5,8 @@ keeps the project free of a parser-generator dependency and lets every error nam
 line and column of the offending token, the token itself and what was expected there.
 
 Every error is a `WorkloadError`. Semantic checks (names, types, windows, output columns) run as
-soon as a query has been read, so the first fault in text order is the one reported.
+soon as a query has been read, so a fault in an earlier query is reported before any in a later
+one; within a query the checks run in a fixed order (`_check`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import Enum
+from fractions import Fraction
 from typing import NoReturn
 
 from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.names import AND_SIDES, IDENT_RE, RESERVED, and_run_name, quoted
 from gpu_hamlet.query.automaton import can_follow
-from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq
+from gpu_hamlet.query.pattern import Alt, And, Not, Pattern, PatternElement, Positive, Seq, show
 from gpu_hamlet.query.workload import (
     AGGREGATE_FUNCS,
     COMPARISON_OPS,
@@ -44,6 +46,11 @@ UNITS_MS: dict[str, int] = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600 * _MS_PER_SECOND),
     **dict.fromkeys(("d", "day", "days"), 86400 * _MS_PER_SECOND),
 }
+
+#: The longest duration any time column holds is below 10^LONGEST_MS ms: float64 seconds end at
+#: 1.8e308 s (int64 ticks end far earlier, checked against the column: TimeAxis.ticks). Longer
+#: ones are refused as they are read, before they become integers of a million digits.
+LONGEST_MS = 320
 
 #: Output columns every result table has besides GROUPBY columns and aggregates.
 WINDOW_COLUMNS: tuple[str, str] = ("window_start", "window_end")
@@ -101,8 +108,9 @@ _STRING_ESCAPES: dict[str, str] = {"n": "\n", "t": "\t", "r": "\r"}
 def _scan_string(text: str, i: int) -> tuple[str, int] | None:
     """Scan a '...' or "..." literal starting at i; return (value, end) or None if unterminated.
 
-    A doubled quote or a backslash escapes the quote; `\\n`, `\\t`, `\\r` and `\\\\` are the usual
-    escapes; any other backslash is kept as is, so Windows paths need no doubling.
+    A doubled quote or a backslash escapes the quote; `\\n`, `\\t`, `\\r`, `\\\\` and a backslash
+    before either quote are the usual escapes; any other backslash is kept as is, so Windows
+    paths need no doubling.
     """
     quote, j, out = text[i], i + 1, []
     while j < len(text):
@@ -158,7 +166,7 @@ def tokenize(text: str) -> list[Token]:
         if ch == "\n":
             i, line, line_start = i + 1, line + 1, i + 1
             continue
-        if ch.isspace():
+        if ch in " \t\r":  # (with \n: the separators the language has, docs/semantics.md 4)
             i += 1
             continue
         if text.startswith("--", i):
@@ -189,7 +197,8 @@ def tokenize(text: str) -> list[Token]:
         elif (sym := text[i : i + 2]) in _SYMBOLS or (sym := ch) in _SYMBOLS:
             tok = make(Kind.SYMBOL, _SYMBOLS[sym], i + len(sym))
         else:
-            tokens.append(make(Kind.ERROR, f"unexpected character {ch!r}", i + 1))
+            other = " (a space other than space, tab or newline)" if ch.isspace() else ""
+            tokens.append(make(Kind.ERROR, f"unexpected character {ch!r}{other}", i + 1))
             break
         tokens.append(tok)
         # Strings and quoted names may span lines: keep line/column right after them.
@@ -323,6 +332,7 @@ class _Parser:
             starts[query.name] = start
             queries.append(query)
             if self._accept_symbol(";"):
+                self.query_name = f"q{position + 1}"  # (a lexical fault next is the next one's)
                 if self._peek().kind is Kind.END:
                     break
                 continue
@@ -578,9 +588,18 @@ class _Parser:
         if unit_tok.kind is not Kind.IDENT or unit_tok.value.lower() not in UNITS_MS:
             self._fail("a time unit (ms, s, min, h, d)")
         self._advance()
-        exact = Decimal(num_tok.value) * UNITS_MS[unit_tok.value.lower()]
+        value, unit = Decimal(num_tok.value), UNITS_MS[unit_tok.value.lower()]
         shown = f"{num_tok.text} {unit_tok.text}"
-        if exact != exact.to_integral_value():
+        size = value.adjusted() + len(str(unit))  # |value * unit| < 10^size
+        if not value.is_zero() and size > LONGEST_MS:
+            raise self._error(
+                f"{clause} {shown} is longer than any time column holds (10^{LONGEST_MS} ms)",
+                num_tok,
+            )
+        # In whole numbers (Decimal's default context rounds to 28 digits): below one ms, not
+        # whole unless zero.
+        exact = Fraction(value) * unit if size > 0 or value.is_zero() else Fraction(1, 2)
+        if exact.denominator != 1:
             raise self._error(f"{clause} {shown} is not a whole number of milliseconds", num_tok)
         if exact <= 0:
             raise self._error(f"{clause} must be a positive duration, found {shown!r}", num_tok)
@@ -730,8 +749,81 @@ def parse_workload(text: str) -> Workload:
 
 def as_workload(workload: Workload | str) -> Workload:
     """A workload given as text or parsed already (what the APIs take), parsed; anything else is
-    parse_workload's TypeError."""
-    return workload if isinstance(workload, Workload) else parse_workload(workload)
+    parse_workload's TypeError. A Workload object passes the parser's checks too (`checked`)."""
+    return checked(workload) if isinstance(workload, Workload) else parse_workload(workload)
+
+
+def checked(workload: Workload) -> Workload:
+    """`workload` after the parser's checks: its text (`query_text`) must read back as these
+    very queries. A Workload built by hand (the classes are public) was run unchecked: an
+    aggregate `MEDIAN` read as SUM, a window of 0 ms divided by zero, two queries of one name
+    gave one table."""
+    _check(workload)
+    return workload  # (not an equal one: queries spelled apart keep their own text)
+
+
+@functools.lru_cache(maxsize=128)
+def _check(workload: Workload) -> None:
+    """`checked`'s work, once per workload: the engine's own calls pass it again and again."""
+    for q in workload:
+        if not isinstance(q, Query):
+            raise TypeError(f"a Workload holds Query objects, not {type(q).__name__}")
+    texts = [query_text(q) for q in workload]
+    try:
+        read = parse_workload(";\n".join(texts)) if texts else workload
+    except WorkloadError as exc:
+        exc.add_note(f"(the Workload object, as the language reads it: {'; '.join(texts)})")
+        raise
+    for q, r, text in zip(workload, read, texts):
+        differ = [f for f in _QUERY_FIELDS if getattr(r, f) != getattr(q, f)]
+        if differ:
+            raise WorkloadError(
+                f"the Query object's {', '.join(differ)} is not what its text reads as: {text} "
+                f"(build queries with parse_workload)",
+                query=q.name,
+            )
+
+
+_QUERY_FIELDS = (
+    "name",
+    "pattern",
+    "aggregates",
+    "group_items",
+    "filters",
+    "next_conditions",
+    "equivalence",
+    "groupby",
+    "within_ms",
+    "slide_ms",
+)
+
+
+def query_text(q: Query) -> str:
+    """The query in the language, as `parse_workload` reads it back (names quoted where they
+    need it, windows in milliseconds)."""
+    items = [quoted(g) for g in q.group_items] + [
+        str(a) + ("" if a.name == a.default_name else f" AS {quoted(a.name)}") for a in q.aggregates
+    ]
+    where = [
+        f"{quoted(f.type)}.{quoted(f.attr, True)} {f.op} {_literal_text(f.value)}"
+        for f in q.filters
+    ] + [str(c) for c in q.next_conditions]
+    if q.equivalence:
+        where.append("[" + ", ".join(map(quoted, q.equivalence)) + "]")
+    text = f"{quoted(q.name)}: RETURN {', '.join(items)} PATTERN {show(q.pattern)}"
+    if where:
+        text += " WHERE " + " AND ".join(where)
+    if q.groupby:
+        text += " GROUPBY " + ", ".join(map(quoted, q.groupby))
+    return text + f" WITHIN {q.within_ms} ms SLIDE {q.slide_ms} ms"
+
+
+def _literal_text(value: Literal) -> str:
+    """A filter's literal as the language reads it back: a string quoted (a quote doubled, a
+    backslash escaped), a number as written by Python (a float by its shortest form)."""
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+    return str(value) if isinstance(value, Decimal) else repr(value)
 
 
 @functools.lru_cache(maxsize=128)
