@@ -515,18 +515,19 @@ def test_duration_too_long_for_the_time_type(time_type, duration):
 @pytest.mark.parametrize(
     ("window", "match"),
     [
-        ("WITHIN 1e400 s", r"WITHIN 1\.000000E\+403 ms is longer than the time column \(double\)"),
+        ("WITHIN 1e400 s", r"WITHIN 1e400 s is longer than any time column holds \(10\^320 ms\)"),
         ("WITHIN 1e308 d", r"WITHIN 8\.640000E\+315 ms is longer than the time column"),
         ("WITHIN 1e300 s SLIDE 1 ms", r"WITHIN 1e300 s SLIDE 1 ms is more than 2\^63 - 1 panes"),
-        ("WITHIN 1e5000 s", r"WITHIN 1\.000000E\+5003 ms is longer than the time column"),
+        ("WITHIN 1e5000 s", r"WITHIN 1e5000 s is longer than any time column holds"),
     ],
 )
 def test_duration_too_long_for_float_times(window, match):
     """Float times: a WITHIN beyond float64, or more int64 panes than the pane numbers count,
     is a WorkloadError naming the query, where it was a bare OverflowError (or, past 4300
-    digits, Python's ValueError from printing the duration)."""
+    digits, Python's ValueError from printing the duration); beyond what any time column holds,
+    from the parser, with its line and column."""
     events = pa.table({"time": [1.0, 2.0], "type": ["A", "B"]})
-    with pytest.raises(WorkloadError, match=rf"query long: {match}"):
+    with pytest.raises(WorkloadError, match=rf"query long(, line 1, column \d+)?: {match}"):
         _run(events, f"long: RETURN COUNT(*) PATTERN SEQ(A, B) {window}", backend="cpu")
 
 
