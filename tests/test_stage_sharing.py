@@ -217,6 +217,31 @@ def test_shared_transitions_match_oracle_on_gpu(case, numeric, merged):
     _check(case, numeric, "gpu", SHARE["every run"], merged)
 
 
+def test_a_shared_cycle_of_a_type_the_events_lack():
+    """SEQ(T0, T1)+ shared by 20 queries over events without T1 (and, streamed, over a chunk
+    without it): no trend can exist, yet `dynamic` counted 10^21 of them. The run maps placed
+    the types by code, and the absent type's code, -1, wrote over the last type's place, so
+    T0 events stood in as T1 (a helper's hunt; no forcing needed)."""
+    text = ";".join(
+        f"q{i}: RETURN COUNT(*) PATTERN SEQ(A, SEQ(T0, T1)+, C) WHERE C.x >= {i} WITHIN 10 min"
+        for i in range(20)
+    )
+    types = (["C", "A", "T0", "C"] + ["T0"] * 40 + ["C"]) * 500
+    table = pa.table(
+        {"time": np.arange(len(types)), "type": types, "x": np.arange(len(types)) % 40}
+    )
+    stats = RunStats()
+    with pytest.warns(gpu_hamlet.AbsentTypeWarning):
+        got = gpu_hamlet.aggregate(table, text, backend="cpu", stats=stats)
+    assert stats.sets and stats.sets[0].shared  # (the cycle's runs did run shared)
+    assert all(t.num_rows == 0 for t in got.values())
+    late = pa.concat_tables([table, pa.table({"time": [len(types)], "type": ["T1"], "x": [0]})])
+    streamed = gpu_hamlet.aggregate_stream(
+        late.to_batches(max_chunksize=5000), text, backend="cpu", rows_per_chunk=10_000
+    )
+    assert streamed == gpu_hamlet.aggregate(late, text, backend="cpu", sharing="none")
+
+
 def test_a_shared_transition_chain_is_one_block_macro_row_per_run():
     """Two queries SEQ(A, B, C, _) share tran(A, B) and tran(B, C) as one chain: a run of B and
     C events is one map; a third query sharing start(A) with them shares it apart."""

@@ -760,9 +760,11 @@ class SharedStages:
             labels = self.ev.type_codes[rows]
             label_of = {c.type: self.ev.code_of(c.type) for c in channels if c.type is not None}
             W = self.attrs.weights(ring, channels, rows, labels, label_of, param)
-            sub_pos = np.empty(len(self.ev.type_names) or 1, np.int64)
+            sub_pos = np.full(len(self.ev.type_names) or 1, -1, np.int64)
             for t in self.types:
-                sub_pos[self.ev.code_of(t)] = self.sub.labels[t]
+                code = self.ev.code_of(t)
+                if code >= 0:  # (-1, a type these events lack, wrote over the last type's)
+                    sub_pos[code] = self.sub.labels[t]
             n = rows.shape[0]
             maps, run_pid, _ = self.be.segment_maps(
                 ring,
