@@ -53,6 +53,26 @@ def test_run_stats_add_sums_per_sharable_set():
     assert a.snapshots == {"x": [1.0, 2.0]}
 
 
+def test_run_stats_add_keeps_flags_as_flags():
+    """`add` summed every int field, and a bool is one: a stream of five chunks below the fixed
+    costs said `below_fixed_costs: 5`; a set one chunk did not analyse (`loses_on_sample`) was
+    described as not analysed though other chunks shared its bursts."""
+    from gpu_hamlet.engine.sharing import SharingStats
+
+    total = gpu_hamlet.RunStats()
+    for flags in [dict(below_fixed_costs=True)] * 5 + [dict(loses_on_sample=True)]:
+        one = gpu_hamlet.RunStats()
+        one.sets.append(SharingStats("B", ("x", "y"), **flags))
+        total.add(one)
+    shared = gpu_hamlet.RunStats()
+    shared.sets.append(SharingStats("B", ("x", "y"), bursts=4, shared=3, unshared=1))
+    total.add(shared)
+    (s,) = total.sets
+    assert s.as_dict()["below_fixed_costs"] is True and s.as_dict()["loses_on_sample"] is True
+    assert total.describe().startswith("B+ shared by x, y: 4 bursts")
+    assert total.describe().endswith("(not analysed where a sample lost)")
+
+
 def test_stats_name_stages_as_written_and_types_as_names():
     """A stage of GLORIA's plan is named as written; a Kleene type E is shown `E`+, quoted where
     it must be. A type named f(x) was taken for a stage by the shape of its name (shown bare,

@@ -808,8 +808,9 @@ class RunStats:
         self.devices[where] = self.devices.get(where, 0) + 1
 
     def add(self, other: RunStats) -> None:
-        """Add the decisions of another run over other events (another Spark task or slice):
-        counts summed per sharable set, snapshots appended."""
+        """Add the decisions of another run over other events (another Spark task, slice or
+        stream chunk): counts summed per sharable set, flags true where any run set them (they
+        were summed as counts), snapshots appended."""
         mine = {(s.kleene_type, s.queries, s.stage): s for s in self.sets}
         for s in other.sets:
             key = (s.kleene_type, s.queries, s.stage)
@@ -817,7 +818,10 @@ class RunStats:
                 mine[key] = SharingStats(s.kleene_type, s.queries, stage=s.stage)
                 self.sets.append(mine[key])
             for name, value in s.as_dict().items():
-                if isinstance(value, int) and name != "stage":
+                if isinstance(value, bool):
+                    if name != "stage":
+                        setattr(mine[key], name, getattr(mine[key], name) or value)
+                elif isinstance(value, int):
                     setattr(mine[key], name, getattr(mine[key], name) + value)
         for name, snaps in other.snapshots.items():
             self.snapshots.setdefault(name, []).extend(snaps)
@@ -836,7 +840,7 @@ class RunStats:
             # transition `tran(A, B)` or a chain of them) is named as written.
             name = s.kleene_type if s.stage else quoted(s.kleene_type) + "+"
             queries = quoted_list(s.queries)
-            if s.loses_on_sample:
+            if s.loses_on_sample and not s.bursts:
                 out.append(
                     f"{name} shared by {queries}: not analysed, on a sample of the "
                     "rows sharing its bursts window by window cost more than the queries' own "
@@ -855,6 +859,7 @@ class RunStats:
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"
                 + (" (the gains were below the fixed costs)" if s.below_fixed_costs else "")
+                + (" (not analysed where a sample lost)" if s.loses_on_sample else "")
             )
         return "\n".join(out)
 
