@@ -353,7 +353,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         together.setdefault(run, [run] if run in workload.names else []).append(name)
     if together:
         print(f"Queries run as one: {'; '.join(quoted_list(ns) for ns in together.values())}")
-    print(analyze(run_queries(workload)).describe())  # (the sets `evaluate` finds)
     read = _events(_spark(None, "gpu-hamlet explain"), args, fmt, workload) if fmt else None
     events = read.toArrow() if read is not None else None
     stats = None
@@ -366,8 +365,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
             evaluate(events, workload, options, stats=stats)
         except (EventDataError, WorkloadError) as exc:
             raise _in_events(exc, read, args, fmt or "") from None
+    # Over float times only queries of one pane share (sharing.analyze): the sets and Q-sets
+    # `evaluate` builds are those.
+    float_time = events is not None and pa.types.is_floating(
+        events.schema.field(options.time_col).type
+    )
+    print(analyze(run_queries(workload), float_time).describe())  # (the sets `evaluate` finds)
     print()
     print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
+    if float_time:
+        print("(float times: a Q-set of queries of several panes runs as one per pane)")
     print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")
     print(" cycles where their runs pay, a Q-set's consecutive ones as one chain, Q-sets kept")
     print(" apart on one stretch as one where their classes agree there, and HAMLET's one-type")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -180,6 +181,21 @@ def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
     assert "GLORIA plan (gloria search over" in out and "statistics: 14 events" in out
     # q2 slides by 5 s: the set's pane is 5 s, which cuts the first burst in two.
     assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in out
+
+
+def test_explain_over_float_times_shows_the_sets_the_engine_builds(spark, tmp_path, capsys):
+    """Over float times only queries of one pane share: explain printed the set of q1 (pane
+    100 s) and q2 (pane 5 s), then its own run's stats said nothing was analysed."""
+    wl, events = _inputs(tmp_path)
+    table = pq.read_table(events)
+    at = table.column_names.index("time")
+    seconds = pc.cast(table.column("time"), pa.int64()).cast(pa.float64())
+    pq.write_table(table.set_column(at, "time", seconds), events)
+    argv = ["explain", "--workload", str(wl), "--events", str(events), "--sharing", "static"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sharable set T2+" not in out and "sharing: nothing analysed in this call" in out
+    assert "(float times: a Q-set of queries of several panes runs as one per pane)" in out
 
 
 def test_failed_run_leaves_no_output(spark, tmp_path, capsys):
