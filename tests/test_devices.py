@@ -5,6 +5,10 @@ pool; an allocation that does not fit fails with the settings to change."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from numba.cuda.cudadrv.driver import CudaAPIError
@@ -43,15 +47,35 @@ def test_the_rapids_python_workers_pool_is_kept():
     assert device_data.pool_bytes(2**30, {"RAPIDS_PYTHON_ENABLED": "true"}) == 2**29
 
 
-def test_the_tasks_gpu_is_selected_once_per_process(monkeypatch):
+def test_the_tasks_gpu_is_selected_once_per_process_and_thread(monkeypatch):
+    """The device is opened once per process, and selected in each thread that runs a step:
+    numba's context is per thread, so the engine's host threads ran on device 0."""
     selected: list[int] = []
     monkeypatch.setattr(device_data, "_opened", [])
+    monkeypatch.setattr(device_data, "_bound", threading.local())
     monkeypatch.setattr(device_data.cuda, "select_device", selected.append)
-    assert GpuBackend(device=3).device == 3
-    assert GpuBackend(device=3).device == 3
+    be = GpuBackend(device=3)
+    assert be.device == 3 and GpuBackend(device=3).device == 3
     with pytest.warns(UserWarning, match="already runs on GPU 3; the task's GPU 5 is not used"):
         assert GpuBackend(device=5).device == 3
     assert selected == [3]
+    pid, time = np.zeros(4, np.int64), np.arange(4, dtype=np.int64)
+    with ThreadPoolExecutor(1) as pool:
+        for _ in range(2):
+            pool.submit(be.segments, pid, time, 2).result()
+    assert selected == [3, 3]  # (once for the other thread)
+
+
+def test_threads_racing_to_open_the_device_set_its_allocator_up_once(monkeypatch):
+    pools: list[int | None] = []
+    monkeypatch.setattr(device_data, "_opened", [])
+    monkeypatch.setattr(device_data, "_bound", threading.local())
+    monkeypatch.setattr(device_data.cuda, "select_device", lambda device: None)
+    monkeypatch.setattr(device_data, "simulator_enabled", lambda: False)
+    monkeypatch.setattr(device_data, "_use_rmm_pool", lambda d: time.sleep(0.01) or pools.append(d))
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(device_data.open_device, [0] * 8)) == [0] * 8
+    assert pools == [0] and device_data._opened == [0]
 
 
 def test_no_device_named_keeps_the_current_one(monkeypatch):

@@ -14,9 +14,10 @@ import gpu_hamlet
 from cpu_fallback import CpuBackend
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.conjunction import run_queries
-from gpu_hamlet.engine.options import SHARING_MODES
+from gpu_hamlet.engine.options import SHARING_MODES, Options
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.errors import NumericOverflowError
+from gpu_hamlet.query import plan as plan_module
 from gpu_hamlet.query.parser import parse_workload
 
 try:  # tests/ is a rootdir-inserted folder (no __init__.py) or a package
@@ -113,6 +114,37 @@ def test_one_run_answers_queries_of_one_shape():
             tables, runs = fused_runs(events_to_table(events), text, numeric="exact")
         assert runs == 1
         assert_matches_oracle(tables, expected, wl, "exact")
+
+
+def test_the_table_of_plan_shapes_stays_bounded(monkeypatch):
+    """A long-running process compiles ever new queries: the numbered plan shapes grew by one
+    a call (20,000 calls: 40,000 shapes, +140 MB) and are now kept at most SHAPES_KEPT. Numbers
+    are never given twice, so queries of one shape still run as one, and of two, apart."""
+    monkeypatch.setattr(plan_module, "SHAPES_KEPT", 3)
+    events = events_to_table([{"time": t, "type": e, "x": 1} for t, e in enumerate("ABBCDBBC" * 3)])
+    for seconds in range(1, 9):
+        text = ";".join(
+            f"q{i}: RETURN COUNT(*) PATTERN SEQ({a}, B+, C) WITHIN {seconds} s"
+            for i, a in enumerate("AD")
+        )
+        tables, runs = fused_runs(events, text, numeric="exact")
+        assert runs == 1 and len(plan_module._SHAPES) <= 3
+        assert tables == gpu_hamlet.aggregate(events, text, backend="cpu", sharing="none")
+    numbers = {p.shape for p in compile_plans("SEQ(A, B+, C)", "SEQ(A, B, C)")}
+    assert len(numbers) == 2  # (two shapes, two numbers, the table cleared or not)
+
+
+def compile_plans(*patterns: str) -> list:
+    """The plans of one query per pattern, over a table of A..D events."""
+    from gpu_hamlet.engine.evaluate import compile_workload
+    from gpu_hamlet.query.time_axis import time_axis
+
+    schema = pa.schema([("time", pa.int64()), ("type", pa.string())])
+    text = ";".join(f"q{i}: RETURN COUNT(*) PATTERN {p} WITHIN 5 s" for i, p in enumerate(patterns))
+    _, plans, _, _ = compile_workload(
+        schema, parse_workload(text), time_axis(pa.int64(), "time"), Options()
+    )
+    return [plans[f"q{i}"] for i in range(len(patterns))]
 
 
 def test_an_overflow_names_its_own_query():

@@ -33,8 +33,8 @@ from gpu_hamlet.kernels.device_data import open_device
 from gpu_hamlet.kernels.launch import (
     boundaries,
     chunks,
+    gpu_step,
     grid,
-    out_of_memory_errors,
     partition_chunks,
     to_device,
 )
@@ -256,7 +256,7 @@ class GpuBackend:
             [(ring, pid, seg, time, pos, weights, mu, k, mseg, template, full, snap, param, blocks)]
         )[0]
 
-    @out_of_memory_errors
+    @gpu_step
     def segment_maps_many(self, calls: list[tuple]) -> list[tuple]:
         """segment_maps of several calls (queries), one launch per shape (ring, channels,
         pattern length, columns, modulus) and device-memory chunk, not per call."""
@@ -281,7 +281,7 @@ class GpuBackend:
                 out[i] = (maps[r0:r1], pid[starts].astype(np.int64), seg[starts].astype(np.int64))
         return [out[i] for i in range(len(calls))]
 
-    @out_of_memory_errors
+    @gpu_step
     def adjacent_results(self, ring, runs: AdjacentRuns, weights, mu, k, mseg, template, snap,
                          param=0, values=False):  # fmt: skip
         """Each run's result with predicates between adjacent events, in launches of whole runs
@@ -358,7 +358,7 @@ class GpuBackend:
     def compose_windows(self, ring, maps, run_pid, run_seg, a, n, finals, param=0):
         return self.compose_windows_many([(ring, maps, run_pid, run_seg, a, n, finals, param)])[0]
 
-    @out_of_memory_errors
+    @gpu_step
     def compose_windows_many(self, calls: list[tuple]) -> list[tuple]:
         """compose_windows of several calls, one launch per shape (ring, map size, windowing,
         finals, modulus): each call's partitions are renumbered after the previous call's."""
@@ -447,7 +447,7 @@ class GpuBackend:
     def reduce_sorted(self, ring, values, starts, param=0):
         return self.reduce_sorted_many([(ring, values, starts, param)])[0]
 
-    @out_of_memory_errors
+    @gpu_step
     def reduce_sorted_many(self, calls: list[tuple]) -> list[np.ndarray]:
         """reduce_sorted of several calls, one launch per shape (ring, row shape, modulus)."""
         out: dict[int, np.ndarray] = {}  # by call
@@ -490,7 +490,7 @@ class GpuBackend:
     def segments(self, pid, time, width):
         return self.segments_many([(pid, time, width)])[0]
 
-    @out_of_memory_errors
+    @gpu_step
     def segments_many(self, calls: list[tuple]) -> list[tuple]:
         """segments of several calls, one launch per shape (pane width, time type) and
         device-memory chunk: the calls' events side by side, a run starting at each call's
@@ -522,7 +522,7 @@ class GpuBackend:
                 )
         return [out[i] for i in range(len(calls))]
 
-    @out_of_memory_errors
+    @gpu_step
     def burst_ids(self, pid, pane, time, is_e):
         out = np.empty(pid.shape[0], np.int64)
         offset = 0
@@ -533,7 +533,7 @@ class GpuBackend:
             offset += count
         return out
 
-    @out_of_memory_errors
+    @gpu_step
     def burst_coefficients(self, ring, seg_id, time, weights, nseg, param=0):
         dtype, lanes = layout(ring)
         nch = weights.shape[0]

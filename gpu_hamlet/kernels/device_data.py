@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -26,6 +27,8 @@ POOL_FRACTION_ENV = "GPU_HAMLET_GPU_MEMORY_FRACTION"
 
 #: The GPU this process runs on once open_device has run (None: not opened, or the current one).
 _opened: list[int | None] = []
+_OPENING = threading.Lock()
+_bound = threading.local()  # the device each thread selected (`bind_thread`)
 
 
 def pool_bytes(free: int, env: Mapping[str, str]) -> int | None:
@@ -58,20 +61,30 @@ def open_device(device: int | None) -> int | None:
     from an RMM pool (when RMM is installed) shared with cuDF, sized by pool_bytes. Returns the
     device the process runs on. A later call naming another device keeps the first, with a
     warning (one GPU per Spark executor, as the RAPIDS Accelerator runs)."""
-    if _opened:
-        if device is not None and _opened[0] is not None and device != _opened[0]:
-            warnings.warn(
-                f"gpu-hamlet: this process already runs on GPU {_opened[0]}; the task's GPU "
-                f"{device} is not used (give each Spark executor one GPU)",
-                stacklevel=2,
-            )
-        return _opened[0]
-    if not simulator_enabled():
-        _use_rmm_pool(device)
-    if device is not None:
-        cuda.select_device(device)
-    _opened.append(device)
-    return device
+    with _OPENING:  # (threads racing here each set the allocator up)
+        if _opened:
+            if device is not None and _opened[0] is not None and device != _opened[0]:
+                warnings.warn(
+                    f"gpu-hamlet: this process already runs on GPU {_opened[0]}; the task's GPU "
+                    f"{device} is not used (give each Spark executor one GPU)",
+                    stacklevel=2,
+                )
+        else:
+            if not simulator_enabled():
+                _use_rmm_pool(device)
+            _opened.append(device)
+    bind_thread(_opened[0])
+    return _opened[0]
+
+
+def bind_thread(device: int | None) -> None:
+    """Make `device` the calling thread's GPU: numba's CUDA context is per thread, and a thread
+    that selected none runs on device 0 (the engine's host threads, a caller's own threads),
+    whichever GPU the process opened. Each GPU step binds its thread (`launch.gpu_step`)."""
+    if device is None or getattr(_bound, "device", None) == device:
+        return
+    cuda.select_device(device)
+    _bound.device = device
 
 
 def _use_rmm_pool(device: int | None) -> None:

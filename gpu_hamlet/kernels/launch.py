@@ -11,7 +11,7 @@ from numba import cuda
 from numba.cuda.cudadrv.driver import CudaAPIError
 
 from gpu_hamlet.errors import GpuHamletError
-from gpu_hamlet.kernels.device_data import POOL_FRACTION_ENV
+from gpu_hamlet.kernels.device_data import POOL_FRACTION_ENV, bind_thread
 
 #: Threads per block: kernels are sequential per thread and register-heavy, so small blocks.
 BLOCK = 128
@@ -68,15 +68,17 @@ OUT_OF_MEMORY = 2
 Step = TypeVar("Step", bound=Callable[..., Any])
 
 
-def out_of_memory_errors(step: Step) -> Step:
-    """A GPU backend step whose device allocations fail for want of memory raises a
-    GpuHamletError naming what to change, not the driver's bare error (issue 22; never a hang
-    or a silent fall back to the CPU). Chunking keeps each launch within the backend's
-    `budget`; what still does not fit is the event columns of the call and other processes'
-    memory."""
+def gpu_step(step: Step) -> Step:
+    """A GPU backend step: it runs on the backend's GPU in whatever thread calls it
+    (`device_data.bind_thread`: the engine's host threads would run on device 0), and one
+    whose device allocations fail for want of memory raises a GpuHamletError naming what to
+    change, not the driver's bare error (issue 22; never a hang or a silent fall back to the
+    CPU). Chunking keeps each launch within the backend's `budget`; what still does not fit is
+    the event columns of the call and other processes' memory."""
 
     @functools.wraps(step)
     def checked(self, *args, **kwargs):
+        bind_thread(self.device)
         try:
             return step(self, *args, **kwargs)
         except (CudaAPIError, MemoryError) as exc:

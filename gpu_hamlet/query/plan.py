@@ -8,6 +8,7 @@ on the numeric mode, so it is decided here once per query.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -272,7 +273,12 @@ class QueryPlan:
             return None
         key = self._shape_key()
         with _SHAPES_LOCK:
-            return _SHAPES.setdefault(key, len(_SHAPES))
+            number = _SHAPES.get(key)
+            if number is None:
+                if len(_SHAPES) >= SHAPES_KEPT:
+                    _SHAPES.clear()
+                number = _SHAPES[key] = next(_SHAPE_NUMBERS)
+            return number
 
     def _shape_key(self) -> tuple:
         tpl = self.template
@@ -298,9 +304,14 @@ class QueryPlan:
         )
 
 
-#: Every distinct plan shape met in this process, numbered (`QueryPlan.shape`): as many as the
-#: distinct queries compiled.
+#: The plan shapes met lately in this process, numbered (`QueryPlan.shape`), at most
+#: SHAPES_KEPT of them: a long-running process compiles ever new queries (it grew by a shape a
+#: call, without end). A number is never given again, so a shape met after the table was
+#: cleared gets a new one: plans made before and after it are not fused together (a plan keeps
+#: its number, and the compiled plans of a workload are kept, engine/evaluate.py `_compiled`).
+SHAPES_KEPT = 4096
 _SHAPES: dict[tuple, int] = {}
+_SHAPE_NUMBERS = itertools.count()
 _SHAPES_LOCK = threading.Lock()
 
 
