@@ -506,7 +506,22 @@ def _literal(v: Any, lit: Any) -> Any:
 
 
 def _null_last(v: Any) -> tuple:
-    return (v is None, v if v is not None else 0)
+    """Result order of a GROUPBY value: nulls last, NaN above every number (as Arrow sorts)."""
+    nan = isinstance(v, float) and math.isnan(v)
+    return (v is None, nan, v if v is not None and not nan else 0)
+
+
+#: The one NaN of partition keys: a tuple holding it equals another holding it (its items
+#: compare by identity first), where NaNs from two events differ; NaN is one group.
+_NAN = float("nan")
+
+
+def _key_value(v: Any) -> Any:
+    """A partition key's value as the engine groups it (docs/semantics.md section 8): every
+    NaN one value, -0.0 the value 0.0."""
+    if isinstance(v, float):
+        return _NAN if math.isnan(v) else v + 0.0
+    return v
 
 
 def _query_rows(
@@ -564,7 +579,7 @@ def _query_rows(
         typ = ev[type_col]
         if typ not in pattern_types or not _passes(ev, q.filters_of(typ)):
             continue
-        key = tuple(ev[a] for a in part_attrs)
+        key = tuple(_key_value(ev[a]) for a in part_attrs)
         parts.setdefault(key, []).append(ev)
 
     # (group key, window k) -> accumulated state

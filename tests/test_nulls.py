@@ -362,6 +362,20 @@ def test_min_max_order_nan_above_every_number_in_any_event_order(sharing):
         assert row["min_B_x"] == -0.0 and math.isnan(row["max_B_x"])
 
 
+@pytest.mark.parametrize("sharing", ["none", "static"])
+def test_nan_and_null_groups_against_the_oracle(sharing):
+    """NaN is one group, null another, -0.0 the group of 0.0 (section 8). The oracle put each
+    NaN event in a group of its own (NaN equals nothing), and the comparison read a NaN group's
+    rows as missing and extra at once: both take NaN as one value now."""
+    g = [None, None, -0.0, 0.0, float("nan"), float("nan"), 2.5, 2.5]  # (A, B) per group
+    table = pa.table({"time": range(8), "type": ["A", "B"] * 4, "g": pa.array(g, pa.float64())})
+    text = "RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 100 s"
+    wl = gpu_hamlet.parse_workload(text)
+    got = gpu_hamlet.aggregate(table, text, backend="cpu", sharing=sharing)
+    assert_matches_oracle(got, oracle(table.to_pylist(), wl), wl, event_schema=table.schema)
+    assert [str(v) for v in got["q1"].column("g").to_pylist()] == ["0.0", "2.5", "nan", "None"]
+
+
 def test_null_times_and_types_are_named_with_their_first_row():
     """A null time or type is an error naming how many there are and the first one's row of
     the events as given (rows of types no query reads are dropped first, and not counted)."""
