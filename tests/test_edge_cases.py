@@ -696,6 +696,21 @@ def test_literals_far_beyond_the_column_compare_at_once(typ):
             assert got.column("count").to_pylist() == ([want] if want else []), (op, literal)
 
 
+def test_pandas_events_arrow_cannot_convert_and_their_nan():
+    """A pandas object column of strings and numbers raised Arrow's bare ArrowTypeError; now an
+    EventDataError naming the column. A float NaN from pandas is null, as pandas means it (and
+    Spark's createDataFrame reads it): SUM skips it rather than naming a NaN."""
+    import pandas as pd
+
+    text = "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 10 s"
+    mixed = pd.DataFrame({"time": [1, 2, 3], "type": ["A", 1, "B"]})
+    with pytest.raises(EventDataError, match=r"do not convert to Arrow: .*column type"):
+        gpu_hamlet.aggregate(mixed, text, backend="cpu")
+    nan = pd.DataFrame({"time": [1, 2, 3], "type": ["A", "B", "B"], "x": [1.0, np.nan, 3.0]})
+    (row,) = gpu_hamlet.aggregate(nan, text, backend="cpu")["q1"].to_pylist()
+    assert row["count"] == 3 and row["sum_B_x"] == 6.0  # (3.0 in two trends; the null in two)
+
+
 def test_errors_found_in_a_run_name_the_query_asked():
     """An AND query runs as counts `q1[left]`, ...; queries alike but for RETURN as one run
     `q1[return]`: a window not whole in ticks, and a window_end past the int32 time type, named
