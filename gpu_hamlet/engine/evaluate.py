@@ -16,6 +16,7 @@ Per query the engine
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -368,7 +369,7 @@ class Context:
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)
         runs, plans, run_options, take = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
-        _check_window_bounds(ev, runs, plans, matcher, _askers(wl, options, take))
+        _check_window_bounds(ev, runs, plans, matcher, lambda: _askers(wl, options, take))
         return cls(
             wl,
             be,
@@ -399,12 +400,12 @@ def _check_window_bounds(
     wl: Workload,
     plans: dict[str, QueryPlan],
     matcher: Matcher,
-    askers: dict[str, str],
+    askers: Callable[[], dict[str, str]],
 ) -> None:
     """Every window holding an event a query matches has bounds the time column's type holds
     (times near its ends would wrap window_end, and the window arithmetic, around). Checked on
     all events first: only a query failing that looks at its own events. `wl` holds the runs,
-    each named by its asker (`_askers`)."""
+    each named by its asker (`_askers`, made only for an error)."""
     if not ev.n:
         return
     if ev.axis.is_float:
@@ -422,7 +423,7 @@ def _check_window_bounds(
         t = ev.time[matcher.positions(q, plan.template) >= 0]
         fault = ev.axis.window_overflow(t.min(), t.max(), within, slide) if t.size else None
         if fault:
-            raise EventDataError(f"query {shown(askers[q.name])}: {fault}")
+            raise EventDataError(f"query {shown(askers()[q.name])}: {fault}")
 
 
 #: Float times are numbered by pane as int64, floor(t / pane), and windows by pane numbers plus
@@ -435,7 +436,7 @@ def _check_float_panes(
     wl: Workload,
     plans: dict[str, QueryPlan],
     matcher: Matcher,
-    askers: dict[str, str],
+    askers: Callable[[], dict[str, str]],
 ) -> None:
     """Every float time a query matches is fewer than FLOAT_PANES of its panes from time 0:
     further out its pane number would wrap, and merge windows far apart (or lose them)."""
@@ -448,7 +449,7 @@ def _check_float_panes(
         far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
         if abs(far) / seg >= FLOAT_PANES:
             raise EventDataError(
-                f"query {shown(askers[q.name])}: the event at {far!r} lies "
+                f"query {shown(askers()[q.name])}: the event at {far!r} lies "
                 f"{abs(far) / seg:.3g} panes of {seg:g} s from time 0, more than the 2^62 panes "
                 f"float times may lie from it (pane numbers are int64): shift the times nearer "
                 f"0, or use a longer WITHIN"

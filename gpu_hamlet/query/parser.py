@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
@@ -775,27 +775,15 @@ def _check(workload: Workload) -> None:
         exc.add_note(f"(the Workload object, as the language reads it: {'; '.join(texts)})")
         raise
     for q, r, text in zip(workload, read, texts):
-        differ = [f for f in _QUERY_FIELDS if getattr(r, f) != getattr(q, f)]
+        differ = [
+            f.name for f in fields(Query) if f.compare and getattr(r, f.name) != getattr(q, f.name)
+        ]
         if differ:
             raise WorkloadError(
                 f"the Query object's {', '.join(differ)} is not what its text reads as: {text} "
                 f"(build queries with parse_workload)",
                 query=q.name,
             )
-
-
-_QUERY_FIELDS = (
-    "name",
-    "pattern",
-    "aggregates",
-    "group_items",
-    "filters",
-    "next_conditions",
-    "equivalence",
-    "groupby",
-    "within_ms",
-    "slide_ms",
-)
 
 
 def query_text(q: Query) -> str:
