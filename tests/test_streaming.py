@@ -157,6 +157,30 @@ def test_absent_types_warn_once_for_the_whole_stream():
     assert record[0].filename == __file__
 
 
+def test_rows_dropped_before_their_times_count_for_rows_and_types():
+    """Events of types no pattern names are dropped where their times are null or NaN, before
+    the stream counts its rows: a later error named row 3 for row 5, and the absent-type warning
+    left out the types of those events (its hint too), or was not given at all when they were
+    the whole stream (a helper's hunt)."""
+    text = "q: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 10 s"
+    first = pa.table({"time": [1.0, math.nan, None, 2.0], "type": ["A", "Z", "Z", "B"]})
+    late = pa.table({"time": [3.0, 1.5], "type": ["B", "B"]})
+    with pytest.raises(EventDataError, match=r"^row 5 of the stream: time 1.5 is earlier"):
+        gpu_hamlet.aggregate_stream([first, late], text, rows_per_chunk=1)
+    nulls = pa.table({"time": [3.0, 4.0], "type": ["B", None]})
+    with pytest.raises(EventDataError, match=r"^row 5 of the stream: its type"):
+        gpu_hamlet.aggregate_stream([first, nulls], text, rows_per_chunk=1)
+    for events, wl in [
+        (pa.table({"time": [math.nan, None], "type": ["A", "B"]}), text.replace("A, B", "C, D")),
+        (pa.table({"time": [1.0, math.nan, 3.0], "type": ["A", "B", "A"]}), text.replace("B", "b")),
+    ]:
+        with pytest.warns(AbsentTypeWarning) as whole:
+            gpu_hamlet.aggregate(events, wl, backend="cpu")
+        with pytest.warns(AbsentTypeWarning) as streamed:
+            gpu_hamlet.aggregate_stream([events], wl, backend="cpu")
+        assert [str(w.message) for w in streamed] == [str(w.message) for w in whole]
+
+
 def test_stats_add_up_over_the_chunks():
     """The sharing decisions of every chunk, summed in one RunStats: each burst counted by the
     chunk that answers it, and again by the next one where the chunk's window reaches back."""

@@ -21,7 +21,7 @@ from numba import njit
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, WorkloadError
 from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.names import shown
-from gpu_hamlet.query.schema import as_stored, decoded, stored, values_type
+from gpu_hamlet.query.schema import as_stored, decoded, stored, unencoded, values_type
 from gpu_hamlet.query.time_axis import TimeAxis, time_axis
 from gpu_hamlet.query.workload import Query, Workload
 
@@ -134,12 +134,12 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
     for q in workload:
         for name in q.partition_attrs:
             t = schema.field(name).type
-            if pa.types.is_nested(t if not pa.types.is_dictionary(t) else t.value_type):
+            if pa.types.is_nested(values_type(t)):
                 raise WorkloadError(
                     f"GROUPBY and [equivalence] need columns of single values, but '{name}' is {t}",
                     query=q.name,
                 )
-    axis = time_axis(schema.field(time_col).type, time_col)
+    axis = time_axis(unencoded(schema.field(time_col).type), time_col)
     type_type = schema.field(type_col).type
     names_type = stored(values_type(type_type))
     if not (pa.types.is_string(names_type) or pa.types.is_large_string(names_type)):
@@ -198,7 +198,10 @@ def prepare_events(
     )
     same = taken is None and enc.type.index_type == pa.int32()  # (the codes' type)
     types = enc if same else pa.DictionaryArray.from_arrays(pa.array(codes), enc.dictionary)
-    fields = [table.schema.field(time_col), table.schema.field(type_col).with_type(types.type)]
+    fields = [
+        table.schema.field(time_col).with_type(cols[time_col].type),  # (a decoded run-end one)
+        table.schema.field(type_col).with_type(types.type),
+    ]
     for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)
         f = table.schema.field(a).with_type(cols[a].type)  # (its `stored` type)
         fields.append(f if part else f.with_nullable(cols[a].null_count > 0))

@@ -104,6 +104,7 @@ class Stream:
                 f"the batch at row {self.seen} of the stream has another schema than the first "
                 f"batch: {_difference(table.schema, self.schema)}"
             )
+        given = table.num_rows
         table, rows = self._read(table)
         ticks = column_ticks(table.column(self.options.time_col))
         if self.cut is not None and ticks.size:
@@ -118,7 +119,7 @@ class Stream:
                     f"aggregate_stream needs the batches in time order"
                 )
         self.buffer.append(table)
-        self.seen += table.num_rows
+        self.seen += given  # (rows `_read` dropped count: later errors name rows of the stream)
         self.new_rows += table.num_rows
         if self.new_rows >= self.rows_per_chunk:
             self._chunk(final=False)
@@ -143,7 +144,10 @@ class Stream:
         time = read.column(time_col)
         ticks = None if time.null_count else column_ticks(time)
         if ticks is None or (ticks.dtype.kind == "f" and not np.isfinite(ticks).all()):
-            used = pc.is_in(decoded(read.column(type_col)), value_set=self.used_types)
+            types = decoded(read.column(type_col))
+            used = pc.is_in(types, value_set=self.used_types)
+            # (the dropped events' types are present all the same: `finish`'s warning names them)
+            self.types.update(pc.unique(pc.filter(types, pc.invert(used))).to_pylist())
             rows = np.flatnonzero(used.to_numpy(zero_copy_only=False))
             read = read.take(pa.array(rows))
             time = read.column(time_col)

@@ -28,8 +28,15 @@ def attr_kind(arrow_type: pa.DataType) -> str:
 
 
 def values_type(t: pa.DataType) -> pa.DataType:
-    """The type of a column's values: a dictionary's value type, any other type itself."""
-    return t.value_type if pa.types.is_dictionary(t) else t
+    """The type of a column's values: a dictionary's or a run-end encoding's value type, any
+    other type itself."""
+    return unencoded(t.value_type) if pa.types.is_dictionary(t) else unencoded(t)
+
+
+def unencoded(t: pa.DataType) -> pa.DataType:
+    """A run-end encoded type's values type (the engine decodes such columns, `as_stored`), any
+    other type itself."""
+    return t.value_type if pa.types.is_run_end_encoded(t) else t
 
 
 def has_order(t: pa.DataType) -> bool:
@@ -113,6 +120,8 @@ def stored(t: pa.DataType) -> pa.DataType:
     (docs/semantics.md section 5)."""
     if pa.types.is_dictionary(t):
         return pa.dictionary(t.index_type, stored(t.value_type), t.ordered)
+    if pa.types.is_run_end_encoded(t):  # (Arrow takes, filters and sorts none)
+        return stored(unencoded(t))
     return _STORED.get(t, t)
 
 
@@ -123,6 +132,8 @@ def as_stored(col: pa.ChunkedArray) -> pa.ChunkedArray:
     t = stored(col.type)
     if t == col.type:
         return col
+    if pa.types.is_run_end_encoded(col.type):
+        return as_stored(pc.run_end_decode(col))
     if pa.types.is_dictionary(t):
         chunks = [
             pa.DictionaryArray.from_arrays(c.indices, c.dictionary.cast(t.value_type))
