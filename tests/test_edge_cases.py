@@ -616,6 +616,61 @@ def test_min_max_of_a_dictionary_column_keep_its_type():
 
 
 @pytest.mark.parametrize(
+    ("unit", "zone", "tick", "within"),
+    [
+        ("s", None, 2**63 - 14, "10 s"),  # (the year 2.9e11: no Python datetime)
+        ("us", None, 2**63 - 2_000_000, "1 s"),
+        ("ns", "+05:30", 2**63 - 2_000_000_002, "1 s"),  # (pandas overflowed into the zone)
+    ],
+)
+def test_and_queries_over_times_python_cannot_hold(unit, zone, tick, within):
+    """An AND's counts are joined on their groups' and windows' values, which were Python
+    datetimes: times after the year 9999, or near 2262 in a zone east of UTC, raised
+    OverflowError or OutOfBoundsDatetime. They are joined as ticks now; a GROUPBY of such
+    times, and of a dictionary of timestamps (which Arrow builds from no list), alike."""
+    stamp = pa.timestamp(unit, zone)
+    times = pa.array([tick - 2, tick - 1], pa.int64()).cast(stamp)
+    g = pa.array([tick, tick], pa.int64()).cast(stamp)
+    text = (
+        f"q: RETURN COUNT(*) PATTERN A+ AND A+ WITHIN {within};"
+        f"g: RETURN g, COUNT(*) PATTERN A+ AND A+ GROUPBY g WITHIN {within};"
+        f"d: RETURN h, COUNT(*) PATTERN A+ AND A+ GROUPBY h WITHIN {within}"
+    )
+    events = pa.table({"time": times, "type": ["A", "A"], "g": g, "h": g.dictionary_encode()})
+    got = gpu_hamlet.aggregate(events, text, backend="cpu")
+    schemas = result_schemas(events.schema, text)
+    for name, table in got.items():  # two A's: 3 trends, and 3 * 3 - 3 * 4 / 2 = 3 pairs
+        assert table.schema.equals(schemas[name]), name
+        assert table.column("count").to_pylist() == [3], name
+        assert table.column("window_end").cast(pa.int64()).to_pylist()[0] >= tick - 1, name
+    assert got["g"].column("g").equals(pa.chunked_array([g[:1]]))
+    assert got["d"].column("h").cast(stamp).equals(pa.chunked_array([g[:1]]))
+
+
+def test_float_windows_have_the_bounds_nearest_their_exact_ones_or_an_error():
+    """Float window bounds are the nearest floats to k * SLIDE and k * SLIDE + WITHIN: k * 0.1
+    gave 0.30000000000000004 for 0.3. A WITHIN float64 holds runs (1e308 s raised
+    OverflowError, `ms / 1000.0`), and a window whose bound the column's type rounds to
+    infinity is an EventDataError naming the query (it was a row ending at inf)."""
+    from fractions import Fraction
+
+    one = pa.table({"time": pa.array([0.35]), "type": ["A"]})
+    got = gpu_hamlet.aggregate(one, "q: RETURN COUNT(*) PATTERN A WITHIN 700 ms SLIDE 100 ms")
+    rows = got["q"].select(["window_start", "window_end"]).to_pylist()
+    assert [(r["window_start"], r["window_end"]) for r in rows] == [
+        (float(Fraction(k, 10)), float(Fraction(k + 7, 10))) for k in range(-3, 4)
+    ]
+    abc = pa.table({"time": [1.0, 2.0, 3.0], "type": ["A", "B", "C"]})
+    for within, end in (("1e308 s", 1e308), ("1e306 min", 6e307)):
+        got = gpu_hamlet.aggregate(abc, f"q: RETURN COUNT(*) PATTERN SEQ(A, B, C) WITHIN {within}")
+        assert got["q"].to_pylist() == [{"window_start": 0.0, "window_end": end, "count": 1}]
+    for typ, t, within in ((pa.float64(), 1.797e308, "1e305 s"), (pa.float32(), 3.4e38, "1e38 s")):
+        late = pa.table({"time": pa.array([t], typ), "type": ["A"]})
+        with pytest.raises(EventDataError, match=r"^query q: a window holding the event at .*inf"):
+            gpu_hamlet.aggregate(late, f"q: RETURN COUNT(*) PATTERN A WITHIN {within}")
+
+
+@pytest.mark.parametrize(
     "values",
     [
         pa.array([5, 3, None, 9, 3, 1]),

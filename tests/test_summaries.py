@@ -156,3 +156,19 @@ def test_float32_windows_ending_on_a_slice_bound_are_composed():
         want = gpu_hamlet.aggregate(events, text, backend="cpu")["q"]
         assert want.num_rows == 2
         assert split_and_compose(events, text, cut)["q"].equals(want), typ
+
+
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_cut_groups_of_timestamps_python_cannot_hold(dictionary):
+    """GROUPBY timestamps after the year 9999 (and a dictionary of timestamps) compose to the
+    whole call's table: the keys were Python datetimes, which raised OverflowError (and Arrow
+    builds no dictionary of timestamps from a list)."""
+    far = 300_000_000_000  # (seconds: the year 11476)
+    g = pa.array([far, far + 1, far, far, far + 1, far], pa.int64()).cast(pa.timestamp("s"))
+    g = g.dictionary_encode() if dictionary else g
+    events = pa.table({"type": ["A", "B"] * 3, "time": [1, 2, 6, 7, 8, 9], "g": g})
+    text = "q: RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 s SLIDE 5 s"
+    got = split_and_compose(events, text, Cut(5, 5, 1))
+    want = gpu_hamlet.aggregate(events, text, backend="cpu")["q"]
+    assert got["q"].num_rows == want.num_rows == 2
+    assert got["q"].equals(sorted_rows(want))

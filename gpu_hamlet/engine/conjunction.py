@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from gpu_hamlet.core.numeric import DECIMAL38_LIMIT, int_text, text_int
 from gpu_hamlet.engine.options import DEFAULTS, Options
-from gpu_hamlet.engine.partitions import group_key, key_values
+from gpu_hamlet.engine.partitions import group_key, key_array, key_text, key_values
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import AND_SIDES, and_run_name, shown, together_run_name
 from gpu_hamlet.query.pattern import And, Both
@@ -115,7 +115,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
     for side, (run, _) in zip(AND_SIDES, runs_of(q, options)):
         t = tables[run.name]
         cols = [key_values(t.column(c)) for c in part_cols]
-        end = t.column("window_end").to_pylist()
+        end = key_values(t.column("window_end"))
         end_ticks = column_ticks(t.column("window_end"))
         counts_of = t.column(run.aggregates[0].name).to_pylist()
         for i, (values, n) in enumerate(zip(zip(*cols), counts_of)):
@@ -151,13 +151,15 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
             except OverflowError:  # beyond float64
                 total = None
         if total is None and options.on_overflow == "error":
-            raise NumericOverflowError(_overflow(q, group, key[-1], end, typ), window_end=end_ticks)
+            raise NumericOverflowError(
+                _overflow(q, schema, group, key[-1], end), window_end=end_ticks
+            )
         for g, v in zip(q.groupby, group[:ng]):
             out[g].append(v)
         out["window_start"].append(key[-1])
         out["window_end"].append(end)
         out[name].append(_typed(total, typ))
-    table = pa.table({n: pa.array(out[n], schema.field(n).type) for n in schema.names})
+    table = pa.table({n: key_array(out[n], schema.field(n).type) for n in schema.names})
     assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
     return in_result_order(table, q.groupby)
 
@@ -177,8 +179,11 @@ def _typed(total: int | float | None, typ: pa.DataType) -> Any:
     return float(total)
 
 
-def _overflow(q: Query, group: tuple, start: Any, end: Any, typ: pa.DataType) -> str:
-    values = ", ".join(f"{g}={v!r}" for g, v in zip(q.groupby, group))
+def _overflow(q: Query, schema: pa.Schema, group: tuple, start: Any, end: Any) -> str:
+    typ = schema.field(q.aggregates[0].name).type
+    values = ", ".join(f"{g}={key_text(v, schema.field(g).type)}" for g, v in zip(q.groupby, group))
+    bound = schema.field("window_start").type
+    start, end = key_text(start, bound), key_text(end, bound)
     what = (
         "is beyond the float64 range"
         if pa.types.is_floating(typ)

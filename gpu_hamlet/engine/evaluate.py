@@ -439,18 +439,34 @@ def _check_float_panes(
     askers: Callable[[], dict[str, str]],
 ) -> None:
     """Every float time a query matches is fewer than FLOAT_PANES of its panes from time 0:
-    further out its pane number would wrap, and merge windows far apart (or lose them)."""
+    further out its pane number would wrap, and merge windows far apart (or lose them). And
+    the windows holding them have bounds the time column's type holds: nearer its largest
+    value a window_end rounded to inf (the integer axes' `_check_window_bounds`)."""
     span = float(np.max(np.abs(ev.time)))
+    ends = np.asarray([ev.time.min(), ev.time.max()])
     for q in wl:
-        seg = float(plans[q.name].windowing.seg)
-        if span / seg < FLOAT_PANES:
-            continue
-        t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
-        far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
-        if abs(far) / seg >= FLOAT_PANES:
-            raise EventDataError(
-                f"query {shown(askers()[q.name])}: the event at {far!r} lies "
-                f"{abs(far) / seg:.3g} panes of {seg:g} s from time 0, more than the 2^62 panes "
-                f"float times may lie from it (pane numbers are int64): shift the times nearer "
-                f"0, or use a longer WITHIN"
+        w = plans[q.name].windowing
+        seg = float(w.seg)
+        t: np.ndarray | None = None
+        if span / seg >= FLOAT_PANES:
+            t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
+            far = float(t[np.argmax(np.abs(t))]) if t.size else 0.0
+            if abs(far) / seg >= FLOAT_PANES:
+                raise EventDataError(
+                    f"query {shown(askers()[q.name])}: the event at {far!r} lies "
+                    f"{abs(far) / seg:.3g} panes of {seg:g} s from time 0, more than the 2^62 "
+                    f"panes float times may lie from it (pane numbers are int64): shift the "
+                    f"times nearer 0, or use a longer WITHIN"
+                )
+        for times in (ends, t):  # all events' ends first: only a query failing that looks again
+            if times is None:
+                t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
+                times = np.asarray([t.min(), t.max()]) if t.size else t
+            pane = np.floor(times / seg).astype(np.int64)  # (as `panes` numbers them)
+            fault = ev.axis.float_overflow(
+                times, (pane - w.n) // w.a + 1, pane // w.a, q.within_ms, q.slide_ms
             )
+            if fault is None:
+                break
+            if times is not ends:
+                raise EventDataError(f"query {shown(askers()[q.name])}: {fault}")

@@ -133,16 +133,48 @@ def group_key(values: tuple) -> tuple:
 
 
 def key_values(col: pa.ChunkedArray | pa.Array) -> list:
-    """A GROUPBY or equivalence column's `grouping_values` as Python values that tell them
-    apart, a timestamp with a time zone in UTC: in a zone with daylight saving the wall clock of
-    a fall-back hour reads twice, and aware datetimes differing in `fold` alone compare and
-    hash equal, so keys of 01:30 EDT and 01:30 EST were one (a cut group's summaries, an AND's
-    counts). Arrow gives the values their column's type back."""
+    """A GROUPBY or equivalence column's `grouping_values` (or window bounds) as Python values
+    that tell them apart; `key_array` gives them their column's type back. Dates, times,
+    timestamps and durations come as their integers (ticks, days): Python's datetime holds no
+    year past 9999, nor pandas' a zoned time near 2262 (an AND over such times raised
+    OverflowError), and aware datetimes differing in `fold` alone compare and hash equal, so
+    keys of 01:30 EDT and 01:30 EST were one (a cut group's summaries, an AND's counts)."""
     col = grouping_values(col)
-    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        col = col.cast(t).cast(pa.timestamp(t.unit, "UTC"))
+    ints = _temporal_ints(col.type.value_type if pa.types.is_dictionary(col.type) else col.type)
+    if ints is not None:
+        col = decoded(col).cast(ints)
     return col.to_pylist()
+
+
+def key_array(values: list, t: pa.DataType) -> pa.Array:
+    """Values as `key_values` gave them, as an array of type `t` (of a dictionary type too:
+    Arrow builds none of dates or timestamps from a list)."""
+    if pa.types.is_dictionary(t):
+        enc = pc.dictionary_encode(key_array(values, t.value_type))
+        return pa.DictionaryArray.from_arrays(
+            enc.indices.cast(t.index_type), enc.dictionary, ordered=t.ordered
+        )
+    ints = _temporal_ints(t)
+    return pa.array(values, t) if ints is None else pa.array(values, ints).view(t)
+
+
+def key_text(value: Any, t: pa.DataType) -> str:
+    """A value as `key_values` gave it, for a message: as its column's type shows it (a date
+    or time after the year 9999 as its integer)."""
+    if _temporal_ints(t.value_type if pa.types.is_dictionary(t) else t) is None:
+        return repr(value)
+    try:
+        return str(key_array([value], t)[0])
+    except (OverflowError, ValueError):
+        return f"{value} (since the epoch)"
+
+
+def _temporal_ints(t: pa.DataType) -> pa.DataType | None:
+    """The integers a date, time, timestamp or duration type counts in; None for other types."""
+    temporal = pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t)
+    if temporal or pa.types.is_duration(t):
+        return pa.int64() if t.bit_width == 64 else pa.int32()
+    return None
 
 
 def grouping_values(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

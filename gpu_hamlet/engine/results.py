@@ -197,9 +197,8 @@ class QueryResults:
 
     def _bounds(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The starts and ends of windows `k`, in ticks."""
-        w = self.plan.windowing
-        start = k * w.slide if not self.src.ev.axis.is_float else k.astype(np.float64) * w.slide
-        return np.asarray(start), np.asarray(start + w.within)
+        w, q = self.plan.windowing, self.plan.query
+        return self.src.ev.axis.bounds(k, q.within_ms, q.slide_ms, w.within, w.slide)
 
     def _ends(self, k: np.ndarray) -> np.ndarray:
         """The ends of windows `k` in ticks, as the result table shows them (float32 rounds)."""
@@ -391,10 +390,8 @@ class QueryResults:
             f"{g}={grouping_values(self.src.ev.table.column(g).slice(rep, 1))[0].as_py()!r}"
             for g in q.groupby
         )
-        k = int(win.k[keep][i])
-        w = self.plan.windowing
-        ticks = k * w.slide, k * w.slide + w.within
-        start, end = self.src.ev.axis.to_arrow(np.asarray(ticks))
+        ticks = np.concatenate(self._bounds(win.k[keep][i : i + 1]))
+        start, end = self.src.ev.axis.to_arrow(ticks)
         kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
         ways = []
         if agg.func != "AVG" and kind != "float":  # exact in bigint mode
@@ -406,7 +403,7 @@ class QueryResults:
         return NumericOverflowError(
             f"query {shown(name)}: {agg} for group ({group or 'all events'}) in window "
             f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways),
-            window_end=ticks[1],
+            window_end=ticks[1].item(),
         )
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:

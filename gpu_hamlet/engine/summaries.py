@@ -32,7 +32,7 @@ from gpu_hamlet.engine.conjunction import combine, runs_of
 from gpu_hamlet.engine.evaluate import Context, evaluate
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.partitions import group_key, key_values
+from gpu_hamlet.engine.partitions import group_key, key_array, key_values
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
@@ -247,7 +247,7 @@ class SummaryMaps:
         uniq = list(codes)
         table = pa.table(
             {
-                a: pa.array([k[i] for k in uniq], ev_schema.field(a).type)
+                a: key_array([k[i] for k in uniq], ev_schema.field(a).type)
                 for i, a in enumerate(q.partition_attrs)
             }
         )

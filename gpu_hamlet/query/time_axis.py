@@ -64,7 +64,7 @@ class TimeAxis:
                     f"can hold: at most {float(_FLOAT_MAX_MS / 1000):.6g} s",
                     query=query.name,
                 )
-            return ms / 1000.0
+            return float(Fraction(ms, 1000))  # (rounded once: `ms / 1000.0` overflowed)
         ticks = Fraction(ms * self.ticks_per_second, 1000)
         if ticks.denominator != 1:
             raise WorkloadError(
@@ -108,6 +108,51 @@ class TimeAxis:
                 f"(since the epoch), is after the largest value of the time column's type {t}"
             )
         return None
+
+    def bounds(
+        self, k: np.ndarray, within_ms: int, slide_ms: int, within: float, slide: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The starts and ends, in ticks, of windows `k`: [k*slide, k*slide + within), of a
+        WITHIN and SLIDE of `within_ms` and `slide_ms` milliseconds (`within` and `slide` in
+        ticks). Float bounds are the nearest float64 to the exact ones wherever the exact
+        milliseconds are below 2^53 (as k*slide_ms / 1000, one rounding: k * 0.1 gave
+        0.30000000000000004 for 0.3), k * slide + within further out."""
+        if not self.is_float:
+            start = k * slide
+            return np.asarray(start), np.asarray(start + within)
+        kf = k.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # (inf: `float_overflow` names it)
+            far = kf * slide
+            if max(within_ms, slide_ms) >= 2**53:  # (no exact milliseconds below 2^53)
+                return far, far + within
+            start_ms = kf * slide_ms  # (exact below 2^53: both are integers)
+            end_ms = start_ms + within_ms
+            start = np.where(np.abs(start_ms) < 2.0**53, start_ms / 1000.0, far)
+            end = np.where(np.abs(end_ms) < 2.0**53, end_ms / 1000.0, far + within)
+        return start, end
+
+    def float_overflow(
+        self, t: np.ndarray, k_first: np.ndarray, k_last: np.ndarray, within_ms: int, slide_ms: int
+    ) -> str | None:
+        """What is wrong when a float window holding a time of `t` (windows `k_first` to
+        `k_last` hold each) has a bound the time column's type rounds to infinity, else None
+        (the integer axes' `window_overflow`)."""
+        within, slide = float(Fraction(within_ms, 1000)), float(Fraction(slide_ms, 1000))
+        start = column_ticks(
+            self.to_arrow(self.bounds(k_first, within_ms, slide_ms, within, slide)[0])
+        )
+        end = column_ticks(
+            self.to_arrow(self.bounds(k_last, within_ms, slide_ms, within, slide)[1])
+        )
+        bad = np.flatnonzero(~(np.isfinite(start) & np.isfinite(end)))
+        if not bad.size:
+            return None
+        i = int(bad[0])
+        return (
+            f"a window holding the event at {float(t[i])!r} has the bounds "
+            f"[{float(start[i])!r}, {float(end[i])!r}) in the time column's type "
+            f"{self.arrow_type}: beyond its largest value"
+        )
 
     def _show(self, ticks: int) -> str:
         """A time the column's type holds, as that type shows it, or as ticks since the epoch
