@@ -557,3 +557,25 @@ def test_overflow_advice_names_only_the_ways_out_of_the_mode():
             numeric="exact",
         )
     assert "numeric='bigint'" in str(err.value) and "numeric='float'" in str(err.value)
+
+
+def test_a_part_whose_not_nullable_column_holds_a_null_is_refused():
+    """With `part=True` the plan follows the schema's nullability (every part gets one plan), so
+    a column declared not nullable that holds a null made AVG divide by every occurrence: 1.5
+    where 3.0 is right (a helper's hunt). Arrow lets such a table be built; it is refused, naming
+    the column and the row. The whole table (`part=False`) reads its nulls as they are."""
+    schema = pa.schema(
+        [
+            pa.field("time", pa.int64()),
+            pa.field("type", pa.string()),
+            pa.field("x", pa.int64(), False),
+        ]
+    )
+    columns = [pa.array([1, 2, 3, 4]), pa.array(["A", "B", "B", "C"]), pa.array([1, None, 3, 4])]
+    events = pa.Table.from_arrays(columns, schema=schema)
+    text = "q: RETURN AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    assert (
+        gpu_hamlet.aggregate(events, text, backend="cpu")["q"].column("avg_B_x")[0].as_py() == 3.0
+    )
+    with pytest.raises(EventDataError, match=r"^column 'x' is declared not nullable, .* row 1$"):
+        gpu_hamlet.aggregate(events, text, backend="cpu", part=True)

@@ -204,6 +204,11 @@ def prepare_events(
     ]
     for a in attrs:  # a whole dataset's columns without nulls are marked so (see above)
         f = table.schema.field(a).with_type(cols[a].type)  # (its `stored` type)
+        if part and not f.nullable and cols[a].null_count:  # (the plan would trust the schema)
+            raise EventDataError(
+                f"column '{a}' is declared not nullable, but {cols[a].null_count} of its values "
+                f"are null, the first at row {int(rows[first_null(cols[a])])}"
+            )
         fields.append(f if part else f.with_nullable(cols[a].null_count > 0))
     sub = pa.Table.from_arrays(
         [cols[time_col], types, *(cols[a] for a in attrs)], schema=pa.schema(fields)
