@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
+from gpu_hamlet import parse_workload
 from gpu_hamlet.core.numeric import (
     CRT_BASIS_FROM,
     SMALL_BITS,
     WIDE_PRIME_BITS,
+    _is_prime,
     crt,
     decimal38_overflow,
     decimal_array,
@@ -53,6 +55,8 @@ from gpu_hamlet.core.rings import (
     xf_scale,
     xf_scaled_rows,
 )
+from gpu_hamlet.engine.attributes import KEPT_LANES, Attributes
+from gpu_hamlet.engine.events import prepare_events
 
 
 def ops(tag, X):
@@ -583,3 +587,48 @@ def test_ints_of_any_size_to_text_and_back(digits, negative, limit, data):
         sys.set_int_max_str_digits(0)
         assert text == str(v) and back == v
         sys.set_int_max_str_digits(before)
+
+
+@pytest.mark.parametrize("bits", [31, WIDE_PRIME_BITS])
+def test_primes_asked_for_in_growing_counts_are_the_largest_below_the_bound(bits):
+    """`primes` finds each prime once per process and gives every count a prefix of them (each
+    count was found from the start: 10 s of a bigint call's 11): the counts a call's passes ask
+    for, in any order, are the largest primes below 2^bits, descending and distinct."""
+    for count in (3, 40, 7, 64):
+        ps = primes(count, bits)
+        assert len(ps) == count and list(ps) == sorted(set(ps), reverse=True)
+        assert all(_is_prime(p) and p < 2**bits for p in ps)
+        between = range(ps[-1] + 1, 2**bits)  # (no prime skipped above the last)
+        assert sum(1 for n in between if n % 2 and _is_prime(n)) == count - 1
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([5, None, -7, 2**62, -(2**63), 3], pa.int64()),
+        pa.array([2**64 - 1, 0, None, 2**63, 1, 9], pa.uint64()),
+        pa.array(
+            [Decimal("-1e70"), None, Decimal(3), Decimal("12345678901234567890123456789")] * 2
+        )[:6].cast(pa.decimal256(76, 0)),
+    ],
+)
+def test_lane_residues_of_later_passes_are_made_for_the_rows_asked(column):
+    """A column's residue lanes are kept for the call only up to KEPT_LANES lanes (bigint's
+    first pass, exact mode's); later passes are made for the rows a query asks for alone: kept
+    per pass, the lanes of a call of many passes held events x primes of them (3 GB for a burst
+    of 10^5 events, a helper's hunt). Either way each row reads its exact residue, 0 for null."""
+    n = len(column)
+    table = pa.table({"type": ["A", "B"] * (n // 2), "time": np.arange(n), "x": column})
+    wl = parse_workload("q: RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1 h")
+    attrs = Attributes(prepare_events(table, wl, "time", "type", True))
+    rows = np.asarray([4, 1, 1, 0, 5], np.int64)
+    exact = [int(v.as_py()) if v.is_valid else 0 for v in column]
+    if pa.types.is_decimal(column.type):
+        exact = [int(v.as_py().scaleb(0)) if v.is_valid else 0 for v in column]
+    for ring, chunk in (("modps8", 0), ("modps8", 3), ("modps", 0), ("modps", 1), ("modps", 5)):
+        values, at = attrs.lanes_at("x", ring, chunk, rows)
+        ps = lane_primes(ring, chunk)
+        want = [[exact[r] % p for p in ps] for r in rows]
+        assert values[at].tolist() == want, (ring, chunk)
+        kept = (chunk + 1) * LANES[ring] <= KEPT_LANES
+        assert (values.shape[0] == n) == kept and ((("x", ring, chunk) in attrs._lanes) == kept)

@@ -41,6 +41,10 @@ class Columns(Protocol):
 
     def lane_residues(self, attr: str, ring: str, chunk: int) -> np.ndarray: ...
 
+    def lanes_at(
+        self, attr: str, ring: str, chunk: int, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
     def validity(self, form: str, attr: str) -> np.ndarray: ...
 
     def order_keys(self, attr: str) -> tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]: ...
@@ -75,6 +79,13 @@ class Source:
     @property
     def key(self) -> tuple[str, str, int, bool]:
         return self.form, self.attr, self.p, self.valid
+
+    def at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Values holding those of event rows `rows`, and each row's place among them: over all
+        rows (`host`), or a lane ring's later passes for the rows alone (`Attributes.lanes_at`)."""
+        if self.form in LANES and not self.valid:
+            return self.attrs.lanes_at(self.attr, self.form, self.p, np.asarray(rows, np.int64))
+        return self.host(), rows
 
     def host(self) -> np.ndarray:
         """The values over all event rows, converted once per column (Attributes caches)."""
@@ -121,11 +132,12 @@ class EventWeights:
             if src is None:  # COUNT(E): one on the label's rows
                 assert kind == Kind.ONE, "only COUNT(E) (Kind.ONE) has no source"
                 values: np.ndarray = np.ones((1, 1), dtype)
+                at = self.rows
             else:
-                v = src.host()
+                v, at = src.at(self.rows)
                 values = v.reshape(v.shape[0], -1)  # [event rows, 1 or lanes]
             fill = _FILL["residue" if is_residue(self.ring) else self.ring]
-            fill(W, c, self.labels, self.on[c], self.rows, values, src is None, int(kind))
+            fill(W, c, self.labels, self.on[c], at, values, src is None, int(kind))
         return W
 
 

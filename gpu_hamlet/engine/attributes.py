@@ -20,6 +20,10 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.query.plan import Channel
 from gpu_hamlet.query.schema import decoded, unscaled, widened
 
+#: The residue lanes per event a column keeps for a call (`Attributes.lane_residues`): 256 bytes
+#: an event, exact mode's passes and bigint's first.
+KEPT_LANES = 32
+
 
 class Attributes:
     """Per-column caches over the rows of an EventFrame."""
@@ -29,6 +33,7 @@ class Attributes:
         self._floats: dict[str, np.ndarray] = {}
         self._residues: dict[tuple[str, int], np.ndarray] = {}
         self._lanes: dict[tuple[str, str, int], np.ndarray] = {}  # (attr, lane ring, pass)
+        self._ints: dict[str, np.ndarray | list[np.ndarray]] = {}
         self._keys: dict[str, tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]] = {}
         self._valid: dict[str, np.ndarray | None] = {}
         self._validity: dict[tuple[str, str], np.ndarray] = {}
@@ -87,24 +92,49 @@ class Attributes:
         """Values modulo p (unscaled for decimals), 0 for nulls, for exact sums."""
         key = (attr, p)
         if key not in self._residues:
-            col = self.column(attr)
-            if pa.types.is_decimal(col.type):
-                r = _limbs_mod(_decimal_limbs(col), p)
-            elif pa.types.is_uint64(col.type):
-                r = (_filled(col).to_numpy(zero_copy_only=False) % np.uint64(p)).astype(np.int64)
-            else:
-                r = np.mod(_filled(col).to_numpy(zero_copy_only=False).astype(np.int64), p)
-            self._residues[key] = r
+            self._residues[key] = _values_mod(self._integers(attr), p)
         return self._residues[key]
 
     def lane_residues(self, attr: str, ring: str, chunk: int) -> np.ndarray:
         """[events, lanes] values modulo the primes of pass `chunk` of lane ring `ring`, 0 for
-        nulls."""
+        nulls. Kept for the call up to KEPT_LANES lanes a column (every query and channel of
+        the pass reads them: exact mode's one to three passes, bigint's first); later passes
+        are made when asked. Kept per pass, a call of many passes held events x primes of them
+        (3 GB for the SUM over a burst of 10^5 events in bigint mode, a helper's hunt)."""
+        if (chunk + 1) * LANES[ring] > KEPT_LANES:
+            return self._lanes_of(self._integers(attr), ring, chunk)
         key = (attr, ring, chunk)
-        if key not in self._lanes:  # every query and channel of the pass reads it
-            ps = lane_primes(ring, chunk)
-            self._lanes[key] = np.stack([self.residues(attr, p) for p in ps], 1)
+        if key not in self._lanes:
+            self._lanes[key] = self._lanes_of(self._integers(attr), ring, chunk)
         return self._lanes[key]
+
+    def lanes_at(
+        self, attr: str, ring: str, chunk: int, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`lane_residues` for event rows `rows`, and each row's place among them: the kept
+        lanes and the rows themselves, or beyond KEPT_LANES the rows' own lanes alone (what a
+        query's kernel pass costs over them)."""
+        if (chunk + 1) * LANES[ring] <= KEPT_LANES:
+            return self.lane_residues(attr, ring, chunk), rows
+        values = self._integers(attr)
+        values = [v[rows] for v in values] if isinstance(values, list) else values[rows]
+        return self._lanes_of(values, ring, chunk), np.arange(rows.shape[0], dtype=np.int64)
+
+    @staticmethod
+    def _lanes_of(values: np.ndarray | list[np.ndarray], ring: str, chunk: int) -> np.ndarray:
+        return np.stack([_values_mod(values, p) for p in lane_primes(ring, chunk)], 1)
+
+    def _integers(self, attr: str) -> np.ndarray | list[np.ndarray]:
+        """The column's unscaled integers, 0 for nulls: int64 or uint64 values, or a decimal's
+        64-bit limbs (`_decimal_limbs`), which residues modulo any prime are taken from."""
+        if attr not in self._ints:
+            col = self.column(attr)
+            if pa.types.is_decimal(col.type):
+                self._ints[attr] = _decimal_limbs(col)
+            else:
+                v = _filled(col).to_numpy(zero_copy_only=False)
+                self._ints[attr] = v if v.dtype == np.uint64 else v.astype(np.int64)
+        return self._ints[attr]
 
     def validity(self, form: str, attr: str) -> np.ndarray:
         """1 where the column holds a value, 0 for nulls, in a ring's form ('float' or 'residue'):
@@ -283,6 +313,15 @@ def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
             limb[null] = 0
     limbs[-1] = limbs[-1].view(np.int64)
     return limbs
+
+
+def _values_mod(values: np.ndarray | list[np.ndarray], p: int) -> np.ndarray:
+    """`Attributes._integers`' values modulo p, in [0, p), as int64."""
+    if isinstance(values, list):
+        return _limbs_mod(values, p)
+    if values.dtype == np.uint64:
+        return (values % np.uint64(p)).astype(np.int64)
+    return np.mod(values, p)
 
 
 def _limbs_mod(limbs: list[np.ndarray], p: int) -> np.ndarray:
