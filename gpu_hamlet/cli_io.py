@@ -107,9 +107,7 @@ def read_events(
         # Quotes inside a quoted field are doubled (RFC 4180, as `run` writes CSV): Spark's
         # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
         reader = spark.read.options(sep=delimiter, header=columns is None, escape='"')
-        names = columns if columns is not None else reader.csv(path).columns
-        if not names:
-            raise UsageError(f"{path} is empty: no header line, no rows")
+        names = columns if columns is not None else _header(spark, reader, path, delimiter)
         # One column more than the names: a row of more fields fills it, and stops the run
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
@@ -138,6 +136,86 @@ def read_events(
     if time_col not in df.columns:
         return df  # trend_aggregate names the missing column and lists those present
     return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
+
+
+def _header(spark: Any, reader: Any, path: str, delimiter: str) -> list[str]:
+    """The names of the header line of CSV `path`, the same in each of its files and none twice:
+    Spark reads every file by position with the names of one (its enforceSchema), so a file of
+    the columns in another order, or of one more, was read into the wrong columns without a
+    word, and it renames a name given twice."""
+    from pyspark.sql import functions as F
+
+    names = reader.csv(path).columns
+    if not names:
+        raise UsageError(f"{path} is empty: no header line, no rows")
+    # Each file's first line with a character above a space, which Spark takes as its header
+    # (one job over the lines; the first split of a file holds them in order).
+    lines = (
+        spark.read.text(path)
+        .where((F.col("_metadata.file_block_start") == 0) & F.col("value").rlike(r"[^\x00-\x20]"))
+        .select(
+            F.col("_metadata.file_path").alias("file"),
+            F.monotonically_increasing_id().alias("at"),
+            "value",
+        )
+        .groupBy("file")
+        .agg(F.min_by("value", "at"))
+        .collect()
+    )
+    fields = {line: _fields(spark, line, delimiter) for line in {r[1] for r in lines}}
+    headers = sorted((_local(file), fields[line]) for file, line in lines)
+    for file, header in headers:
+        twice = sorted({n for n in header if header.count(n) > 1})
+        if twice:  # (Spark numbers them apart: `t,x,x` are columns t, x1 and x2)
+            raise UsageError(
+                f"{file}: its header line names {_listed(twice)} twice: rename one of them"
+            )
+    (first, mine), *others = headers
+    for other, theirs in others:
+        if theirs != mine:
+            raise UsageError(
+                f"{path}: the CSV files' header lines differ: {first} has {_listed(mine)}, "
+                f"{other} has {_listed(theirs)} ({_difference(mine, theirs)}); Spark reads "
+                f"every file by position with one file's names: give the files the same "
+                f"columns in the same order"
+            )
+    return list(names)
+
+
+def _fields(spark: Any, line: str, delimiter: str) -> list[str]:
+    """The fields of the CSV `line` as Spark parses them (an empty one as '')."""
+    text = spark.sparkContext.parallelize([line.removeprefix("\ufeff")])  # (a UTF-8 BOM)
+    row = spark.read.options(sep=delimiter, escape='"').csv(text).first()
+    return ["" if v is None else v for v in row]
+
+
+def _difference(mine: list[str], theirs: list[str]) -> str:
+    """How the names `theirs` of a header line differ from `mine`, in a few words."""
+    more = [n for n in theirs if n not in mine]
+    fewer = [n for n in mine if n not in theirs]
+    if more or fewer:
+        return "; ".join(
+            f"{what} {_listed(ns)}"
+            for what, ns in (("the second has", more), ("the second lacks", fewer))
+            if ns
+        )
+    i = next(i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b)
+    return (
+        f"the same names in another order: column {i + 1} is {mine[i]!r} in the first, "
+        f"{theirs[i]!r} in the second"
+    )
+
+
+def _listed(names: Iterable[str]) -> str:
+    """Column names for a message, each quoted: spaces around a name show."""
+    return ", ".join(repr(n) for n in names)
+
+
+def _local(uri: str) -> str:
+    """A file Spark names by its URI, as a path when it is on this machine."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def _type_as_text(spark: Any, df: Any, path: str, type_col: str) -> Any:

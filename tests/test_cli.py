@@ -698,6 +698,41 @@ def test_ragged_rows_any_delimiter_and_date_times(spark, tmp_path):
     assert str(rows[1]["time"]) == "2021-06-18 17:31:32"
 
 
+def test_csv_files_of_a_folder_have_one_header(spark, tmp_path, capsys):
+    """Spark reads every CSV file of a folder by position with one file's header: a file of the
+    columns in another order, or of one more, gave silently wrong results (SUM(B.x) added y),
+    and a name given twice was renamed (x2, x3). Each stops the run naming the files (a hunt)."""
+    wl = tmp_path / "w.hamlet"
+    wl.write_text("q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s")
+    events = tmp_path / "events"
+    events.mkdir()
+    (events / "a.csv").write_text("time,type,x,y\n1,A,1,100\n2,B,2,200\n3,B,3,300\n")
+    (events / "b.csv").write_text("\ufefftime,type,x,y\n\n4,B,4,400\n5,C,5,500\n")  # (a BOM)
+    df = read_events(spark, str(events), "csv")
+    assert sorted(r["x"] for r in df.collect()) == [1, 2, 3, 4, 5]
+    run = ["run", "--workload", str(wl), "--events", str(events), "--quiet"]
+    for header, difference in (
+        ("time,type,y,x", "the same names in another order: column 3 is 'x' in the first, "
+         "'y' in the second"),
+        ("time,type,x,y,z", "the second has 'z'"),
+        ("time,type,x", "the second lacks 'y'"),
+    ):  # fmt: skip
+        row = ",".join(["4", "B", "4", "400", "0"][: header.count(",") + 1])
+        (events / "b.csv").write_text(f"{header}\n{row}\n")
+        assert main([*run, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"{events}: the CSV files' header lines differ: {events / 'a.csv'} has 'time', "
+            f"'type', 'x', 'y', {events / 'b.csv'} has " in err
+        )
+        assert f"({difference}); Spark reads every file by position" in err
+    assert not (tmp_path / "out").exists()
+    (events / "b.csv").write_text("time,type,x,x\n4,B,4,400\n")
+    assert main([*run, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{events / 'b.csv'}: its header line names 'x' twice: rename one of them" in err
+
+
 def test_time_format_reads_csv_text_that_spark_could_cast(spark, tmp_path):
     """With --time-format, a CSV time column is parsed by that pattern, as text: times Spark's
     own cast reads were made timestamps first, and the run stopped ('already timestamp: drop
