@@ -267,13 +267,25 @@ def _nanoseconds(path: str) -> UsageError:
 EXTRA = "_gpu_hamlet_extra_field"
 #: Text that is an integer as Spark casts it (spaces around, a sign, leading zeros).
 INTEGER = r"^\s*[+-]?[0-9]+\s*$"
+#: Text that is a number as written in decimal, with an exponent or not. Spark's cast to double
+#: reads more (Java's suffixes `1d` and `2f`, `NaN`, `Infinity`, `inf`), which made text
+#: such as IDs numbers: `1d` and `1.0` one GROUPBY group.
+DECIMAL = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
+#: Text that is an ISO 8601 date-time to the second or microsecond, `T` or a space between
+#: date and time, with a UTC offset or none. Spark's cast to timestamp reads more (`2021-01`,
+#: `2021-1-5`, a date alone, a seventh digit of a fraction dropped), which changed text.
+DATE_TIME = (
+    r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?\s*$"
+)
 #: Integers up to this magnitude are exact as doubles (2**53).
 DOUBLE_EXACT = 2**53
 
 
 def _fits(c: str) -> dict[str, Any]:
     """Per kind `_typed` reads a CSV column as: whether the text column `c` holds a value as it
-    is written, without loss, as a Spark condition."""
+    is written, without loss, as a Spark condition. A value must look like one of the kind
+    (INTEGER, DECIMAL, DATE_TIME) and cast to it: the cast alone takes text for numbers."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import sql_name
@@ -287,14 +299,15 @@ def _fits(c: str) -> dict[str, Any]:
         "decimal(38,0)": long.isNotNull() | (integer & dec.isNotNull()),
         # an integer only if a double holds it exactly (beyond 2**53 most are rounded)
         "double": dbl.isNotNull()
+        & col.rlike(DECIMAL)
         & (
             long.between(-DOUBLE_EXACT, DOUBLE_EXACT)
             | ~integer
             | (dbl.try_cast("decimal(38,0)") == dec)
         ),
-        # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
-        # date is no timestamp (event types T1, T2, ... were read as times).
-        "timestamp": col.try_cast("date").isNotNull() & col.try_cast("timestamp").isNotNull(),
+        # (a time of day alone, 'T3' or '12:30', casts to a timestamp of today: event types
+        # T1, T2, ... were read as times)
+        "timestamp": col.rlike(DATE_TIME) & col.try_cast("timestamp").isNotNull(),
     }
 
 

@@ -733,6 +733,46 @@ def test_csv_files_of_a_folder_have_one_header(spark, tmp_path, capsys):
     assert f"{events / 'b.csv'}: its header line names 'x' twice: rename one of them" in err
 
 
+def test_csv_text_that_spark_casts_stays_text(spark, tmp_path):
+    """Spark's casts read more than numbers and date-times as written: Java's `1d` and `2f`,
+    `nan` and `Infinity` as doubles, `2021-01` and a date alone as timestamps. Such columns
+    were changed silently, and IDs 1d, 1f and 1.0 made one GROUPBY group (a hunt): they are
+    text. Integers are numbers: `007` is 7, as the README says."""
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "time,type,suffix,nan,inf,month,date,us7,number,zeros,at\n"
+        "1,A,1d,nan,Infinity,2021-01,2021-01-05,2021-01-05T10:00:00.1234567,1e5,007,"
+        "2021-01-05T10:00:00.123456Z\n"
+        "2,B,2f,1,1,2021-02,2021-01-06,2021-01-05T10:00:00,-.5,7,2021-01-05 11:00:00+01:00\n"
+    )
+    df = read_events(spark, str(path), "csv")
+    text = ("suffix", "nan", "inf", "month", "date", "us7")
+    assert dict(df.dtypes) == {
+        "time": "bigint",
+        "type": "string",
+        **dict.fromkeys(text, "string"),
+        "number": "double",
+        "zeros": "bigint",
+        "at": "timestamp",
+    }
+    rows = df.collect()
+    assert [[r[c] for c in text] for r in rows][0] == [
+        "1d", "nan", "Infinity", "2021-01", "2021-01-05", "2021-01-05T10:00:00.1234567"
+    ]  # fmt: skip
+    assert [(r["number"], r["zeros"], str(r["at"])) for r in rows] == [
+        (1e5, 7, "2021-01-05 10:00:00.123456"),
+        (-0.5, 7, "2021-01-05 10:00:00"),
+    ]
+    path.write_text("time,type,id\n1,A,1d\n2,B,1d\n3,A,1f\n4,B,1f\n5,A,1.0\n6,B,1.0\n")
+    wl = tmp_path / "w.hamlet"
+    wl.write_text("g: RETURN id, COUNT(*) PATTERN SEQ(A, B) GROUPBY id WITHIN 10 s")
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out), "--quiet"]
+    assert main(run) == 0
+    got = pq.read_table(out / "g").to_pylist()
+    assert sorted((r["id"], r["count"]) for r in got) == [("1.0", 1), ("1d", 1), ("1f", 1)]
+
+
 def test_time_format_reads_csv_text_that_spark_could_cast(spark, tmp_path):
     """With --time-format, a CSV time column is parsed by that pattern, as text: times Spark's
     own cast reads were made timestamps first, and the run stopped ('already timestamp: drop
