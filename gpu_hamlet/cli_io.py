@@ -7,8 +7,8 @@ it (`raise_error`), never a silent null or a misread unit.
 
 Writing follows Spark's save modes without ever deleting what gpu-hamlet did not write: results go
 to a hidden folder beside the output and are moved into place at the end, with a marker file
-that later runs recognise; `overwrite` replaces only a folder holding that marker and nothing
-else.
+that lists what they wrote; `overwrite` replaces only a folder holding that marker and nothing
+it does not list.
 """
 
 from __future__ import annotations
@@ -510,7 +510,8 @@ def null_error(df: Any, path: str, col: str, what: str, count: int, header: bool
 
 def check_output(out: Path, mode: str) -> None:
     """Refuse an output folder the run must not write into: by default anything but an absent
-    or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result."""
+    or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result, down to
+    the files of its queries' folders."""
     if not out.exists():
         above = next((a for a in out.parents if a.exists()), None)
         if above is not None and not above.is_dir():
@@ -533,21 +534,37 @@ def check_output(out: Path, mode: str) -> None:
             f"--mode overwrite replaces only those; choose another folder"
         )
     try:
-        queries = json.loads(marker.read_text(encoding="utf-8"))["queries"]
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        written = json.loads(marker.read_text(encoding="utf-8"))
+        queries, files = written["queries"], written["files"]
+        if not _strings(queries) or not all(_strings(f) for f in files.values()):
             raise TypeError
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         raise UsageError(
             f"--out '{out}' has a {MARKER} file that is not one gpu-hamlet wrote (no list of "
-            f"queries): --mode overwrite replaces only gpu-hamlet results; choose another folder"
+            f"queries and their files; an earlier gpu-hamlet listed no files): --mode overwrite "
+            f"replaces only gpu-hamlet results; remove the folder yourself or choose another"
         ) from None
     ours = set(queries) | {MARKER}
     foreign = [e for e in entries if e not in ours]
+    for q in queries:  # the files in its queries' folders too: the folders are replaced whole
+        folder = out / q
+        if folder.is_dir():
+            mine = files.get(q, ())
+            foreign += [
+                f"{q}/{e}" for e in sorted(p.name for p in folder.iterdir()) if e not in mine
+            ]
+        elif folder.exists():
+            foreign.append(q)
     if foreign:
         raise UsageError(
             f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
             f"remove it or choose another folder"
         )
+
+
+def _strings(value: Any) -> bool:
+    """Whether `value` (read from JSON) is a list of strings."""
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def check_names(names: Iterable[str]) -> None:
@@ -618,9 +635,15 @@ def write_results(
         # submitted from threads, they run side by side.
         with ThreadPoolExecutor(max_workers=8) as pool:
             rows = dict(pool.map(write, results.items()))
+        files = {name: sorted(p.name for p in (tmp / name).iterdir()) for name in results}
         (tmp / MARKER).write_text(
             json.dumps(
-                {"written_by": f"gpu-hamlet {version}", "format": fmt, "queries": list(results)}
+                {
+                    "written_by": f"gpu-hamlet {version}",
+                    "format": fmt,
+                    "queries": list(results),
+                    "files": files,  # (what a later --mode overwrite may delete)
+                }
             )
         )
         check_output(out, mode)  # again: another process may have written there meanwhile

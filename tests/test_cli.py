@@ -467,10 +467,33 @@ def test_existing_folder_is_refused_and_left_as_it_was(tmp_path, capsys, monkeyp
     assert "exists and is not empty" in capsys.readouterr().err
     assert main(run + ["--mode", "overwrite"]) == 2
     assert f"is not a gpu-hamlet result (no {MARKER} file)" in capsys.readouterr().err
-    (out / MARKER).write_text(json.dumps({"queries": ["q1", "q2"]}))
+    (out / MARKER).write_text(json.dumps({"queries": ["q1", "q2"], "files": {}}))
     assert main(run + ["--mode", "overwrite"]) == 2
     assert "holds 'thesis.tex', which gpu-hamlet did not write" in capsys.readouterr().err
     assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_overwrite_keeps_a_file_added_to_a_query_folder(spark, tmp_path, capsys):
+    """--mode overwrite checked only the entries of the output folder against the marker: a
+    file of the user's inside OUT/<query> was deleted with the result (a hunt). The marker
+    lists each query's files; any other file there, or a marker listing none (an earlier
+    gpu-hamlet's), stops the run."""
+    wl, events = _inputs(tmp_path)
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out), "--quiet"]
+    assert main(run) == 0
+    written = json.loads((out / MARKER).read_text())
+    assert written["files"]["q1"] == sorted(p.name for p in (out / "q1").iterdir())
+    (out / "q1" / "notes.txt").write_text("mine")
+    assert main([*run, "--mode", "overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out '{out}' holds 'q1/notes.txt', which gpu-hamlet did not write" in err
+    assert (out / "q1" / "notes.txt").read_text() == "mine"
+    (out / "q1" / "notes.txt").unlink()
+    del written["files"]
+    (out / MARKER).write_text(json.dumps(written))
+    assert main([*run, "--mode", "overwrite"]) == 2
+    assert "an earlier gpu-hamlet listed no files" in capsys.readouterr().err
 
 
 def test_csv_flags_on_other_formats_are_usage_errors_before_spark(tmp_path, capsys, monkeypatch):
