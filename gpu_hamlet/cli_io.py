@@ -106,8 +106,13 @@ def read_events(
 
         # Quotes inside a quoted field are doubled (RFC 4180, as `run` writes CSV): Spark's
         # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
-        reader = spark.read.options(sep=delimiter, header=columns is None, escape='"')
-        names = columns if columns is not None else _header(spark, reader, path, delimiter)
+        firsts, spanning = _lines(spark, path)
+        # A field that spans lines (a quoted newline, as `run` writes one) needs Spark's
+        # multiLine, which reads each file whole in one task: only then.
+        reader = spark.read.options(
+            sep=delimiter, header=columns is None, escape='"', multiLine=spanning
+        )
+        names = columns if columns is not None else _header(spark, reader, path, delimiter, firsts)
         # One column more than the names: a row of more fields fills it, and stops the run
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
@@ -138,32 +143,42 @@ def read_events(
     return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
 
 
-def _header(spark: Any, reader: Any, path: str, delimiter: str) -> list[str]:
-    """The names of the header line of CSV `path`, the same in each of its files and none twice:
-    Spark reads every file by position with the names of one (its enforceSchema), so a file of
-    the columns in another order, or of one more, was read into the wrong columns without a
-    word, and it renames a name given twice."""
+def _lines(spark: Any, path: str) -> tuple[dict[str, str], bool]:
+    """Per file of CSV `path` its first line with a character above a space, which Spark takes
+    as its header line; and whether a line holds an odd number of quotes, opening a quoted
+    field that goes on in the next line. One job over the lines of the files."""
     from pyspark.sql import functions as F
 
+    value = F.col("value")
+    header = (F.col("_metadata.file_block_start") == 0) & value.rlike(r"[^\x00-\x20]")
+    quotes = F.length(value) - F.length(F.regexp_replace(value, '"', ""))
+    rows = (
+        spark.read.text(path)
+        .select(
+            F.col("_metadata.file_path").alias("file"),
+            F.when(header, F.monotonically_increasing_id()).alias("at"),  # (in order in a split)
+            value,
+            (quotes % 2).alias("odd"),
+        )
+        .groupBy("file")
+        .agg(F.min_by("value", "at"), F.max("odd"))
+        .collect()
+    )
+    return {file: line for file, line, _ in rows if line is not None}, any(r[2] for r in rows)
+
+
+def _header(
+    spark: Any, reader: Any, path: str, delimiter: str, firsts: dict[str, str]
+) -> list[str]:
+    """The names of the header line of CSV `path`, the same in each of its files (whose first
+    lines are `firsts`) and none twice: Spark reads every file by position with the names of
+    one (its enforceSchema), so a file of the columns in another order, or of one more, was
+    read into the wrong columns without a word, and it renames a name given twice."""
     names = reader.csv(path).columns
     if not names:
         raise UsageError(f"{path} is empty: no header line, no rows")
-    # Each file's first line with a character above a space, which Spark takes as its header
-    # (one job over the lines; the first split of a file holds them in order).
-    lines = (
-        spark.read.text(path)
-        .where((F.col("_metadata.file_block_start") == 0) & F.col("value").rlike(r"[^\x00-\x20]"))
-        .select(
-            F.col("_metadata.file_path").alias("file"),
-            F.monotonically_increasing_id().alias("at"),
-            "value",
-        )
-        .groupBy("file")
-        .agg(F.min_by("value", "at"))
-        .collect()
-    )
-    fields = {line: _fields(spark, line, delimiter) for line in {r[1] for r in lines}}
-    headers = sorted((_local(file), fields[line]) for file, line in lines)
+    fields = {line: _fields(spark, line, delimiter) for line in set(firsts.values())}
+    headers = sorted((_local(file), fields[line]) for file, line in firsts.items())
     for file, header in headers:
         twice = sorted({n for n in header if header.count(n) > 1})
         if twice:  # (Spark numbers them apart: `t,x,x` are columns t, x1 and x2)
