@@ -13,8 +13,10 @@ it does not list.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import operator
 import os
 import re
 import shutil
@@ -464,12 +466,20 @@ TIME_PATTERNS = (
 def _text_times(df: Any, where: str, col: str) -> UsageError:
     """The error for a time column of text without --time-format (JSON strings, CSV text that
     is no timestamp Spark casts): one of its values, and a pattern that reads it if one of
-    TIME_PATTERNS does."""
+    TIME_PATTERNS does. The value is one that is no number or timestamp where there is one
+    (the CSV column of '1', '2' and 'abc' is text for 'abc': '1' was named)."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import sql_name
 
-    value = df.where(F.col(sql_name(col)).isNotNull()).select(sql_name(col)).limit(1).collect()
+    known = F.coalesce(functools.reduce(operator.or_, _fits(col).values()), F.lit(False))
+    value = (
+        df.where(F.col(sql_name(col)).isNotNull())
+        .orderBy(known, sql_name(col))  # (False first; then the least, the same every run)
+        .select(sql_name(col))
+        .limit(1)
+        .collect()
+    )
     if not value:
         return UsageError(f"{where} holds no times")
     sample = value[0][0]

@@ -1075,6 +1075,10 @@ def test_text_times_suggest_a_time_format(spark, tmp_path, capsys):
     )
     assert main([*run, "--time-format", pattern, "--quiet"]) == 0
     assert pq.read_table(out / "q1").column("count").to_pylist() == [1]
+    path = tmp_path / "events.csv"  # the value named is one that is no time ('1' was)
+    path.write_text("time,type\n1,T1\n2,T2\nabc,T2\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    assert f"{path}: column 'time' holds text, e.g. 'abc', not" in capsys.readouterr().err
 
 
 def test_input_format_from_names(tmp_path):
