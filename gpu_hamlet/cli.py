@@ -9,9 +9,11 @@ overflows); 1 a failure while running (anything else).
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import re
+import select
 import sys
 import tempfile
 import time
@@ -673,6 +675,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"gpu-hamlet: warning: {cli_advice(str(message))}", file=sys.stderr)
 
 
+def _stdout_gone() -> bool:
+    """Whether the reader of stdout has gone (`explain | head -1`: its end of the pipe shows an
+    error), not a socket of Spark's; then stdout is pointed at the null device, for Python
+    flushes it once more at exit, and printed a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # (a stream of no file)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -684,8 +702,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()  # (here, not at exit: a reader that has gone fails it)
+            return status
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            return 141  # quietly, as a shell's SIGPIPE ends a command (128 + 13)
         message, status = error_message(exc)
         if args.verbose:
             traceback.print_exc()

@@ -1228,6 +1228,22 @@ def test_error_message_from_wrapped_task_errors():
 # --- version, logging, progress ---------------------------------------------------------------
 
 
+def test_a_reader_of_stdout_that_goes_ends_the_command_quietly(tmp_path):
+    """`gpu-hamlet explain ... | head -1`: the reader goes, and the command printed an error
+    and Python's traceback at exit ('BrokenPipeError: [Errno 32] Broken pipe'); it ends in
+    silence with 141, as a shell's SIGPIPE ends commands."""
+    import subprocess
+    import sys
+
+    wl = tmp_path / "w.hamlet"
+    wl.write_text(WORKLOAD)
+    command = [sys.executable, "-m", "gpu_hamlet.cli", "explain", "--workload", str(wl)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # (gone before the command prints)
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (141, "")
+
+
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"gpu-hamlet {gpu_hamlet.__version__}"
