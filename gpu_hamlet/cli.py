@@ -188,7 +188,8 @@ def _input_format(args: argparse.Namespace) -> str:
         raise UsageError("--delimiter must be a character, such as ';' or '\\t', not empty")
     given = [f for f, v in (("--columns", args.columns), ("--delimiter", args.delimiter)) if v]
     if fmt != "csv" and given:
-        raise UsageError(f"{' and '.join(given)} apply to CSV events; {args.events} is {fmt}")
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UsageError(f"{' and '.join(given)} {verb} to CSV events; {args.events} is {fmt}")
     return fmt
 
 
@@ -212,8 +213,9 @@ def _refuse_without_events(args: argparse.Namespace) -> None:
         if value != default
     ]
     if unread:
+        verb = "applies" if len(unread) == 1 else "apply"
         raise UsageError(
-            f"{', '.join(unread)} apply to explain's run over --events, which was not given"
+            f"{', '.join(unread)} {verb} to explain's run over --events, which was not given"
         )
 
 

@@ -249,12 +249,12 @@ def test_explain_refuses_what_only_a_run_over_events_reads(tmp_path, capsys):
     was plain `explain`'s, exit 0)."""
     wl, _ = _inputs(tmp_path)
     for flags, named in (
-        (["--sharing", "none"], "--sharing"),
-        (["--backend", "gpu"], "--backend"),
-        (["--time-col", "t", "--columns", "a"], "--columns, --time-col"),
+        (["--sharing", "none"], "--sharing applies"),
+        (["--backend", "gpu"], "--backend applies"),
+        (["--time-col", "t", "--columns", "a"], "--columns, --time-col apply"),
     ):
         assert main(["explain", "--workload", str(wl), *flags]) == 2
-        assert f"{named} apply to explain's run over --events" in capsys.readouterr().err
+        assert f"{named} to explain's run over --events" in capsys.readouterr().err
 
 
 def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
@@ -503,7 +503,7 @@ def test_csv_flags_on_other_formats_are_usage_errors_before_spark(tmp_path, caps
     wl, events = _inputs(tmp_path)
     run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
     assert main([*run, "--delimiter", ";"]) == 2
-    assert "--delimiter apply to CSV events; " in capsys.readouterr().err
+    assert "--delimiter applies to CSV events; " in capsys.readouterr().err
     assert main([*run, "--columns", "time,type", "--delimiter", ";"]) == 2
     assert "--columns and --delimiter apply to CSV events" in capsys.readouterr().err
 
