@@ -352,7 +352,7 @@ def _typed(df: Any, path: str, names: list[str], text: set[str], numeric: set[st
         fields = ", ".join(repr(v) for v in long if v is not None)
         raise UsageError(
             f"{path}: {row[n - 1]} row(s) have more fields than the {len(names)} columns "
-            f"({', '.join(names)}), e.g. the row {fields}, ...; name every column (--columns) or "
+            f"({_listed(names)}), e.g. the row {fields}, ...; name every column (--columns) or "
             f"check the delimiter"
         )
     casts = []

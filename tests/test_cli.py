@@ -893,10 +893,10 @@ def test_csv_rows_of_more_fields_and_json_lines_that_are_no_object_stop_the_run(
     sensors' rows of 5 or 6, test_ragged_rows_any_delimiter_and_date_times)."""
     wl, _ = _inputs(tmp_path)
     path = tmp_path / "events.csv"
-    path.write_text("time,type,x\n1,T1,1\n2,T2,4,9\n")
+    path.write_text("time,type, x\n1,T1,1\n2,T2,4,9\n")  # (names quoted: the space shows)
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: 1 row(s) have more fields than the 3 columns (time, type, x)" in err
+    assert f"{path}: 1 row(s) have more fields than the 3 columns ('time', 'type', ' x')" in err
     assert "'2', 'T2', '4', '9'" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     path.write_text("1,T1,1\n2,T2,4,9\n")  # (named by --columns: no header line)
