@@ -395,7 +395,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def column_names(text: str) -> list[str]:
     """The names of --columns: separated by commas, spaces around a name dropped; a name in
     double quotes is kept as written, commas and spaces included, a doubled quote standing for
-    one (as in a CSV header line). An empty name or an unclosed quote is a usage error."""
+    one (as in a CSV header line). An empty name, a name given twice or an unclosed quote is a
+    usage error."""
     names: list[str] = []
     i, n = 0, len(text)
     while True:
@@ -421,6 +422,8 @@ def column_names(text: str) -> list[str]:
             name, i = text[i:end].strip(), end
         if not name:
             raise argparse.ArgumentTypeError(f"an empty column name in {text!r}")
+        if name in names:  # (which of the two would a workload read?)
+            raise argparse.ArgumentTypeError(f"column {name!r} named twice in {text!r}")
         names.append(name)
         if i >= n:
             return names

@@ -339,13 +339,24 @@ def test_columns_are_split_on_commas_outside_double_quotes(text, names):
     assert cli.column_names(text) == names
 
 
-@pytest.mark.parametrize("text", ["a,,b", 'a,"b', '"a"b', "", "a,"])
-def test_bad_columns_are_usage_errors(text, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("a,,b", "an empty column name"),
+        ('a,"b', "unclosed quote"),
+        ('"a"b', "expected ','"),
+        ("", "an empty column name"),
+        ("a,", "an empty column name"),
+        ("time,type,time", "column 'time' named twice"),
+    ],
+)
+def test_bad_columns_are_usage_errors(text, why, tmp_path, capsys):
     wl = tmp_path / "w.txt"
     wl.write_text("RETURN COUNT(*) PATTERN A WITHIN 1 s")
     argv = ["run", "--workload", str(wl), "--events", "e.csv", "--out", str(tmp_path / "o")]
     assert main([*argv, "--columns", text]) == 2
-    assert "--columns" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--columns" in err and why in err
 
 
 def test_sessions_gpu_hamlet_starts_give_their_workers_one_malloc_arena(monkeypatch):
