@@ -32,6 +32,7 @@ from gpu_hamlet.cli_io import (
     check_names,
     check_output,
     check_time_flags,
+    default_delimiter,
     input_format,
     null_error,
     read_events,
@@ -235,7 +236,7 @@ def _events(spark, args: argparse.Namespace, fmt: str, workload: Workload):
         args.events,
         fmt,
         columns=args.columns,
-        delimiter=args.delimiter or ",",  # (None: not given)
+        delimiter=args.delimiter or default_delimiter(args.events),  # (None: not given)
         time_col=args.time_col,
         type_col=args.type_col,
         time_format=args.time_format,
@@ -519,7 +520,9 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="names of every column of a CSV file without a "
         'header line (default: the file\'s header); "a, b" in double quotes is one name',
     )
-    p.add_argument("--delimiter", default=None, help="CSV field delimiter (default ,)")
+    p.add_argument(
+        "--delimiter", default=None, help="CSV field delimiter (default , or a tab for .tsv)"
+    )
     p.add_argument("--time-col", default=DEFAULTS.time_col, help="time column (default time)")
     p.add_argument("--type-col", default=DEFAULTS.type_col, help="event type column (default type)")
     p.add_argument(

@@ -69,16 +69,28 @@ def input_format(path: str, given: str | None) -> str:
         raise UsageError(f"events path '{path}' is not readable")
     if given:
         return given
-    if local and p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")))
-        p = files[0] if files else p
-    fmt = FORMATS.get(p.suffix.lower())
+    fmt = FORMATS.get(_named(path).suffix.lower())
     if fmt is None:
         raise UsageError(
             f"cannot tell the format of '{path}' from its name: "
             f"give --in-format csv, json or parquet"
         )
     return fmt
+
+
+def _named(path: str) -> Path:
+    """The file whose name tells how to read the events: `path`, or a folder's first data file."""
+    p = Path(path)
+    if "://" not in path and p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")))
+        return files[0] if files else p
+    return p
+
+
+def default_delimiter(path: str) -> str:
+    """The CSV delimiter when none is given: a tab for `.tsv` events (tab-separated values; a
+    comma split none of their lines), else a comma."""
+    return "\t" if _named(path).suffix.lower() == ".tsv" else ","
 
 
 def read_events(

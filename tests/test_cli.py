@@ -851,6 +851,10 @@ def test_csv_event_types_like_times_stay_text(spark, tmp_path, capsys):
     path.write_text("time,type\n1,T1\n2,T2\n3,T2\n")
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 0
     assert "sharing decisions over 3 events" in capsys.readouterr().out
+    tsv = tmp_path / "events.tsv"  # (tab-separated without --delimiter: they were read by ',')
+    tsv.write_text("time\ttype\n1\tT1\n2\tT2\n3\tT2\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(tsv), "--quiet"]) == 0
+    assert "sharing decisions over 3 events" in capsys.readouterr().out
 
 
 def test_explain_checks_the_events_before_planning_over_them(spark, tmp_path, capsys):
