@@ -476,8 +476,8 @@ TIME_PATTERNS = (
 
 
 def _text_times(df: Any, where: str, col: str) -> UsageError:
-    """The error for a time column of text without --time-format (JSON strings, CSV text that
-    is no timestamp Spark casts): one of its values, and a pattern that reads it if one of
+    """The error for a time column of text without --time-format (JSON strings, CSV text not
+    all numbers or ISO date-times): one of its values, and a pattern that reads it if one of
     TIME_PATTERNS does. The value is one that is no number or timestamp where there is one
     (the CSV column of '1', '2' and 'abc' is text for 'abc': '1' was named)."""
     from pyspark.sql import functions as F
