@@ -9,9 +9,11 @@ overflows); 1 a failure while running (anything else).
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import re
+import select
 import sys
 import tempfile
 import time
@@ -30,6 +32,7 @@ from gpu_hamlet.cli_io import (
     check_names,
     check_output,
     check_time_flags,
+    default_delimiter,
     input_format,
     null_error,
     read_events,
@@ -186,7 +189,8 @@ def _input_format(args: argparse.Namespace) -> str:
         raise UsageError("--delimiter must be a character, such as ';' or '\\t', not empty")
     given = [f for f, v in (("--columns", args.columns), ("--delimiter", args.delimiter)) if v]
     if fmt != "csv" and given:
-        raise UsageError(f"{' and '.join(given)} apply to CSV events; {args.events} is {fmt}")
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UsageError(f"{' and '.join(given)} {verb} to CSV events; {args.events} is {fmt}")
     return fmt
 
 
@@ -210,8 +214,9 @@ def _refuse_without_events(args: argparse.Namespace) -> None:
         if value != default
     ]
     if unread:
+        verb = "applies" if len(unread) == 1 else "apply"
         raise UsageError(
-            f"{', '.join(unread)} apply to explain's run over --events, which was not given"
+            f"{', '.join(unread)} {verb} to explain's run over --events, which was not given"
         )
 
 
@@ -231,7 +236,7 @@ def _events(spark, args: argparse.Namespace, fmt: str, workload: Workload):
         args.events,
         fmt,
         columns=args.columns,
-        delimiter=args.delimiter or ",",  # (None: not given)
+        delimiter=args.delimiter or default_delimiter(args.events),  # (None: not given)
         time_col=args.time_col,
         type_col=args.type_col,
         time_format=args.time_format,
@@ -391,7 +396,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def column_names(text: str) -> list[str]:
     """The names of --columns: separated by commas, spaces around a name dropped; a name in
     double quotes is kept as written, commas and spaces included, a doubled quote standing for
-    one (as in a CSV header line). An empty name or an unclosed quote is a usage error."""
+    one (as in a CSV header line). An empty name, a name given twice or an unclosed quote is a
+    usage error."""
     names: list[str] = []
     i, n = 0, len(text)
     while True:
@@ -417,6 +423,8 @@ def column_names(text: str) -> list[str]:
             name, i = text[i:end].strip(), end
         if not name:
             raise argparse.ArgumentTypeError(f"an empty column name in {text!r}")
+        if name in names:  # (which of the two would a workload read?)
+            raise argparse.ArgumentTypeError(f"column {name!r} named twice in {text!r}")
         names.append(name)
         if i >= n:
             return names
@@ -512,7 +520,9 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="names of every column of a CSV file without a "
         'header line (default: the file\'s header); "a, b" in double quotes is one name',
     )
-    p.add_argument("--delimiter", default=None, help="CSV field delimiter (default ,)")
+    p.add_argument(
+        "--delimiter", default=None, help="CSV field delimiter (default , or a tab for .tsv)"
+    )
     p.add_argument("--time-col", default=DEFAULTS.time_col, help="time column (default time)")
     p.add_argument("--type-col", default=DEFAULTS.type_col, help="event type column (default type)")
     p.add_argument(
@@ -673,6 +683,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"gpu-hamlet: warning: {cli_advice(str(message))}", file=sys.stderr)
 
 
+def _stdout_gone() -> bool:
+    """Whether the reader of stdout has gone (`explain | head -1`: its end of the pipe shows an
+    error), not a socket of Spark's; then stdout is pointed at the null device, for Python
+    flushes it once more at exit, and printed a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # (a stream of no file)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -684,8 +710,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()  # (here, not at exit: a reader that has gone fails it)
+            return status
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            return 141  # quietly, as a shell's SIGPIPE ends a command (128 + 13)
         message, status = error_message(exc)
         if args.verbose:
             traceback.print_exc()

@@ -7,14 +7,16 @@ it (`raise_error`), never a silent null or a misread unit.
 
 Writing follows Spark's save modes without ever deleting what gpu-hamlet did not write: results go
 to a hidden folder beside the output and are moved into place at the end, with a marker file
-that later runs recognise; `overwrite` replaces only a folder holding that marker and nothing
-else.
+that lists what they wrote; `overwrite` replaces only a folder holding that marker and nothing
+it does not list.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import operator
 import os
 import re
 import shutil
@@ -67,16 +69,28 @@ def input_format(path: str, given: str | None) -> str:
         raise UsageError(f"events path '{path}' is not readable")
     if given:
         return given
-    if local and p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")))
-        p = files[0] if files else p
-    fmt = FORMATS.get(p.suffix.lower())
+    fmt = FORMATS.get(_named(path).suffix.lower())
     if fmt is None:
         raise UsageError(
             f"cannot tell the format of '{path}' from its name: "
             f"give --in-format csv, json or parquet"
         )
     return fmt
+
+
+def _named(path: str) -> Path:
+    """The file whose name tells how to read the events: `path`, or a folder's first data file."""
+    p = Path(path)
+    if "://" not in path and p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(("_", ".")))
+        return files[0] if files else p
+    return p
+
+
+def default_delimiter(path: str) -> str:
+    """The CSV delimiter when none is given: a tab for `.tsv` events (tab-separated values; a
+    comma split none of their lines), else a comma."""
+    return "\t" if _named(path).suffix.lower() == ".tsv" else ","
 
 
 def read_events(
@@ -106,10 +120,13 @@ def read_events(
 
         # Quotes inside a quoted field are doubled (RFC 4180, as `run` writes CSV): Spark's
         # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
-        reader = spark.read.options(sep=delimiter, header=columns is None, escape='"')
-        names = columns if columns is not None else reader.csv(path).columns
-        if not names:
-            raise UsageError(f"{path} is empty: no header line, no rows")
+        firsts, spanning = _lines(spark, path)
+        # A field that spans lines (a quoted newline, as `run` writes one) needs Spark's
+        # multiLine, which reads each file whole in one task: only then.
+        reader = spark.read.options(
+            sep=delimiter, header=columns is None, escape='"', multiLine=spanning
+        )
+        names = columns if columns is not None else _header(spark, reader, path, delimiter, firsts)
         # One column more than the names: a row of more fields fills it, and stops the run
         # (Spark would drop its last fields silently). A row of fewer fields has nulls in the
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
@@ -138,6 +155,96 @@ def read_events(
     if time_col not in df.columns:
         return df  # trend_aggregate names the missing column and lists those present
     return df.withColumn(time_col, _time(df, path, time_col, time_format, time_unit))
+
+
+def _lines(spark: Any, path: str) -> tuple[dict[str, str], bool]:
+    """Per file of CSV `path` its first line with a character above a space, which Spark takes
+    as its header line; and whether a line holds an odd number of quotes, opening a quoted
+    field that goes on in the next line. One job over the lines of the files."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    header = (F.col("_metadata.file_block_start") == 0) & value.rlike(r"[^\x00-\x20]")
+    quotes = F.length(value) - F.length(F.regexp_replace(value, '"', ""))
+    rows = (
+        spark.read.text(path)
+        .select(
+            F.col("_metadata.file_path").alias("file"),
+            F.when(header, F.monotonically_increasing_id()).alias("at"),  # (in order in a split)
+            value,
+            (quotes % 2).alias("odd"),
+        )
+        .groupBy("file")
+        .agg(F.min_by("value", "at"), F.max("odd"))
+        .collect()
+    )
+    return {file: line for file, line, _ in rows if line is not None}, any(r[2] for r in rows)
+
+
+def _header(
+    spark: Any, reader: Any, path: str, delimiter: str, firsts: dict[str, str]
+) -> list[str]:
+    """The names of the header line of CSV `path`, the same in each of its files (whose first
+    lines are `firsts`) and none twice: Spark reads every file by position with the names of
+    one (its enforceSchema), so a file of the columns in another order, or of one more, was
+    read into the wrong columns without a word, and it renames a name given twice."""
+    names = reader.csv(path).columns
+    if not names:
+        raise UsageError(f"{path} is empty: no header line, no rows")
+    fields = {line: _fields(spark, line, delimiter) for line in set(firsts.values())}
+    headers = sorted((_local(file), fields[line]) for file, line in firsts.items())
+    for file, header in headers:
+        twice = sorted({n for n in header if header.count(n) > 1})
+        if twice:  # (Spark numbers them apart: `t,x,x` are columns t, x1 and x2)
+            raise UsageError(
+                f"{file}: its header line names {_listed(twice)} twice: rename one of them"
+            )
+    (first, mine), *others = headers
+    for other, theirs in others:
+        if theirs != mine:
+            raise UsageError(
+                f"{path}: the CSV files' header lines differ: {first} has {_listed(mine)}, "
+                f"{other} has {_listed(theirs)} ({_difference(mine, theirs)}); Spark reads "
+                f"every file by position with one file's names: give the files the same "
+                f"columns in the same order"
+            )
+    return list(names)
+
+
+def _fields(spark: Any, line: str, delimiter: str) -> list[str]:
+    """The fields of the CSV `line` as Spark parses them (an empty one as '')."""
+    text = spark.sparkContext.parallelize([line.removeprefix("\ufeff")])  # (a UTF-8 BOM)
+    row = spark.read.options(sep=delimiter, escape='"').csv(text).first()
+    return ["" if v is None else v for v in row]
+
+
+def _difference(mine: list[str], theirs: list[str]) -> str:
+    """How the names `theirs` of a header line differ from `mine`, in a few words."""
+    more = [n for n in theirs if n not in mine]
+    fewer = [n for n in mine if n not in theirs]
+    if more or fewer:
+        return "; ".join(
+            f"{what} {_listed(ns)}"
+            for what, ns in (("the second has", more), ("the second lacks", fewer))
+            if ns
+        )
+    i = next(i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b)
+    return (
+        f"the same names in another order: column {i + 1} is {mine[i]!r} in the first, "
+        f"{theirs[i]!r} in the second"
+    )
+
+
+def _listed(names: Iterable[str]) -> str:
+    """Column names for a message, each quoted: spaces around a name show."""
+    return ", ".join(repr(n) for n in names)
+
+
+def _local(uri: str) -> str:
+    """A file Spark names by its URI, as a path when it is on this machine."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def _type_as_text(spark: Any, df: Any, path: str, type_col: str) -> Any:
@@ -189,13 +296,25 @@ def _nanoseconds(path: str) -> UsageError:
 EXTRA = "_gpu_hamlet_extra_field"
 #: Text that is an integer as Spark casts it (spaces around, a sign, leading zeros).
 INTEGER = r"^\s*[+-]?[0-9]+\s*$"
+#: Text that is a number as written in decimal, with an exponent or not. Spark's cast to double
+#: reads more (Java's suffixes `1d` and `2f`, `NaN`, `Infinity`, `inf`), which made text
+#: such as IDs numbers: `1d` and `1.0` one GROUPBY group.
+DECIMAL = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
+#: Text that is an ISO 8601 date-time to the second or microsecond, `T` or a space between
+#: date and time, with a UTC offset or none. Spark's cast to timestamp reads more (`2021-01`,
+#: `2021-1-5`, a date alone, a seventh digit of a fraction dropped), which changed text.
+DATE_TIME = (
+    r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?\s*$"
+)
 #: Integers up to this magnitude are exact as doubles (2**53).
 DOUBLE_EXACT = 2**53
 
 
 def _fits(c: str) -> dict[str, Any]:
     """Per kind `_typed` reads a CSV column as: whether the text column `c` holds a value as it
-    is written, without loss, as a Spark condition."""
+    is written, without loss, as a Spark condition. A value must look like one of the kind
+    (INTEGER, DECIMAL, DATE_TIME) and cast to it: the cast alone takes text for numbers."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import sql_name
@@ -209,14 +328,15 @@ def _fits(c: str) -> dict[str, Any]:
         "decimal(38,0)": long.isNotNull() | (integer & dec.isNotNull()),
         # an integer only if a double holds it exactly (beyond 2**53 most are rounded)
         "double": dbl.isNotNull()
+        & col.rlike(DECIMAL)
         & (
             long.between(-DOUBLE_EXACT, DOUBLE_EXACT)
             | ~integer
             | (dbl.try_cast("decimal(38,0)") == dec)
         ),
-        # A time of day alone ('T3', '12:30') casts to a timestamp of today: a value that is no
-        # date is no timestamp (event types T1, T2, ... were read as times).
-        "timestamp": col.try_cast("date").isNotNull() & col.try_cast("timestamp").isNotNull(),
+        # (a time of day alone, 'T3' or '12:30', casts to a timestamp of today: event types
+        # T1, T2, ... were read as times)
+        "timestamp": col.rlike(DATE_TIME) & col.try_cast("timestamp").isNotNull(),
     }
 
 
@@ -244,7 +364,7 @@ def _typed(df: Any, path: str, names: list[str], text: set[str], numeric: set[st
         fields = ", ".join(repr(v) for v in long if v is not None)
         raise UsageError(
             f"{path}: {row[n - 1]} row(s) have more fields than the {len(names)} columns "
-            f"({', '.join(names)}), e.g. the row {fields}, ...; name every column (--columns) or "
+            f"({_listed(names)}), e.g. the row {fields}, ...; name every column (--columns) or "
             f"check the delimiter"
         )
     casts = []
@@ -356,14 +476,22 @@ TIME_PATTERNS = (
 
 
 def _text_times(df: Any, where: str, col: str) -> UsageError:
-    """The error for a time column of text without --time-format (JSON strings, CSV text that
-    is no timestamp Spark casts): one of its values, and a pattern that reads it if one of
-    TIME_PATTERNS does."""
+    """The error for a time column of text without --time-format (JSON strings, CSV text not
+    all numbers or ISO date-times): one of its values, and a pattern that reads it if one of
+    TIME_PATTERNS does. The value is one that is no number or timestamp where there is one
+    (the CSV column of '1', '2' and 'abc' is text for 'abc': '1' was named)."""
     from pyspark.sql import functions as F
 
     from gpu_hamlet.spark.job import sql_name
 
-    value = df.where(F.col(sql_name(col)).isNotNull()).select(sql_name(col)).limit(1).collect()
+    known = F.coalesce(functools.reduce(operator.or_, _fits(col).values()), F.lit(False))
+    value = (
+        df.where(F.col(sql_name(col)).isNotNull())
+        .orderBy(known, sql_name(col))  # (False first; then the least, the same every run)
+        .select(sql_name(col))
+        .limit(1)
+        .collect()
+    )
     if not value:
         return UsageError(f"{where} holds no times")
     sample = value[0][0]
@@ -419,7 +547,8 @@ def null_error(df: Any, path: str, col: str, what: str, count: int, header: bool
 
 def check_output(out: Path, mode: str) -> None:
     """Refuse an output folder the run must not write into: by default anything but an absent
-    or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result."""
+    or empty folder; with mode 'overwrite', anything but a previous gpu-hamlet result, down to
+    the files of its queries' folders."""
     if not out.exists():
         above = next((a for a in out.parents if a.exists()), None)
         if above is not None and not above.is_dir():
@@ -442,21 +571,37 @@ def check_output(out: Path, mode: str) -> None:
             f"--mode overwrite replaces only those; choose another folder"
         )
     try:
-        queries = json.loads(marker.read_text(encoding="utf-8"))["queries"]
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        written = json.loads(marker.read_text(encoding="utf-8"))
+        queries, files = written["queries"], written["files"]
+        if not _strings(queries) or not all(_strings(f) for f in files.values()):
             raise TypeError
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         raise UsageError(
             f"--out '{out}' has a {MARKER} file that is not one gpu-hamlet wrote (no list of "
-            f"queries): --mode overwrite replaces only gpu-hamlet results; choose another folder"
+            f"queries and their files; an earlier gpu-hamlet listed no files): --mode overwrite "
+            f"replaces only gpu-hamlet results; remove the folder yourself or choose another"
         ) from None
     ours = set(queries) | {MARKER}
     foreign = [e for e in entries if e not in ours]
+    for q in queries:  # the files in its queries' folders too: the folders are replaced whole
+        folder = out / q
+        if folder.is_dir():
+            mine = files.get(q, ())
+            foreign += [
+                f"{q}/{e}" for e in sorted(p.name for p in folder.iterdir()) if e not in mine
+            ]
+        elif folder.exists():
+            foreign.append(q)
     if foreign:
         raise UsageError(
             f"--out '{out}' holds '{foreign[0]}', which gpu-hamlet did not write: "
             f"remove it or choose another folder"
         )
+
+
+def _strings(value: Any) -> bool:
+    """Whether `value` (read from JSON) is a list of strings."""
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def check_names(names: Iterable[str]) -> None:
@@ -527,9 +672,15 @@ def write_results(
         # submitted from threads, they run side by side.
         with ThreadPoolExecutor(max_workers=8) as pool:
             rows = dict(pool.map(write, results.items()))
+        files = {name: sorted(p.name for p in (tmp / name).iterdir()) for name in results}
         (tmp / MARKER).write_text(
             json.dumps(
-                {"written_by": f"gpu-hamlet {version}", "format": fmt, "queries": list(results)}
+                {
+                    "written_by": f"gpu-hamlet {version}",
+                    "format": fmt,
+                    "queries": list(results),
+                    "files": files,  # (what a later --mode overwrite may delete)
+                }
             )
         )
         check_output(out, mode)  # again: another process may have written there meanwhile

@@ -249,12 +249,12 @@ def test_explain_refuses_what_only_a_run_over_events_reads(tmp_path, capsys):
     was plain `explain`'s, exit 0)."""
     wl, _ = _inputs(tmp_path)
     for flags, named in (
-        (["--sharing", "none"], "--sharing"),
-        (["--backend", "gpu"], "--backend"),
-        (["--time-col", "t", "--columns", "a"], "--columns, --time-col"),
+        (["--sharing", "none"], "--sharing applies"),
+        (["--backend", "gpu"], "--backend applies"),
+        (["--time-col", "t", "--columns", "a"], "--columns, --time-col apply"),
     ):
         assert main(["explain", "--workload", str(wl), *flags]) == 2
-        assert f"{named} apply to explain's run over --events" in capsys.readouterr().err
+        assert f"{named} to explain's run over --events" in capsys.readouterr().err
 
 
 def test_explain_prints_the_plan_of_each_search(tmp_path, capsys):
@@ -339,13 +339,24 @@ def test_columns_are_split_on_commas_outside_double_quotes(text, names):
     assert cli.column_names(text) == names
 
 
-@pytest.mark.parametrize("text", ["a,,b", 'a,"b', '"a"b', "", "a,"])
-def test_bad_columns_are_usage_errors(text, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("a,,b", "an empty column name"),
+        ('a,"b', "unclosed quote"),
+        ('"a"b', "expected ','"),
+        ("", "an empty column name"),
+        ("a,", "an empty column name"),
+        ("time,type,time", "column 'time' named twice"),
+    ],
+)
+def test_bad_columns_are_usage_errors(text, why, tmp_path, capsys):
     wl = tmp_path / "w.txt"
     wl.write_text("RETURN COUNT(*) PATTERN A WITHIN 1 s")
     argv = ["run", "--workload", str(wl), "--events", "e.csv", "--out", str(tmp_path / "o")]
     assert main([*argv, "--columns", text]) == 2
-    assert "--columns" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--columns" in err and why in err
 
 
 def test_sessions_gpu_hamlet_starts_give_their_workers_one_malloc_arena(monkeypatch):
@@ -467,10 +478,33 @@ def test_existing_folder_is_refused_and_left_as_it_was(tmp_path, capsys, monkeyp
     assert "exists and is not empty" in capsys.readouterr().err
     assert main(run + ["--mode", "overwrite"]) == 2
     assert f"is not a gpu-hamlet result (no {MARKER} file)" in capsys.readouterr().err
-    (out / MARKER).write_text(json.dumps({"queries": ["q1", "q2"]}))
+    (out / MARKER).write_text(json.dumps({"queries": ["q1", "q2"], "files": {}}))
     assert main(run + ["--mode", "overwrite"]) == 2
     assert "holds 'thesis.tex', which gpu-hamlet did not write" in capsys.readouterr().err
     assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_overwrite_keeps_a_file_added_to_a_query_folder(spark, tmp_path, capsys):
+    """--mode overwrite checked only the entries of the output folder against the marker: a
+    file of the user's inside OUT/<query> was deleted with the result (a hunt). The marker
+    lists each query's files; any other file there, or a marker listing none (an earlier
+    gpu-hamlet's), stops the run."""
+    wl, events = _inputs(tmp_path)
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(out), "--quiet"]
+    assert main(run) == 0
+    written = json.loads((out / MARKER).read_text())
+    assert written["files"]["q1"] == sorted(p.name for p in (out / "q1").iterdir())
+    (out / "q1" / "notes.txt").write_text("mine")
+    assert main([*run, "--mode", "overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out '{out}' holds 'q1/notes.txt', which gpu-hamlet did not write" in err
+    assert (out / "q1" / "notes.txt").read_text() == "mine"
+    (out / "q1" / "notes.txt").unlink()
+    del written["files"]
+    (out / MARKER).write_text(json.dumps(written))
+    assert main([*run, "--mode", "overwrite"]) == 2
+    assert "an earlier gpu-hamlet listed no files" in capsys.readouterr().err
 
 
 def test_csv_flags_on_other_formats_are_usage_errors_before_spark(tmp_path, capsys, monkeypatch):
@@ -480,7 +514,7 @@ def test_csv_flags_on_other_formats_are_usage_errors_before_spark(tmp_path, caps
     wl, events = _inputs(tmp_path)
     run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
     assert main([*run, "--delimiter", ";"]) == 2
-    assert "--delimiter apply to CSV events; " in capsys.readouterr().err
+    assert "--delimiter applies to CSV events; " in capsys.readouterr().err
     assert main([*run, "--columns", "time,type", "--delimiter", ";"]) == 2
     assert "--columns and --delimiter apply to CSV events" in capsys.readouterr().err
 
@@ -698,6 +732,98 @@ def test_ragged_rows_any_delimiter_and_date_times(spark, tmp_path):
     assert str(rows[1]["time"]) == "2021-06-18 17:31:32"
 
 
+def test_csv_files_of_a_folder_have_one_header(spark, tmp_path, capsys):
+    """Spark reads every CSV file of a folder by position with one file's header: a file of the
+    columns in another order, or of one more, gave silently wrong results (SUM(B.x) added y),
+    and a name given twice was renamed (x2, x3). Each stops the run naming the files (a hunt)."""
+    wl = tmp_path / "w.hamlet"
+    wl.write_text("q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s")
+    events = tmp_path / "events"
+    events.mkdir()
+    (events / "a.csv").write_text("time,type,x,y\n1,A,1,100\n2,B,2,200\n3,B,3,300\n")
+    (events / "b.csv").write_text("\ufefftime,type,x,y\n\n4,B,4,400\n5,C,5,500\n")  # (a BOM)
+    df = read_events(spark, str(events), "csv")
+    assert sorted(r["x"] for r in df.collect()) == [1, 2, 3, 4, 5]
+    run = ["run", "--workload", str(wl), "--events", str(events), "--quiet"]
+    for header, difference in (
+        ("time,type,y,x", "the same names in another order: column 3 is 'x' in the first, "
+         "'y' in the second"),
+        ("time,type,x,y,z", "the second has 'z'"),
+        ("time,type,x", "the second lacks 'y'"),
+    ):  # fmt: skip
+        row = ",".join(["4", "B", "4", "400", "0"][: header.count(",") + 1])
+        (events / "b.csv").write_text(f"{header}\n{row}\n")
+        assert main([*run, "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"{events}: the CSV files' header lines differ: {events / 'a.csv'} has 'time', "
+            f"'type', 'x', 'y', {events / 'b.csv'} has " in err
+        )
+        assert f"({difference}); Spark reads every file by position" in err
+    assert not (tmp_path / "out").exists()
+    (events / "b.csv").write_text("time,type,x,x\n4,B,4,400\n")
+    assert main([*run, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{events / 'b.csv'}: its header line names 'x' twice: rename one of them" in err
+
+
+def test_csv_text_that_spark_casts_stays_text(spark, tmp_path):
+    """Spark's casts read more than numbers and date-times as written: Java's `1d` and `2f`,
+    `nan` and `Infinity` as doubles, `2021-01` and a date alone as timestamps. Such columns
+    were changed silently, and IDs 1d, 1f and 1.0 made one GROUPBY group (a hunt): they are
+    text. Integers are numbers: `007` is 7, as the README says."""
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "time,type,suffix,nan,inf,month,date,us7,number,zeros,at\n"
+        "1,A,1d,nan,Infinity,2021-01,2021-01-05,2021-01-05T10:00:00.1234567,1e5,007,"
+        "2021-01-05T10:00:00.123456Z\n"
+        "2,B,2f,1,1,2021-02,2021-01-06,2021-01-05T10:00:00,-.5,7,2021-01-05 11:00:00+01:00\n"
+    )
+    df = read_events(spark, str(path), "csv")
+    text = ("suffix", "nan", "inf", "month", "date", "us7")
+    assert dict(df.dtypes) == {
+        "time": "bigint",
+        "type": "string",
+        **dict.fromkeys(text, "string"),
+        "number": "double",
+        "zeros": "bigint",
+        "at": "timestamp",
+    }
+    rows = df.collect()
+    assert [[r[c] for c in text] for r in rows][0] == [
+        "1d", "nan", "Infinity", "2021-01", "2021-01-05", "2021-01-05T10:00:00.1234567"
+    ]  # fmt: skip
+    assert [(r["number"], r["zeros"], str(r["at"])) for r in rows] == [
+        (1e5, 7, "2021-01-05 10:00:00.123456"),
+        (-0.5, 7, "2021-01-05 10:00:00"),
+    ]
+    path.write_text("time,type,id\n1,A,1d\n2,B,1d\n3,A,1f\n4,B,1f\n5,A,1.0\n6,B,1.0\n")
+    wl = tmp_path / "w.hamlet"
+    wl.write_text("g: RETURN id, COUNT(*) PATTERN SEQ(A, B) GROUPBY id WITHIN 10 s")
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(out), "--quiet"]
+    assert main(run) == 0
+    got = pq.read_table(out / "g").to_pylist()
+    assert sorted((r["id"], r["count"]) for r in got) == [("1.0", 1), ("1d", 1), ("1f", 1)]
+
+
+def test_csv_quoted_fields_over_lines_are_read(spark, tmp_path, capsys):
+    """`run` writes a value holding a newline as a quoted field over two lines, and Spark's
+    reader (multiLine off) cut it into two rows: 'world"' made the time column text (a hunt).
+    Such files are read with multiLine, which counts rows, not lines, in errors."""
+    path = tmp_path / "events.csv"
+    path.write_text('time,type,note\n1,A,"hello\nworld"\n2,B,"say ""hi"""\n3,B,x\n')
+    df = read_events(spark, str(path), "csv")
+    assert dict(df.dtypes) == {"time": "bigint", "type": "string", "note": "string"}
+    assert [r["note"] for r in df.collect()] == ["hello\nworld", 'say "hi"', "x"]
+    path.write_text('time,type,note\n1,A,"hello\nworld"\n2,,x\n')
+    wl, _ = _inputs(tmp_path)
+    run = ["run", "--workload", str(wl), "--events", str(path), "--out", str(tmp_path / "o")]
+    assert main([*run, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: type column 'type' has 1 null value(s), the first in row 2 " in err
+
+
 def test_time_format_reads_csv_text_that_spark_could_cast(spark, tmp_path):
     """With --time-format, a CSV time column is parsed by that pattern, as text: times Spark's
     own cast reads were made timestamps first, and the run stopped ('already timestamp: drop
@@ -724,6 +850,10 @@ def test_csv_event_types_like_times_stay_text(spark, tmp_path, capsys):
     assert dict(df.dtypes) == {"time": "bigint", "type": "string", "at": "string"}
     path.write_text("time,type\n1,T1\n2,T2\n3,T2\n")
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 0
+    assert "sharing decisions over 3 events" in capsys.readouterr().out
+    tsv = tmp_path / "events.tsv"  # (tab-separated without --delimiter: they were read by ',')
+    tsv.write_text("time\ttype\n1\tT1\n2\tT2\n3\tT2\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(tsv), "--quiet"]) == 0
     assert "sharing decisions over 3 events" in capsys.readouterr().out
 
 
@@ -778,10 +908,10 @@ def test_csv_rows_of_more_fields_and_json_lines_that_are_no_object_stop_the_run(
     sensors' rows of 5 or 6, test_ragged_rows_any_delimiter_and_date_times)."""
     wl, _ = _inputs(tmp_path)
     path = tmp_path / "events.csv"
-    path.write_text("time,type,x\n1,T1,1\n2,T2,4,9\n")
+    path.write_text("time,type, x\n1,T1,1\n2,T2,4,9\n")  # (names quoted: the space shows)
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: 1 row(s) have more fields than the 3 columns (time, type, x)" in err
+    assert f"{path}: 1 row(s) have more fields than the 3 columns ('time', 'type', ' x')" in err
     assert "'2', 'T2', '4', '9'" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     path.write_text("1,T1,1\n2,T2,4,9\n")  # (named by --columns: no header line)
@@ -960,6 +1090,10 @@ def test_text_times_suggest_a_time_format(spark, tmp_path, capsys):
     )
     assert main([*run, "--time-format", pattern, "--quiet"]) == 0
     assert pq.read_table(out / "q1").column("count").to_pylist() == [1]
+    path = tmp_path / "events.csv"  # the value named is one that is no time ('1' was)
+    path.write_text("time,type\n1,T1\n2,T2\nabc,T2\n")
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    assert f"{path}: column 'time' holds text, e.g. 'abc', not" in capsys.readouterr().err
 
 
 def test_input_format_from_names(tmp_path):
@@ -1107,6 +1241,22 @@ def test_error_message_from_wrapped_task_errors():
 
 
 # --- version, logging, progress ---------------------------------------------------------------
+
+
+def test_a_reader_of_stdout_that_goes_ends_the_command_quietly(tmp_path):
+    """`gpu-hamlet explain ... | head -1`: the reader goes, and the command printed an error
+    and Python's traceback at exit ('BrokenPipeError: [Errno 32] Broken pipe'); it ends in
+    silence with 141, as a shell's SIGPIPE ends commands."""
+    import subprocess
+    import sys
+
+    wl = tmp_path / "w.hamlet"
+    wl.write_text(WORKLOAD)
+    command = [sys.executable, "-m", "gpu_hamlet.cli", "explain", "--workload", str(wl)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # (gone before the command prints)
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (141, "")
 
 
 def test_version(capsys):
