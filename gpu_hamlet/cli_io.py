@@ -412,7 +412,7 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
     """The time column converted in Spark: parsed with `time_format`, or numbers in `time_unit`
     made timestamps, or numbers of seconds checked to be plausible as seconds."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, NumericType, StringType
+    from pyspark.sql.types import DecimalType, IntegralType, NumericType, StringType
 
     from gpu_hamlet.spark.job import sql_name
 
@@ -442,6 +442,10 @@ def _time(df: Any, path: str, col: str, time_format: str | None, time_unit: str 
         if isinstance(dtype, StringType):
             raise _text_times(df, where, col)
         return raw  # a timestamp, or a type trend_aggregate names as unsupported
+    if isinstance(dtype, DecimalType) and dtype.scale == 0:  # (integers beyond int64: `_typed`)
+        big = df.where(F.abs(raw) > 2**63 - 1).select(raw.cast("string")).limit(1).collect()
+        if big:  # (no unit reads them: seconds after the year 5138, micro or nanoseconds too)
+            raise UsageError(f"{where}: value '{big[0][0]}' is beyond int64, so no time")
     if time_unit == "ns":  # exact: `div` on integers, never through a double
         micros = F.timestamp_micros(F.expr(f"CAST({sql_name(col)} AS BIGINT) div 1000"))
         return F.when(

@@ -943,6 +943,11 @@ def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
         f"seconds: state its unit (--time-unit ms" in err
     )
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    path.write_text("time,type\n1,T1\n99999999999999999999,T2\n")  # (decimal(38, 0): no time)
+    for unit in ([], ["--time-unit", "ns"]):
+        assert main(["explain", "--workload", str(wl), "--events", str(path), *unit]) == 2
+        err = capsys.readouterr().err  # (it named the type, decimal(38,0), and no value)
+        assert f"{path}: column 'time': value '99999999999999999999' is beyond int64" in err
 
 
 def test_csv_integers_beyond_int64_are_exact_decimals(spark, tmp_path, caplog):
