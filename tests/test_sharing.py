@@ -825,3 +825,29 @@ def test_float_times_every_mode_as_none(seed, scale):
     for mode in ("static", "hamlet", "dynamic"):
         got = gpu_hamlet.aggregate(ev, text, backend="cpu", sharing=mode, on_overflow="null")
         assert all(got[n].equals(want[n]) for n in want), mode
+
+
+def test_stats_hold_one_run_and_the_snapshots_of_the_queries_asked_for():
+    """A RunStats given again is emptied first: it listed the sets of every call it was given
+    to and kept another call's snapshots where this one had none. Its snapshots are keyed by the
+    queries asked for: the runs of alike queries ('abc[return]') and of an AND's sides
+    ('both[left]') were listed beside them (helpers' hunt)."""
+    events = pa.table(
+        {"time": [1, 2, 3, 4, 5, 6], "type": ["A", "B", "B", "C", "B", "C"], "x": [1] * 6}
+    )
+    text = (
+        "abc: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s;"
+        "abc2: RETURN SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s;"
+        "ab: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s;"
+        "both: RETURN COUNT(*) PATTERN A AND C WITHIN 10 s"
+    )
+    used = RunStats()
+    for sharing in ("static", "static", "hamlet", "none"):
+        gpu_hamlet.aggregate(events, text, sharing=sharing, stats=used, backend="cpu")
+        fresh = RunStats()
+        gpu_hamlet.aggregate(events, text, sharing=sharing, stats=fresh, backend="cpu")
+        assert used == fresh, sharing
+    fresh = RunStats()
+    gpu_hamlet.aggregate(events, text, sharing="static", stats=fresh, backend="cpu")
+    assert set(fresh.snapshots) == {"abc", "abc2", "ab"}
+    assert fresh.snapshots["abc"] == fresh.snapshots["abc2"] and fresh.snapshots["abc"]

@@ -342,3 +342,12 @@ def test_an_and_query_overflowing_in_a_final_window_raises_at_its_chunk():
     with pytest.raises(NumericOverflowError, match="in window \\[0, 1000\\)") as err:
         gpu_hamlet.aggregate_stream(batches(), text, rows_per_chunk=1000, backend="cpu")
     assert err.value.window_end == 1000 and len(taken) == 2
+
+
+@pytest.mark.parametrize("batches", [None, 5])
+def test_a_stream_of_no_iterable_is_refused_naming_what_it_reads(batches):
+    """It raised a bare TypeError ('NoneType' object is not iterable)."""
+    with pytest.raises(
+        EventDataError, match=r"reads an iterable of batches .*, not (NoneType|int)"
+    ):
+        gpu_hamlet.aggregate_stream(batches, "q: RETURN COUNT(*) PATTERN A WITHIN 1 s")

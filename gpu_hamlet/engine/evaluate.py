@@ -42,8 +42,8 @@ from gpu_hamlet.engine.sharing import (
     SharedBursts,
     SharingStats,
     analyze,
-    check_stats,
     may_pay,
+    start_stats,
 )
 from gpu_hamlet.engine.stage_sharing import SharedStages, sample_of, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
@@ -110,7 +110,7 @@ def evaluate(
     warns of absent ones at its end). `answered`: windows ending at or before it (in ticks)
     are left out of the tables, unchecked: a stream answered them with an earlier chunk, and
     this call holds only the last of their events (gpu_hamlet/engine/streaming.py)."""
-    check_stats(stats)
+    start_stats(stats)
     keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
     if seen_types is not None:
@@ -231,8 +231,9 @@ def evaluate(
     for name, run in ctx.take.items():  # (a query alike another: its columns of their run)
         out[name] = out[run].select(plans[name].result_schema.names)
         snapshots[name] = snapshots[run]
-    if stats is not None:
-        stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None})
+    if stats is not None:  # (the queries asked for: not the runs of an AND or of alike ones)
+        asked = {q.name for q in wl}
+        stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None and n in asked})
     return {q.name: ctx.finish(q, out) for q in wl}
 
 

@@ -792,9 +792,13 @@ def _representatives(hashes: np.ndarray) -> np.ndarray:
 
 @dataclass
 class RunStats:
-    """Statistics of one `aggregate` run: per sharable set, and each query's burst snapshots.
+    """Statistics of one `aggregate` run: per sharable set, and each query's burst snapshots
+    (HAMLET's bursts shared whole; not those shared window by window for NEXT conditions, nor
+    GLORIA's stage runs; an AND query has none of its own).
 
-    Pass an instance as `aggregate(..., stats=RunStats())`; the engine fills it in."""
+    Pass an instance as `aggregate(..., stats=RunStats())`; the engine empties it and fills it
+    in. A stream's are the sums of its chunks' runs, and a chunk runs again the events of the
+    windows the one before left open: those count once per chunk that ran them."""
 
     sets: list[SharingStats] = field(default_factory=list)
     snapshots: dict[str, list[float]] = field(default_factory=dict)
@@ -808,9 +812,9 @@ class RunStats:
         self.devices[where] = self.devices.get(where, 0) + 1
 
     def add(self, other: RunStats) -> None:
-        """Add the decisions of another run over other events (another Spark task, slice or
-        stream chunk): counts summed per sharable set, flags true where any run set them (they
-        were summed as counts), snapshots appended."""
+        """Add the decisions of another run (another Spark task, slice or stream chunk):
+        counts summed per sharable set, flags true where any run set them (they were summed as
+        counts), snapshots appended."""
         mine = {(s.kleene_type, s.queries, s.stage): s for s in self.sets}
         for s in other.sets:
             key = (s.kleene_type, s.queries, s.stage)
@@ -864,8 +868,14 @@ class RunStats:
         return "\n".join(out)
 
 
-def check_stats(stats: object) -> None:
-    """A TypeError unless `stats` is None or a RunStats: checked where a public entry point
-    receives it, before any work (a stream or a Spark job met it only after its first answer)."""
+def start_stats(stats: object) -> None:
+    """A TypeError unless `stats` is None or a RunStats, checked where a public entry point
+    receives it, before any work (a stream or a Spark job met it only after its first answer);
+    a RunStats given again is emptied, for it holds one run's statistics (another call's sets
+    were listed beside this one's, and its snapshots kept where this call had none)."""
     if stats is not None and not isinstance(stats, RunStats):
         raise TypeError(f"stats must be a gpu_hamlet.RunStats, not {type(stats).__name__}")
+    if stats is not None:
+        stats.sets.clear()
+        stats.snapshots.clear()
+        stats.devices.clear()

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from gpu_hamlet.engine.evaluate import evaluate
 from gpu_hamlet.engine.events import check_columns, first_null, used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats, check_stats
+from gpu_hamlet.engine.sharing import RunStats, start_stats
 from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.schema import as_stored, decoded, in_result_order, stored
@@ -51,7 +51,7 @@ def aggregate_stream(
     the chunk before); within a chunk the order is free. The results are those of `aggregate`
     over the whole stream, in its order."""
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
-    check_stats(stats)
+    start_stats(stats)
     if (
         not isinstance(rows_per_chunk, int)
         or isinstance(rows_per_chunk, bool)
@@ -65,6 +65,11 @@ def aggregate_stream(
             f"aggregate_stream reads an iterable of batches (a RecordBatchReader, a list or a "
             f"generator of Tables), not one {type(batches).__name__}: pass [events], or call "
             f"aggregate"
+        )
+    if not isinstance(batches, Iterable):  # (a bare TypeError: 'NoneType' is not iterable)
+        raise EventDataError(
+            f"aggregate_stream reads an iterable of batches (a RecordBatchReader, a list or a "
+            f"generator of Tables), not {type(batches).__name__}"
         )
     stream = Stream(wl, options, rows_per_chunk, stats)
     for batch in batches:

@@ -41,7 +41,7 @@ from gpu_hamlet import errors
 from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.events import used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
-from gpu_hamlet.engine.sharing import RunStats, check_stats
+from gpu_hamlet.engine.sharing import RunStats, start_stats
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.names import quoted, quoted_list
 from gpu_hamlet.query.parser import as_workload
@@ -82,7 +82,7 @@ def trend_aggregate(
     sharable set (brought back by a Spark accumulator). The engine pass runs once (once per pass
     when NEXT queries need passes of their own), here."""
     options = Options(backend, sharing, numeric, on_overflow, time_col, type_col)
-    check_stats(stats)
+    start_stats(stats)
     workload = as_workload(workload)  # (its errors first: they need no events)
     if not hasattr(df, "sparkSession"):  # (else an AttributeError from inside)
         raise TypeError(
