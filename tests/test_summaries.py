@@ -21,6 +21,9 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.summaries import Cut, compose_query, summarize
 from gpu_hamlet.query.parser import parse_workload
 
+#: Seconds of the year 11476, which no Python datetime holds.
+FAR = 300_000_000_000
+
 
 def split_and_compose(
     events: pa.Table, text: str, cut: Cut, numeric: str = "exact", sharing: str = "dynamic"
@@ -108,10 +111,22 @@ def test_crossing_and_near_agree_at_float_boundaries():
             assert near[inside].all(), s
 
 
-def test_cut_groups_of_a_dictionary_column():
-    """A cut group's slices over a dictionary GROUPBY column compose to the whole call's table
-    (the comparison sorted the rows by the dictionary column, which Arrow sorts not)."""
-    g = pa.array(["x", "y", "x", "x", "y", "x"]).dictionary_encode()
+@pytest.mark.parametrize(
+    "g",
+    [
+        pa.array(["x", "y", "x", "x", "y", "x"]).dictionary_encode(),
+        pa.array([FAR, FAR + 1, FAR, FAR, FAR + 1, FAR], pa.int64()).cast(pa.timestamp("s")),
+        pa.array([FAR, FAR + 1, FAR, FAR, FAR + 1, FAR])
+        .cast(pa.timestamp("s"))
+        .dictionary_encode(),
+    ],
+    ids=["dictionary", "timestamps-past-9999", "dictionary-of-such-timestamps"],
+)
+def test_cut_groups_of_a_dictionary_or_timestamp_column(g):
+    """A cut group's slices over a GROUPBY column compose to the whole call's table: of a
+    dictionary (the comparison sorted the rows by it, which Arrow sorts not), of timestamps
+    after the year 9999 (the keys were Python datetimes, which raised OverflowError), and of a
+    dictionary of them (Arrow builds none from a list)."""
     events = pa.table({"type": ["A", "B"] * 3, "time": [1, 2, 6, 7, 8, 9], "g": g})
     text = "q: RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 s SLIDE 5 s"
     got = split_and_compose(events, text, Cut(5, 5, 1))
@@ -156,19 +171,3 @@ def test_float32_windows_ending_on_a_slice_bound_are_composed():
         want = gpu_hamlet.aggregate(events, text, backend="cpu")["q"]
         assert want.num_rows == 2
         assert split_and_compose(events, text, cut)["q"].equals(want), typ
-
-
-@pytest.mark.parametrize("dictionary", [False, True])
-def test_cut_groups_of_timestamps_python_cannot_hold(dictionary):
-    """GROUPBY timestamps after the year 9999 (and a dictionary of timestamps) compose to the
-    whole call's table: the keys were Python datetimes, which raised OverflowError (and Arrow
-    builds no dictionary of timestamps from a list)."""
-    far = 300_000_000_000  # (seconds: the year 11476)
-    g = pa.array([far, far + 1, far, far, far + 1, far], pa.int64()).cast(pa.timestamp("s"))
-    g = g.dictionary_encode() if dictionary else g
-    events = pa.table({"type": ["A", "B"] * 3, "time": [1, 2, 6, 7, 8, 9], "g": g})
-    text = "q: RETURN g, COUNT(*) PATTERN SEQ(A, B+) GROUPBY g WITHIN 10 s SLIDE 5 s"
-    got = split_and_compose(events, text, Cut(5, 5, 1))
-    want = gpu_hamlet.aggregate(events, text, backend="cpu")["q"]
-    assert got["q"].num_rows == want.num_rows == 2
-    assert got["q"].equals(sorted_rows(want))
