@@ -55,6 +55,7 @@ from gpu_hamlet.core.rings import (
     xf_scale,
     xf_scaled_rows,
 )
+from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.engine.attributes import KEPT_LANES, Attributes
 from gpu_hamlet.engine.events import prepare_events
 
@@ -632,3 +633,7 @@ def test_lane_residues_of_later_passes_are_made_for_the_rows_asked(column):
         assert values[at].tolist() == want, (ring, chunk)
         kept = (chunk + 1) * LANES[ring] <= KEPT_LANES
         assert (values.shape[0] == n) == kept and ((("x", ring, chunk) in attrs._lanes) == kept)
+        none = np.zeros(0, np.int64)  # (a query of no rows: its lanes were no 2-d array)
+        src = Source(attrs, ring, "x", chunk)
+        weights = EventWeights(ring, (Kind.VALUE,), (0,), (src,), none, none)
+        assert weights.host().shape == (1, 0, LANES[ring])

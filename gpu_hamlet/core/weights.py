@@ -135,7 +135,7 @@ class EventWeights:
                 at = self.rows
             else:
                 v, at = src.at(self.rows)
-                values = v.reshape(v.shape[0], -1)  # [event rows, 1 or lanes]
+                values = v if v.ndim == 2 else v[:, None]  # [event rows, 1 or lanes]
             fill = _FILL["residue" if is_residue(self.ring) else self.ring]
             fill(W, c, self.labels, self.on[c], at, values, src is None, int(kind))
         return W
