@@ -459,9 +459,12 @@ def _check_float_panes(
                     f"panes float times may lie from it (pane numbers are int64): shift the "
                     f"times nearer 0, or use a longer WITHIN"
                 )
-        for times in (ends, t):  # all events' ends first: only a query failing that looks again
-            if times is None:
-                t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
+        # All events' ends first (only a query failing that looks at its own), unless some lie
+        # too many of its panes from 0 to be numbered (they are not its events: checked above).
+        for mine in (False, True) if t is None else (True,):
+            times = ends
+            if mine:
+                t = ev.time[matcher.positions(q, plans[q.name].template) >= 0] if t is None else t
                 times = np.asarray([t.min(), t.max()]) if t.size else t
             pane = np.floor(times / seg).astype(np.int64)  # (as `panes` numbers them)
             fault = ev.axis.float_overflow(
@@ -469,5 +472,5 @@ def _check_float_panes(
             )
             if fault is None:
                 break
-            if times is not ends:
+            if mine:
                 raise EventDataError(f"query {shown(askers()[q.name])}: {fault}")
