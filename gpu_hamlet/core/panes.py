@@ -17,12 +17,18 @@ def panes(pid: np.ndarray, time: np.ndarray, width: int | float) -> tuple[np.nda
     sorted by partition and time: floor(time / width), in the time column's own arithmetic.
     The runs are found in one compiled pass: a call segments every query's rows, and NumPy's
     four steps for them cost a small call more than its rows (bench_small.py)."""
-    if time.dtype.kind == "f":  # (beyond 2^62 panes only events the query cannot match lie,
-        # evaluate.py `_check_float_panes`: held there, apart from its own, not cast past int64)
-        seg = np.clip(np.floor(time / width), -(2.0**62), 2.0**62).astype(np.int64)
+    if time.dtype.kind == "f":
+        seg = float_panes(time, width)
     else:
         seg = time // np.int64(width)  # (NumPy divides by one divisor without a division)
     return seg, _run_starts(pid, seg)
+
+
+def float_panes(time: np.ndarray, width: float) -> np.ndarray:
+    """The pane of every float time, floor(time / width), as int64. Beyond 2^62 panes lie only
+    events the query cannot match (evaluate.py `_check_float_panes`): they are held there,
+    apart from its own, not cast past int64."""
+    return np.clip(np.floor(time / width), -(2.0**62), 2.0**62).astype(np.int64)
 
 
 @njit(cache=True, nogil=True)

@@ -101,7 +101,7 @@ class Attributes:
         the pass reads them: exact mode's one to three passes, bigint's first); later passes
         are made when asked. Kept per pass, a call of many passes held events x primes of them
         (3 GB for the SUM over a burst of 10^5 events in bigint mode, a helper's hunt)."""
-        if (chunk + 1) * LANES[ring] > KEPT_LANES:
+        if not _kept(ring, chunk):
             return self._lanes_of(self._integers(attr), ring, chunk)
         key = (attr, ring, chunk)
         if key not in self._lanes:
@@ -114,7 +114,7 @@ class Attributes:
         """`lane_residues` for event rows `rows`, and each row's place among them: the kept
         lanes and the rows themselves, or beyond KEPT_LANES the rows' own lanes alone (what a
         query's kernel pass costs over them)."""
-        if (chunk + 1) * LANES[ring] <= KEPT_LANES:
+        if _kept(ring, chunk):
             return self.lane_residues(attr, ring, chunk), rows
         values = self._integers(attr)
         values = [v[rows] for v in values] if isinstance(values, list) else values[rows]
@@ -313,6 +313,11 @@ def _decimal_limbs(arr: pa.Array) -> list[np.ndarray]:
             limb[null] = 0
     limbs[-1] = limbs[-1].view(np.int64)
     return limbs
+
+
+def _kept(ring: str, chunk: int) -> bool:
+    """Whether a column keeps pass `chunk` of lane ring `ring` for the call (KEPT_LANES)."""
+    return (chunk + 1) * LANES[ring] <= KEPT_LANES
 
 
 def _values_mod(values: np.ndarray | list[np.ndarray], p: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from gpu_hamlet.core.panes import float_panes
 from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next
@@ -447,7 +448,7 @@ def _check_float_panes(
     ends = np.asarray([ev.time.min(), ev.time.max()])
     for q in wl:
         w = plans[q.name].windowing
-        seg = float(w.seg)
+        seg, wins = float(w.seg), (w.within, w.slide)
         t: np.ndarray | None = None
         if span / seg >= FLOAT_PANES:
             t = ev.time[matcher.positions(q, plans[q.name].template) >= 0]
@@ -466,10 +467,10 @@ def _check_float_panes(
             if mine:
                 t = ev.time[matcher.positions(q, plans[q.name].template) >= 0] if t is None else t
                 times = np.asarray([t.min(), t.max()]) if t.size else t
-            pane = np.floor(times / seg).astype(np.int64)  # (as `panes` numbers them)
-            fault = ev.axis.float_overflow(
-                times, (pane - w.n) // w.a + 1, pane // w.a, q.within_ms, q.slide_ms
-            )
+            pane = float_panes(times, seg)
+            start = ev.axis.bounds((pane - w.n) // w.a + 1, q.within_ms, q.slide_ms, *wins)[0]
+            end = ev.axis.bounds(pane // w.a, q.within_ms, q.slide_ms, *wins)[1]
+            fault = ev.axis.float_overflow(times, start, end)
             if fault is None:
                 break
             if mine:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from math import gcd
 from typing import Any
 
@@ -806,6 +806,11 @@ class RunStats:
     #: current GPU) or "gpu:N" (the GPU a Spark task was given).
     devices: dict[str, int] = field(default_factory=dict)
 
+    def clear(self) -> None:
+        """Empty it, as a new one (`start_stats`)."""
+        for f in fields(self):
+            getattr(self, f.name).clear()
+
     def ran_on(self, backend: Backend) -> None:
         """Count one engine run on `backend`."""
         where = backend.name if backend.device is None else f"{backend.name}:{backend.device}"
@@ -876,6 +881,4 @@ def start_stats(stats: object) -> None:
     if stats is not None and not isinstance(stats, RunStats):
         raise TypeError(f"stats must be a gpu_hamlet.RunStats, not {type(stats).__name__}")
     if stats is not None:
-        stats.sets.clear()
-        stats.snapshots.clear()
-        stats.devices.clear()
+        stats.clear()

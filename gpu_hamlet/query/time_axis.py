@@ -131,19 +131,11 @@ class TimeAxis:
             end = np.where(np.abs(end_ms) < 2.0**53, end_ms / 1000.0, far + within)
         return start, end
 
-    def float_overflow(
-        self, t: np.ndarray, k_first: np.ndarray, k_last: np.ndarray, within_ms: int, slide_ms: int
-    ) -> str | None:
-        """What is wrong when a float window holding a time of `t` (windows `k_first` to
-        `k_last` hold each) has a bound the time column's type rounds to infinity, else None
-        (the integer axes' `window_overflow`)."""
-        within, slide = float(Fraction(within_ms, 1000)), float(Fraction(slide_ms, 1000))
-        start = column_ticks(
-            self.to_arrow(self.bounds(k_first, within_ms, slide_ms, within, slide)[0])
-        )
-        end = column_ticks(
-            self.to_arrow(self.bounds(k_last, within_ms, slide_ms, within, slide)[1])
-        )
+    def float_overflow(self, t: np.ndarray, start: np.ndarray, end: np.ndarray) -> str | None:
+        """What is wrong when a float window holding a time of `t` (from `start` of the first
+        window holding each to `end` of the last, in ticks: `bounds`) has a bound the time
+        column's type rounds to infinity, else None (the integer axes' `window_overflow`)."""
+        start, end = column_ticks(self.to_arrow(start)), column_ticks(self.to_arrow(end))
         bad = np.flatnonzero(~(np.isfinite(start) & np.isfinite(end)))
         if not bad.size:
             return None
