@@ -348,6 +348,20 @@ def test_nan_in_a_summed_attribute_is_named_without_bigint_advice(numeric):
     assert got["min_B_x"] == 1.5 and np.isnan(got["max_B_x"])
 
 
+def test_nan_counted_in_one_part_says_so():
+    """A stream chunk (or a Spark task) counts the NaN values of its own events only: the
+    message says the whole may hold more, where it gave that part's count as the data's."""
+    table = _abc([float("nan"), 1.0, float("nan"), float("inf")], pa.float64())
+    text = "RETURN SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    with pytest.raises(EventDataError, match=r"on 3 matched B event\(s\); SUM and AVG"):
+        gpu_hamlet.aggregate(table, text, backend="cpu")
+    with pytest.raises(
+        EventDataError,
+        match=r"on 1 matched B event\(s\) of one part of the events \(the whole may hold more\)",
+    ):
+        gpu_hamlet.aggregate_stream([table.slice(0, 2), table.slice(2)], text, rows_per_chunk=2)
+
+
 @pytest.mark.parametrize("sharing", ["none", "static"])
 def test_min_max_order_nan_above_every_number_in_any_event_order(sharing):
     """Over every order of NaN, 1.0, -0.0 and 2.5, MIN and MAX equal the oracle's (which orders

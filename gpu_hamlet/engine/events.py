@@ -39,6 +39,7 @@ class EventFrame:
     type_codes: np.ndarray  # int32 index into type_names
     type_names: list[str]
     type_counts: np.ndarray | None = None  # events per type code, where they were counted
+    part: bool = False  # one part of a larger dataset (a Spark task's, a stream chunk's)
 
     @property
     def n(self) -> int:
@@ -225,7 +226,7 @@ def prepare_events(
             raise EventDataError(f"time column '{time_col}' has NaN or infinite values")
     else:
         tnp = (time if time.type == pa.int64() else time.cast(pa.int64())).to_numpy()
-    return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count)
+    return EventFrame(sub, np.ascontiguousarray(tnp), axis, codes, names, count, part)
 
 
 def first_null(col: pa.ChunkedArray) -> int:

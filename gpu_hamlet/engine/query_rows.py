@@ -401,10 +401,12 @@ class QueryRows:
             pos = matcher.positions(q, self.tpl) if pos is None else pos
             of_type = np.flatnonzero(pos == self.tpl.labels[agg.type])
             n = pc.sum(bad.take(pa.array(of_type))).as_py() or 0
-            if n:
+            if n:  # (a part counts its own: a Spark task's, a stream chunk's)
+                part = self.ev.part
+                where = " of one part of the events (the whole may hold more)" if part else ""
                 raise EventDataError(
                     f"query {shown(q.name)}: {agg} reads column '{agg.attr}', which holds "
-                    f"{what} on {n} matched {agg.type} event(s); {advice}"
+                    f"{what} on {n} matched {agg.type} event(s){where}; {advice}"
                 )
 
     def _weights(self, ring: str, channels: tuple[Channel, ...], p: int = 0):
