@@ -452,6 +452,29 @@ def test_device_weights_equal_the_host_weights(data, ring):
     same(device_weights(parts).copy_to_host(), host, f"{ring} weights")
 
 
+def test_device_weights_cache_no_later_lane_pass():
+    """A lane ring's passes past those the host keeps (KEPT_LANES) go to the device for the
+    launch's rows alone and stay out of the call's device columns, and weigh as on the host:
+    each pass of a bigint call of many passes held its lanes of every event there."""
+    n = 40
+    table = pa.table(
+        {
+            "type": pa.array(["A", "B"] * (n // 2)),
+            "time": pa.array(np.arange(n)),
+            "y": pa.array(np.arange(n) * 7 - 100, pa.int64()),
+        }
+    )
+    wl = parse_workload("q: RETURN SUM(B.y) PATTERN SEQ(A, B+) WITHIN 1 h")
+    attrs = Attributes(prepare_events(table, wl, "time", "type", True))
+    chs = (Channel("count"), Channel("sum", "B", "y"))
+    rows = np.array([1, 3, 5, 31], np.int64)
+    labels = np.array([1, 1, 0, 1], np.int64)
+    for p in (0, 1, 2):
+        w = attrs.weights("modps", chs, rows, labels, {"A": 0, "B": 1}, p)
+        same(device_weights([(w, 1, 4)]).copy_to_host(), w.host()[:, 1:4], f"pass {p}")
+    assert [key[2] for key in attrs.device] == [0], "only the kept pass is a device column"
+
+
 def test_engine_builds_weights_on_the_device_in_one_launch_per_column(monkeypatch):
     """The engine hands the GPU backend described weights: several queries' calls are built in
     one device_weights call (not one per query), in chunks of one run too, and every result

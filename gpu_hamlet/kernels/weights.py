@@ -20,7 +20,7 @@ import pyarrow as pa
 from numba import cuda, types
 from numba.extending import overload
 
-from gpu_hamlet.core.rings import NO_RANK, is_residue, layout
+from gpu_hamlet.core.rings import LANES, NO_RANK, is_residue, layout
 from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.kernels.device_data import arrow_to_device, cudf_available
 from gpu_hamlet.kernels.launch import grid, to_device
@@ -45,7 +45,9 @@ def device_column(src: Source):
     """The source's values over all event rows on the device, cached on its Attributes for the
     rest of the call. Read in place from cuDF when the column already has the form (float64
     values, or int64 and timestamp order keys) and no nulls; otherwise converted on the host
-    and copied once."""
+    and copied once. A lane ring's passes past those the host keeps (`Attributes.lanes_at`)
+    are not asked for here: `device_weights` uploads the launch's rows' lanes alone, or a
+    bigint call of many passes would hold events x primes of them on the device."""
     cache = src.attrs.device
     if src.key not in cache:
         col = src.attrs.table.column(src.attr)
@@ -100,7 +102,14 @@ def device_weights(parts: list[tuple[EventWeights, int, int]]):
     kernel = weights_kernel(ring)
     blocks = grid(n * nch)
     kernel[blocks](cuda.device_array(1, np.float64 if ring == "xfloat" else np.int64), -1, *args)
+    rows = None  # the launch's event rows on the host, for the sources that read only them
     for num, source in sources.values():
+        if source.form in LANES and not source.valid:
+            rows = np.concatenate([w.rows[a:b] for w, a, b in parts]) if rows is None else rows
+            values, at = source.at(rows)
+            if at is not rows:  # a later pass: the rows' own lanes, for this launch only
+                kernel[blocks](to_device(values), num, args[0], to_device(at), *args[2:])
+                continue
         kernel[blocks](device_column(source), num, *args)
     return W
 
