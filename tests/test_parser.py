@@ -942,7 +942,7 @@ def test_next_of_puts_equalities_first() -> None:
         (
             "RETURN COUNT(*) PATTERN SEQ(A, B) WHERE B.x < NEXT(A).x WITHIN 1 h",
             41,
-            ("B.x < NEXT(A).x", "never comes right after a B event"),
+            ("B.x < NEXT(A).x", "no event of type A comes right after one of type B"),
         ),
         (
             "RETURN COUNT(*) PATTERN SEQ(A, NOT N, B) WHERE N.x < NEXT(B).x WITHIN 1 h",
@@ -975,14 +975,14 @@ def test_next_condition_errors_quote_the_types() -> None:
     message = str(
         error("RETURN COUNT(*) PATTERN SEQ(`a b`, B) WHERE B.x = NEXT(`a b`).x WITHIN 1 h")
     )
-    assert "a `a b` event never comes right after a B event" in message
+    assert "no event of type `a b` comes right after one of type B" in message
     message = str(
         error(
             "RETURN COUNT(*) PATTERN SEQ(`a b`, B) WHERE `a b`.x < NEXT(B).x "
             "AND `a b`.y > NEXT(B).y WITHIN 1 h"
         )
     )
-    assert "both compare a `a b` event with the B event after it" in message
+    assert "both compare an event of type `a b` with the B event after it" in message
 
 
 def test_next_is_reserved() -> None:

@@ -228,6 +228,24 @@ def test_conjunction_counts_pairs_of_distinct_trends(pattern, events, pairs):
         assert count(pattern, evs, numeric=numeric) == pairs, numeric
 
 
+def test_conjunction_fills_every_count_column():
+    """An AND may return COUNT(*) under several names: every column holds the pairs (only the
+    first was filled, and building the table raised a bare ArrowInvalid)."""
+    table = pa.table({"time": [1, 2, 3, 7], "type": ["A", "B", "B", "B"], "g": [1, 1, 2, 1]})
+    rows = table.to_pylist()
+    for text in (
+        "RETURN COUNT(*) AS n1, COUNT(*) AS n2 PATTERN SEQ(A, B) AND SEQ(A, B) WITHIN 5 s",
+        "RETURN g, COUNT(*), COUNT(*) AS n PATTERN A AND B+ GROUPBY g WITHIN 4 s SLIDE 2 s",
+    ):
+        want = oracle(rows, parse_workload(text))["q1"]
+        assert want, text
+        for numeric in NUMERIC_MODES:
+            got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric=numeric)["q1"]
+            assert [[float(v) for v in r.values()] for r in got.to_pylist()] == [
+                [float(v) for v in r.values()] for r in want
+            ], (text, numeric)
+
+
 def test_conjunction_partition_attributes_named_like_its_count_column():
     """An AND runs as counts grouped by its whole partition: an equivalence or GROUPBY column
     named `count` was the counts' own column (a KeyError), one named `window_end` a window

@@ -138,8 +138,9 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         totals[group] = None if before is None or pairs is None else before + pairs
         picked[group] = (key, ends[key])
     rows = {g: v for g, v in totals.items() if v is None or v > 0}
-    name = q.aggregates[0].name  # COUNT(*), the only aggregate of an AND
-    typ = schema.field(name).type
+    # COUNT(*), the only aggregate of an AND: each of its columns (aliases) holds the count.
+    counted = [agg.name for agg in q.aggregates]
+    typ = schema.field(counted[0]).type
     out: dict[str, list] = {name: [] for name in schema.names}
     for group, total in rows.items():
         key, (end, end_ticks) = picked[group]
@@ -158,7 +159,8 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
             out[g].append(v)
         out["window_start"].append(key[-1])
         out["window_end"].append(end)
-        out[name].append(_typed(total, typ))
+        for name in counted:
+            out[name].append(_typed(total, typ))
     table = pa.table({n: key_array(out[n], schema.field(n).type) for n in schema.names})
     assert table.schema.equals(schema), f"query {q.name}: {table.schema} is not {schema}"
     return in_result_order(table, q.groupby)

@@ -711,14 +711,16 @@ class QueryRows:
                 continue
             if name in first._fill:  # arrays of one value (`_keep`)
                 setattr(out, name, np.full(n, first._fill[name], getattr(first, name).dtype))
-            elif name == "pid":
-                out.pid = np.concatenate([m.pid + j * parts for j, m in enumerate(members)])
+            elif name == "pid":  # (whole arrays: a NumPy call per query cost 1-2% of a call)
+                sizes = [m.pid.shape[0] for m in members]
+                pid = np.concatenate([m.pid for m in members])
+                pid += np.repeat(np.arange(len(members)) * parts, sizes).astype(pid.dtype)
+                out.pid = pid
             else:
                 setattr(out, name, np.concatenate([getattr(m, name) for m in members]))
         out.label = out.pos
-        out.gid_of_pid = np.concatenate(
-            [first.gid_of_pid + j * groups for j in range(len(members))]
-        )
+        gid = first.gid_of_pid
+        out.gid_of_pid = (gid + groups * np.arange(len(members), dtype=gid.dtype)[:, None]).ravel()
         return out
 
     def order_keys(self, attr: str):

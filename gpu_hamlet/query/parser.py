@@ -720,17 +720,17 @@ class _Parser:
                     )
             if not can_follow(query.pattern, cond.type, cond.next_type):
                 raise self._error(
-                    f"{cond}: in the pattern {shown} a {quoted(cond.next_type)} event never comes "
-                    f"right after a {quoted(cond.type)} event in a trend",
+                    f"{cond}: in a trend of the pattern {shown}, no event of type "
+                    f"{quoted(cond.next_type)} comes right after one of type {quoted(cond.type)}",
                     tok,
                 )
             if cond.op != "=":
                 other = ordering.setdefault((cond.type, cond.next_type), cond)
                 if other != cond:
                     raise self._error(
-                        f"{cond} and {other} both compare a {quoted(cond.type)} event with the "
-                        f"{quoted(cond.next_type)} event after it by order: at most one condition "
-                        "with <, <=, >, >= or != per pair of types (any number with =)",
+                        f"{cond} and {other} both compare an event of type {quoted(cond.type)} "
+                        f"with the {quoted(cond.next_type)} event after it by order: at most one "
+                        "condition with <, <=, >, >= or != per pair of types (any number with =)",
                         tok,
                     )
 
