@@ -20,6 +20,7 @@ import operator
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -326,9 +327,11 @@ def _fits(c: str) -> dict[str, Any]:
         "bigint": long.isNotNull(),
         # integers beyond int64, exactly (as a double they kept their first 16 digits only)
         "decimal(38,0)": long.isNotNull() | (integer & dec.isNotNull()),
-        # an integer only if a double holds it exactly (beyond 2**53 most are rounded)
+        # finite (1e400 cast to Infinity), and an integer only if a double holds it exactly
+        # (beyond 2**53 most are rounded)
         "double": dbl.isNotNull()
         & col.rlike(DECIMAL)
+        & (F.abs(dbl) <= F.lit(sys.float_info.max))
         & (
             long.between(-DOUBLE_EXACT, DOUBLE_EXACT)
             | ~integer
@@ -388,6 +391,13 @@ def _typed(df: Any, path: str, names: list[str], text: set[str], numeric: set[st
                     "integers of at most 38 digits (read as decimal(38, 0)), and as a double "
                     "%r would lose digits; to compute with it, write the column as decimals "
                     "to Parquet",
+                    path, c, bad[0],
+                )  # fmt: skip
+            elif re.fullmatch(DECIMAL, bad[0]):  # (a number beyond the doubles)
+                log.warning(
+                    "%s: column '%s' is read as text: its values are numbers, but %r is "
+                    "beyond the range of a double (about 1.8e308), which would make it "
+                    "infinite; to compute with it, write it within that range",
                     path, c, bad[0],
                 )  # fmt: skip
             else:

@@ -987,6 +987,19 @@ def test_csv_integers_beyond_int64_are_exact_decimals(spark, tmp_path, caplog):
     ]
 
 
+def test_csv_numbers_beyond_the_doubles_keep_their_column_text(spark, tmp_path, caplog):
+    """A number a double cannot hold (1e400, -2e308) keeps its column text, with a warning
+    naming it: Spark's cast made it an infinity, which MIN and MAX then returned. Numbers
+    within the range stay doubles, in any notation."""
+    path = tmp_path / "events.csv"
+    path.write_text("time,type,x,y\n1,A,1e400,6.02e23\n2,B,2.5,-1.5E-3\n3,A,-2e308,1e308\n")
+    with caplog.at_level(logging.WARNING, logger="gpu_hamlet"):
+        df = read_events(spark, str(path), "csv")
+    assert dict(df.dtypes) == {"time": "bigint", "type": "string", "x": "string", "y": "double"}
+    assert "column 'x' is read as text" in caplog.text and "'1e400' is beyond" in caplog.text
+    assert [r["y"] for r in df.select("y").collect()] == [6.02e23, -1.5e-3, 1e308]
+
+
 def test_timestamps_without_zone_are_written_to_the_microsecond(spark, tmp_path):
     """MIN/MAX of a timestamp-without-zone attribute, and the windows of such times, are
     written to the microsecond in CSV and JSON (Spark's timestampNTZFormat: milliseconds)."""
