@@ -28,9 +28,10 @@ def attr_kind(arrow_type: pa.DataType) -> str:
 
 
 def values_type(t: pa.DataType) -> pa.DataType:
-    """The type of a column's values: a dictionary's or a run-end encoding's value type, any
-    other type itself."""
-    return unencoded(t.value_type) if pa.types.is_dictionary(t) else unencoded(t)
+    """The type of a column's values: a dictionary's or a run-end encoding's value type (a
+    run-end encoding of a dictionary: the dictionary's), any other type itself."""
+    t = unencoded(t)
+    return unencoded(t.value_type) if pa.types.is_dictionary(t) else t
 
 
 def unencoded(t: pa.DataType) -> pa.DataType:
@@ -133,7 +134,10 @@ def as_stored(col: pa.ChunkedArray) -> pa.ChunkedArray:
     if t == col.type:
         return col
     if pa.types.is_run_end_encoded(col.type):
-        return as_stored(pc.run_end_decode(col))
+        vt = col.type.value_type
+        if not (pa.types.is_dictionary(vt) or vt in (pa.string_view(), pa.binary_view())):
+            return as_stored(pc.run_end_decode(col))
+        return pa.chunked_array([_run_end_decoded(c) for c in col.chunks], t)
     if pa.types.is_dictionary(t):
         chunks = [
             pa.DictionaryArray.from_arrays(c.indices, c.dictionary.cast(t.value_type))
@@ -141,6 +145,14 @@ def as_stored(col: pa.ChunkedArray) -> pa.ChunkedArray:
         ]
         return pa.chunked_array(chunks, t)
     return col.cast(t)
+
+
+def _run_end_decoded(c: pa.RunEndEncodedArray) -> pa.Array:
+    """A run-end encoded chunk's values per row, as their `stored` type: Arrow decodes no
+    run-end encoding of dictionaries or string_view values, so each row takes its run's value."""
+    ends = c.run_ends.to_numpy(zero_copy_only=False)
+    runs = np.searchsorted(ends, np.arange(c.offset, c.offset + len(c)), side="right")
+    return as_stored(pa.chunked_array([c.values])).combine_chunks().take(pa.array(runs))
 
 
 def empty_array(t: pa.DataType) -> pa.Array:
