@@ -593,3 +593,7 @@ def test_a_part_whose_not_nullable_column_holds_a_null_is_refused():
     )
     with pytest.raises(EventDataError, match=r"^column 'x' is declared not nullable, .* row 1$"):
         gpu_hamlet.aggregate(events, text, backend="cpu", part=True)
+    # A stream answers as `aggregate` does over its whole (its chunks are parts: it refused).
+    for rows in (2, 10):
+        got = gpu_hamlet.aggregate_stream([events], text, backend="cpu", rows_per_chunk=rows)
+        assert got["q"].column("avg_B_x")[0].as_py() == 3.0

@@ -193,8 +193,15 @@ class Stream:
         self.horizon = _horizon(self.wl, self.axis)
         self.columns = list(dict.fromkeys([self.options.time_col, self.options.type_col]))
         self.columns += [c for c in used_columns(self.wl) if c not in self.columns]
+        # Nullable whatever the schema declares: Arrow holds a null in a column declared not
+        # nullable, which `aggregate` reads as a null, and every chunk must plan for one (a
+        # chunk's plan trusts its schema, `prepare_events`: the stream refused what `aggregate`
+        # answered).
         self.read_schema = pa.schema(
-            [schema.field(c).with_type(stored(schema.field(c).type)) for c in self.columns]
+            [
+                schema.field(c).with_type(stored(schema.field(c).type)).with_nullable(True)
+                for c in self.columns
+            ]
         )
         self.used_types = pa.array(sorted({t for q in self.wl for t in q.event_types}), pa.string())
 
