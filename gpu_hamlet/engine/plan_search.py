@@ -207,17 +207,15 @@ class SharingPlan:
     exact: bool
     candidates: int
     source: str
+    #: why a gloria or noprune plan is not proven the cheapest ('' where it is)
+    unproven: str = ""
 
     def describe(self) -> str:
         t = self.template
         lines = [
             f"GLORIA plan ({self.search} search over {self.candidates} candidate plans, "
             f"statistics: {self.source}"
-            + (
-                ""
-                if self.exact or self.search == "greedy"
-                else "; queries split and meet again: not proven optimal"
-            )
+            + ("" if self.exact or self.search == "greedy" else f"; {self.unproven}")
             + f"): estimated {self.cost * 1e3:.3g} ms against {self.nonshared * 1e3:.3g} ms "
             "unshared"
         ]
@@ -297,6 +295,7 @@ class _Pools:
         self._offered = space.offered
         self._reused = space.reused
         self._derived: dict = {}
+        self._cut_combos = False  # (set by `generate`, kept with the candidates)
 
     def cost(self, pool: Pool, node: Node) -> float:
         key = (pool.key, node)
@@ -429,13 +428,19 @@ class _Pools:
         with self.space.lock:
             if key not in kept:
                 cands: dict[str, list[Node]] = {}
+                self._cut_combos = False
                 for pool in self.t.pools:
                     cands[pool.key] = self.generate(pool, cands)
                 if len(kept) >= SearchSpace.KEPT:
                     del kept[next(iter(kept))]
-                kept[key] = (cands, {})
+                kept[key] = (cands, {"cut combos": self._cut_combos})
             cands, self._derived = kept[key]
         return cands
+
+    def combos_cut(self) -> bool:
+        """Whether `candidates` took some pool's alike combinations only (`_alike_combos`): the
+        cheapest of the candidates may then cost more than a plan they left out."""
+        return bool(self._derived.get("cut combos"))
 
     def signatures(self, key: str, other: str, nodes: list[Node]) -> tuple[list[int], list[int]]:
         """Per candidate of pool `key` (`nodes`, from `candidates`), the index of what the
@@ -514,6 +519,7 @@ class _Pools:
             combos: Iterable[tuple[Node, ...]] = itertools.product(*part_options)
         else:
             combos = self._alike_combos(part_options)
+            self._cut_combos = True
         nodes = {frozenset().union(*combo) for combo in combos}
         nodes.add(merged)  # merging
         return list(nodes)
@@ -593,13 +599,20 @@ def find_plan(
         return SharingPlan(search, template, nodes, total, nonshared, False, weighed, stats.source)
     cands = pools.candidates()
     nodes, exact, count = _min_sum(pools, cands, prune=search == "gloria")
+    unproven = "" if exact else "queries split and meet again: not proven optimal"
     if not exact:  # ties closed a cycle: improve the repaired plan, and Greedy's, pool by pool
         nodes = min(
             (_improve(pools, cands, nodes), _improve(pools, cands, _greedy(pools))),
             key=lambda n: plan_cost(pools, n),
         )
+    elif pools.combos_cut():  # the cheapest candidates, which may have left Greedy's plan out
+        exact = False
+        unproven = f"a pool's candidates cut to alike ones (over {PART_COMBOS}): not proven optimal"
+        nodes = min((nodes, _greedy(pools)), key=lambda n: plan_cost(pools, n))
     total = plan_cost(pools, nodes)
-    return SharingPlan(search, template, nodes, total, nonshared, exact, count, stats.source)
+    return SharingPlan(
+        search, template, nodes, total, nonshared, exact, count, stats.source, unproven
+    )
 
 
 def plan_workload(
