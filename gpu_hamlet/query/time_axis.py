@@ -143,7 +143,7 @@ class TimeAxis:
         return (
             f"a window holding the event at {float(t[i])!r} has the bounds "
             f"[{float(start[i])!r}, {float(end[i])!r}) in the time column's type "
-            f"{self.arrow_type}: beyond its largest value"
+            f"{self.arrow_type}: beyond the range of its values"
         )
 
     def _show(self, ticks: int) -> str:
