@@ -640,6 +640,9 @@ def test_pane_runs_count_the_samples_runs_of_one_pane():
     runs = PaneRuns(np.asarray([0, 1, 2, 10, 11, 25]), lambda n: cast(Windowing, panes[n]))
     assert runs(("ten",), 6) == 3 and runs(("ten",), 3) == 1 and runs(("ten",), 0) == 0
     assert runs(("ten", "four"), 6) == 4  # panes of 2: 0, 0, 1, 5, 5, 12
+    # Float times in the engine's panes, floor(t / width): 1.0 // 0.1 is 9, floor(1.0 / 0.1) 10
+    floats = PaneRuns(np.asarray([0.95, 1.0]), lambda n: cast(Windowing, SimpleNamespace(seg=0.1)))
+    assert floats(("x",), 2) == 2
 
 
 def test_dynamic_leaves_a_set_whose_queries_prune_most_bursts():

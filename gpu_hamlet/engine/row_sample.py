@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpu_hamlet.core.panes import float_panes
 from gpu_hamlet.engine.burst_slots import run_lengths
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.partitions import SortedKeys, window_run_ids
@@ -273,7 +274,8 @@ class PaneRuns:
             ints = [s for s in segs if isinstance(s, int)]
             self._panes[named] = math.gcd(*ints) if len(ints) == len(segs) else min(segs)
         key = (self._panes[named], n)
-        if key not in self._runs:
-            ids = np.floor_divide(self.time[:n], key[0])
+        if key not in self._runs:  # (the engine's panes: floor(t / width) for float times)
+            t = self.time[:n]
+            ids = float_panes(t, key[0]) if t.dtype.kind == "f" else t // np.int64(key[0])
             self._runs[key] = int(np.count_nonzero(ids[1:] != ids[:-1])) + int(n > 0)
         return self._runs[key]
