@@ -43,8 +43,8 @@ class NumericOverflowError(GpuHamletError, ArithmeticError):
     """An exact result that does not fit decimal(38) (or a float result beyond float64).
 
     `window_end` is the end of the window at fault, in ticks of the time column (None where not
-    known): `aggregate_stream` raises at once where that window is final, and answers a chunk
-    again with more events only where it is not."""
+    known). A stream's chunk and a cut group's slice check only the windows they answer whole
+    (`evaluate`'s `asked`), so a window's part never raises what the whole would not."""
 
     def __init__(self, message: str, *, window_end: int | float | None = None) -> None:
         super().__init__(message)

@@ -221,35 +221,37 @@ def test_an_overflow_in_a_final_window_raises_at_its_chunk():
     assert len(taken) <= 2  # raised where the window [0, 1000) was final, not at the end
 
 
-def test_an_overflow_in_a_cut_window_waits_for_the_next_chunk():
+def test_a_window_the_cut_splits_is_not_checked_and_the_stream_still_cuts():
     """A window the cut splits holds only part of its events in a chunk, where a SUM over values
-    of both signs may overflow and not whole: such a chunk is answered with the next one. (The
-    overflow is simulated: the first chunk's evaluation raises.)"""
-    from unittest import mock
+    of both signs may overflow and not whole: such windows are left to the next chunk unchecked,
+    and the chunk is cut as any other. The chunk was answered again with the next one instead,
+    so where every chunk's last window overflowed in part the stream never cut: its buffer
+    grew with the stream and each chunk read all of it (a helper's review)."""
+    from gpu_hamlet.engine.options import Options
+    from gpu_hamlet.engine.streaming import Stream
 
-    from gpu_hamlet.engine import streaming
-    from gpu_hamlet.errors import NumericOverflowError
+    n = 130  # window k: A and 130 B of x = 1 (2^130 trends each), near its end a B of x = -130
 
-    text = "q: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+) WITHIN 4 s SLIDE 2 s"
-    kinds = "ABBAB" * 12
-    table = pa.table(
-        {"time": list(range(len(kinds))), "type": list(kinds), "x": list(range(len(kinds)))}
-    )
-    calls = []
+    def window(k: int, part: str) -> pa.Table:
+        t = [1000 * k + i for i in range(n + 1)] if part == "head" else [1000 * k + 900]
+        kinds, x = (["A"] + ["B"] * n, [0] + [1] * n) if part == "head" else (["B"], [-n])
+        return pa.table({"time": pa.array(t, pa.int64()), "type": kinds, "x": x})
 
-    def evaluate(*args, **kwargs):
-        calls.append(args[0].num_rows)
-        if len(calls) == 1:
-            raise NumericOverflowError("simulated")
-        return real(*args, **kwargs)
-
-    real = streaming.evaluate
-    with mock.patch.object(streaming, "evaluate", evaluate):
-        batches = table.to_batches(max_chunksize=5)
-        got = gpu_hamlet.aggregate_stream(batches, text, rows_per_chunk=20)
-    assert calls[0] == 20 and calls[1] == 40  # the first chunk's rows came again with the next
-    want = gpu_hamlet.aggregate(table, text)
-    assert repr(got["q"].to_pylist()) == repr(want["q"].to_pylist())
+    tables = [window(0, "head")]
+    for k in range(1, 12):  # each batch: the tail of window k - 1, the head of window k
+        tables.append(pa.concat_tables([window(k - 1, "tail"), window(k, "head")]))
+    tables.append(window(11, "tail"))
+    text = "q: RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1000 s"
+    whole = gpu_hamlet.aggregate(pa.concat_tables(tables), text, backend="cpu")["q"]
+    assert whole.num_rows == 12 and set(whole.column("sum_B_x").to_pylist()) == {0}
+    wl = gpu_hamlet.parse_workload(text)
+    stream = Stream(wl, Options("cpu", "dynamic", "exact", "error", "time", "type"), 100, None)
+    held = []
+    for table in tables:
+        stream.add(table)
+        held.append(sum(t.num_rows for t in stream.buffer))
+    assert max(held) < 3 * (n + 2), held  # one chunk and one window, not the whole stream
+    assert stream.finish(None)["q"].equals(whole)
 
 
 def _same_as_whole(table: pa.Table, text: str, batch: int, chunk: int, **options) -> None:

@@ -157,6 +157,32 @@ def test_cut_bigint_counts_of_hundreds_of_digits():
     assert int(row["sum_B_x"]) == 2 ** (n - 1) * sum(i % 5 - 2 for i in range(n))
 
 
+def test_a_window_the_cut_splits_is_checked_whole_only():
+    """A slice holds some of a crossing window's events, over which a SUM of both signs may
+    overflow decimal(38) where the whole does not: 130 B of x = 1 in one slice, a B of x = -130
+    in the next sum to 0 over 2^130 trends. The slice raised a NumericOverflowError, and a Spark
+    job cutting the group failed (a helper's review); so may the summaries, which hold only the
+    events near the bounds, over an inside window."""
+    n = 130
+    events = pa.table(
+        {
+            "time": pa.array([*range(n + 2), 500], pa.int64()),
+            "type": ["A"] + ["B"] * n + ["C", "B"],
+            "x": pa.array([0] + [1] * n + [0, -n], pa.int64()),
+        }
+    )
+    text = "q: RETURN SUM(B.x) PATTERN SEQ(A, B+) WITHIN 1000 s"
+    want = gpu_hamlet.aggregate(events, text, backend="cpu")
+    assert want["q"].column("sum_B_x").to_pylist() == [0]
+    for cut in (Cut(0, 300, 1), Cut(0, 66, 7)):
+        _assert_same(split_and_compose(events, text, cut), want)
+    late = events.set_column(0, "time", pa.array([*range(n + 2), 1500], pa.int64()))
+    want = gpu_hamlet.aggregate(late, text, backend="cpu", on_overflow="null")
+    assert want["q"].column("sum_B_x").to_pylist() == [None]  # (the whole window overflows)
+    with pytest.raises(gpu_hamlet.NumericOverflowError, match="in window \\[0, 1000\\)"):
+        split_and_compose(late, text, Cut(0, 700, 2))
+
+
 def test_float32_windows_ending_on_a_slice_bound_are_composed():
     """A float32 result column rounds a window's start (8.4 as 8.3999996) by more than the
     crossing test's slack: the window [8.4, 8.7), whose B at float32(8.7) lies in the next slice,

@@ -54,7 +54,7 @@ from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.parser import as_workload
 from gpu_hamlet.query.pattern import And
-from gpu_hamlet.query.plan import QueryPlan, Windowing, plan_query
+from gpu_hamlet.query.plan import Asked, QueryPlan, Windowing, plan_query
 from gpu_hamlet.query.schema import result_schema
 from gpu_hamlet.query.time_axis import TimeAxis
 from gpu_hamlet.query.workload import Query, Workload
@@ -104,13 +104,14 @@ def evaluate(
     stats: RunStats | None = None,
     part: bool = False,
     seen_types: set[str] | None = None,
-    answered: int | float | None = None,
+    asked: Asked | None = None,
 ) -> dict[str, pa.Table]:
     """`aggregate` with its options checked already: what the Spark tasks, pane summaries and
     the command line call. `seen_types` receives the event types present (a stream, of parts,
-    warns of absent ones at its end). `answered`: windows ending at or before it (in ticks)
-    are left out of the tables, unchecked: a stream answered them with an earlier chunk, and
-    this call holds only the last of their events (gpu_hamlet/engine/streaming.py)."""
+    warns of absent ones at its end). `asked`: which windows the caller asks for (`Asked`); the
+    others are left out of the tables, unchecked: a stream's chunk and a cut group's slice hold
+    only some of the events of some windows (gpu_hamlet/engine/streaming.py, summaries.py),
+    where a sum of values of both signs may overflow that does not over all of them."""
     start_stats(stats)
     keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
@@ -183,7 +184,7 @@ def evaluate(
             ctx.options[q.name],
             be,
             record_snapshots=stats is not None,
-            answered=answered,
+            asked=asked,
         )
 
     out, snapshots = {}, {}
@@ -233,8 +234,8 @@ def evaluate(
         out[name] = out[run].select(plans[name].result_schema.names)
         snapshots[name] = snapshots[run]
     if stats is not None:  # (the queries asked for: not the runs of an AND or of alike ones)
-        asked = {q.name for q in wl}
-        stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None and n in asked})
+        named = {q.name for q in wl}
+        stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None and n in named})
     return {q.name: ctx.finish(q, out) for q in wl}
 
 

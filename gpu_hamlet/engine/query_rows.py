@@ -32,7 +32,7 @@ from gpu_hamlet.engine.window_copies import WINDOW_ROUTE_COSTS, window_copies, w
 from gpu_hamlet.engine.window_sharing import SharedWindows
 from gpu_hamlet.errors import EventDataError
 from gpu_hamlet.names import shown
-from gpu_hamlet.query.plan import Channel, QueryPlan, Template
+from gpu_hamlet.query.plan import Asked, Channel, QueryPlan, Template
 
 #: The share of a query's rows that runs must drop for `QueryRows._collapse_runs` to collapse
 #: them, by whether residue passes follow the float pass ("exact") or not ("float"). Below it the
@@ -69,10 +69,10 @@ class QueryRows:
         be: Backend,
         record_snapshots: bool = False,
         maps: bool = False,
-        answered: int | float | None = None,
+        asked: Asked | None = None,
     ) -> None:
-        """`answered`: the windows ending at or before it are not asked for (`evaluate`)."""
-        self.answered = answered
+        """`asked`: which windows are asked for (`evaluate`; None: all)."""
+        self.asked = asked
         self.ev, self.attrs, self.plan, self.options, self.be = ev, attrs, plan, options, be
         self.tpl = plan.template
         # Per-event arrays that hold one value (`_keep` fills them rather than gathering them).

@@ -37,9 +37,8 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.names import shown
-from gpu_hamlet.query.plan import Channel, QueryPlan
+from gpu_hamlet.query.plan import Asked, Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, empty_array, in_result_order
-from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Query
 
 
@@ -53,7 +52,7 @@ class MapSource(Protocol):
     gid_of_pid: np.ndarray
     rows: np.ndarray
     full: bool  # maps are D x D (windows compose them), not results from the zero state
-    answered: int | float | None  # windows ending at or before it are not asked for (ticks)
+    asked: Asked | None  # which windows are asked for (None: all)
 
     def prepare(self) -> Steps: ...
 
@@ -184,8 +183,8 @@ class QueryResults:
         win = self._windows(win_pid, win_k)
         fl = yield from self._grouped("xfloat", vals, win, 0)
         keep = fl[:, 0, 0] > 0  # rows with at least one trend (counts are exact in zero-ness)
-        if self.src.answered is not None:  # (a window with only some of its events here)
-            keep &= self._ends(win.k) > self.src.answered
+        if self.src.asked is not None:  # (a window with only some of its events here)
+            keep &= self.src.asked(self.plan.windowing, *self._bounds(win.k))
         fl = fl.compress(keep, axis=0)
         lin = {ch: (fl[:, i, 0], fl[:, i, 1]) for i, ch in enumerate(plan.linear)}
         exact = (yield from self._exact(win, keep, lin)) if plan.exact else {}
@@ -199,10 +198,6 @@ class QueryResults:
         """The starts and ends of windows `k`, in ticks."""
         w, q = self.plan.windowing, self.plan.query
         return self.src.ev.axis.bounds(k, q.within_ms, q.slide_ms, w.within, w.slide)
-
-    def _ends(self, k: np.ndarray) -> np.ndarray:
-        """The ends of windows `k` in ticks, as the result table shows them (float32 rounds)."""
-        return column_ticks(self.src.ev.axis.to_arrow(self._bounds(k)[1]))
 
     def _tables(self, k: np.ndarray, rep: np.ndarray, gid: np.ndarray, cols) -> Any:
         """The result of output rows at windows `k` of the groups `gid` (`rep`: an event row

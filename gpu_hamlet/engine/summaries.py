@@ -37,9 +37,8 @@ from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import RunStats
 from gpu_hamlet.query.pattern import And
-from gpu_hamlet.query.plan import QueryPlan, plan_query
+from gpu_hamlet.query.plan import Asked, QueryPlan, Windowing, plan_query
 from gpu_hamlet.query.schema import result_schema
-from gpu_hamlet.query.time_axis import column_ticks
 from gpu_hamlet.query.workload import Query, Workload
 
 
@@ -91,13 +90,13 @@ def summarize(
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
     ctx = Context.of(events, workload, options, True)
-    inside = {}
-    for q, table in zip(
-        workload, evaluate(events, workload, options, stats=stats, part=True).values()
-    ):
-        w = ctx.windowing_of(q)
-        crossing = cut.crossing(_starts(table, w.slide), w.within)
-        inside[q.name] = table.filter(pa.array(~crossing))
+
+    def asked(w: Windowing, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The windows inside the slice: a crossing one holds only some of its events here,
+        where a SUM of values of both signs may overflow that does not whole."""
+        return ~cut.crossing(start, w.within)
+
+    inside = evaluate(events, workload, options, stats=stats, part=True, asked=asked)
     reach = max(p.windowing.within for p in ctx.plans.values())
     near = cut.near(ctx.ev.time, reach)
     out: dict[str, dict | None] = {}
@@ -207,24 +206,13 @@ def compose_query(
 def compose(
     parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis, cut: Cut, options: Options
 ) -> pa.Table:
-    """The crossing windows of one group from the summaries of its slices, in slice order."""
+    """The crossing windows of one group from the summaries of its slices, in slice order. The
+    others are left out unchecked (`asked`): the summaries hold only the events near the
+    slices' bounds, some of an inside window's, over which a sum may overflow alone."""
     parts = [p for p in parts if p is not None]
     maps = SummaryMaps(parts, plan, ev_schema, axis)
-    table = QueryResults(maps, plan, options, select_backend(options.backend)).table()
-    if not table.num_rows:
-        return table
-    w = plan.windowing
-    return table.filter(pa.array(cut.crossing(_starts(table, w.slide), w.within)))
-
-
-def _starts(table: pa.Table, slide: int | float) -> np.ndarray:
-    """A result table's window starts in the engine's ticks (k * slide): a float32 column rounds
-    them (8.4 as 8.3999996) by more than `Cut.crossing`'s slack, and a window whose end lay on a
-    slice's bound was judged inside one slice: a cut group over float32 times lost it."""
-    starts = column_ticks(table.column("window_start"))
-    if pa.types.is_float32(table.schema.field("window_start").type):
-        return np.rint(starts / slide) * slide
-    return starts
+    maps.asked = lambda w, start, end: cut.crossing(start, w.within)
+    return QueryResults(maps, plan, options, select_backend(options.backend)).table()
 
 
 class SummaryMaps:
@@ -233,7 +221,7 @@ class SummaryMaps:
     reconstruction and output conversion are the in-process engine's own."""
 
     full = True  # summaries are whole maps
-    answered: int | float | None = None  # every window is asked for
+    asked: Asked | None = None  # every window is asked for
 
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis) -> None:
         q = plan.query

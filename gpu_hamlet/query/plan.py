@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from math import gcd
@@ -207,6 +208,11 @@ class Windowing:
                 query=query.name,
             )
         return cls(g, query.slide_ms // g_ms, query.within_ms // g_ms, w, s)
+
+
+#: Which windows a caller asks for (`evaluate`): a mask from their windowing and their start and
+#: end ticks, as the engine computes them (before the time column's type rounds them).
+Asked = Callable[[Windowing, np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
