@@ -52,6 +52,18 @@ def mixed_events(n: int = 600, seed: int = 11) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
+def test_float_groups_whose_slices_would_be_zero_or_infinite_stay_whole():
+    """A float group is cut only into slices of a positive, finite width: a span of the
+    smallest subnormal halves to 0.0 (Spark divided by zero computing the slices), and a span
+    of times at both ends of float64 is infinite ((t - t0) / R was NaN). A group of a normal
+    span is cut as before (a helper's review)."""
+    for lo, hi in ((0.0, 5e-324), (-1.7e308, 1.7e308)):
+        (row,) = assign_tasks([{"g": 0, "__n": 12, "__lo": lo, "__hi": hi}], ["g"], 12, 2, False)
+        assert row[2:] == (None, None, None), (lo, hi, row)
+    (row,) = assign_tasks([{"g": 0, "__n": 12, "__lo": 0.0, "__hi": 1e-300}], ["g"], 12, 2, False)
+    assert row[-1] == 1 and row[-2] == 5e-301
+
+
 def test_assign_tasks_without_cut_keeps_every_group_whole():
     """cut=False: no group is cut (t0, R and last slice are None, one task each), however big;
     the groups still spread over the tasks, largest first onto the least loaded."""

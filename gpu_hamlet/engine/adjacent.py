@@ -28,9 +28,10 @@ from gpu_hamlet.query.workload import NextCondition, Query
 
 def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type two columns are compared in, or None when they cannot be: equal types; integers
-    as int64; integers and decimals as a decimal; any number with a float as float64 (an integer
-    that float64 cannot hold exactly is then an error); timestamps of one time zone in the finer
-    unit; strings as large strings."""
+    as int64 (unsigned ones as uint64, uint64 with signed ones as a decimal); integers and
+    decimals as a decimal wide enough for both types' digits; any number with a float as
+    float64 (an integer that float64 cannot hold exactly is then an error); timestamps of one
+    time zone in the finer unit; strings as large strings."""
     a, b = values_type(a), values_type(b)
     if not (has_order(a) and has_order(b)):  # (lists, structs, ...: Arrow ranks none)
         return None
@@ -39,13 +40,21 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if a == b:
         return a
     if pa.types.is_integer(a) and pa.types.is_integer(b):
-        return pa.int64()
+        unsigned = [pa.types.is_unsigned_integer(t) for t in (a, b)]
+        if all(unsigned):
+            return pa.uint64()
+        if pa.uint64() not in (a, b):
+            return pa.int64()
     numbers = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
     if any(f(a) for f in numbers) and any(f(b) for f in numbers):
         if pa.types.is_floating(a) or pa.types.is_floating(b):
             return pa.float64()
-        scale = max(t.scale for t in (a, b) if pa.types.is_decimal(t))
-        return pa.decimal128(38, scale)
+        # (as decimal(38, s) an int64 column against a scale above 19 could not convert at all)
+        digits = max(_integer_digits(t) for t in (a, b))
+        scale = max(t.scale if pa.types.is_decimal(t) else 0 for t in (a, b))
+        if digits + scale <= 38:
+            return pa.decimal128(digits + scale, scale)
+        return pa.decimal256(min(digits + scale, 76), scale)
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz:
         units = ("s", "ms", "us", "ns")
         return pa.timestamp(max(a.unit, b.unit, key=units.index), a.tz)
@@ -53,6 +62,15 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if any(f(a) for f in text) and any(f(b) for f in text):
         return pa.large_string()
     return None
+
+
+def _integer_digits(t: pa.DataType) -> int:
+    """The decimal digits before the point that values of an integer or decimal type need."""
+    if pa.types.is_decimal(t):
+        return max(t.precision - t.scale, 1)
+    return len(
+        str(2**t.bit_width - 1 if pa.types.is_unsigned_integer(t) else 2 ** (t.bit_width - 1))
+    )
 
 
 def check_next(q: Query, cond: NextCondition, schema: pa.Schema) -> None:

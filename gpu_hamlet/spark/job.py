@@ -431,16 +431,15 @@ def assign_tasks(
         span = row["__hi"] - row["__lo"]
         m = 1
         # Slices are found from t - t0 (here and in Cut.slice_of): a group spanning more than
-        # int64 ticks (times at both ends of the type) would overflow it, so it stays whole.
-        if (
-            cut
-            and tasks > 1
-            and row["__n"] > fair
-            and 0 < span <= (2**63 - 1 if integral else math.inf)
-        ):
+        # int64 ticks (times at both ends of the type) would overflow it, so it stays whole; so
+        # does a float group whose span is infinite or whose slices would be 0 wide (a span of
+        # a subnormal halves to 0.0: Spark divided by zero).
+        if cut and tasks > 1 and row["__n"] > fair and 0 < span < (2**63 if integral else math.inf):
             m = min(math.ceil(row["__n"] / fair), tasks)
             if integral:
                 m = min(m, int(span) + 1)
+            elif not span / m > 0:
+                m = 1
         if m >= 2:
             R = max(1, math.ceil((span + 1) / m)) if integral else span / m
             cuts[gi] = (row["__lo"], R, m - 1)
