@@ -573,6 +573,25 @@ def test_overflow_advice_names_only_the_ways_out_of_the_mode():
     assert "numeric='bigint'" in str(err.value) and "numeric='float'" in str(err.value)
 
 
+def test_a_dictionary_of_nulls_in_several_chunks_groups_as_one_null():
+    """A GROUPBY column dictionary-encoded from nulls alone (dictionary<values=null>) in a table
+    of several chunks, an empty one first, or in a stream's batches: Arrow unifies no such
+    dictionaries, and both raised a bare ArrowNotImplementedError (a helper's review)."""
+    ev = pa.table(
+        {
+            "time": pa.array([1, 2], pa.int64()),
+            "type": ["A", "B"],
+            "g": pa.nulls(2).dictionary_encode(),
+        }
+    )
+    text = "q: RETURN g, COUNT(*) PATTERN SEQ(A, B) GROUPBY g WITHIN 10 s"
+    want = gpu_hamlet.aggregate(ev, text, backend="cpu")["q"]
+    assert want.to_pylist() == [{"g": None, "window_start": 0, "window_end": 10, "count": 1}]
+    parts = [ev.slice(0, 0), ev.slice(0, 1), ev.slice(1)]
+    assert gpu_hamlet.aggregate(pa.concat_tables(parts), text, backend="cpu")["q"].equals(want)
+    assert gpu_hamlet.aggregate_stream(parts, text, backend="cpu")["q"].equals(want)
+
+
 def test_a_part_whose_not_nullable_column_holds_a_null_is_refused():
     """With `part=True` the plan follows the schema's nullability (every part gets one plan), so
     a column declared not nullable that holds a null made AVG divide by every occurrence: 1.5

@@ -237,7 +237,12 @@ def first_null(col: pa.ChunkedArray) -> int:
 def _without_null_entries(col: pa.ChunkedArray) -> pa.ChunkedArray:
     """A dictionary column whose dictionaries hold nulls, with those nulls as null indices
     (the same values): Arrow cannot combine such chunks, nor take from them."""
-    if not pa.types.is_dictionary(col.type) or not any(c.dictionary.null_count for c in col.chunks):
+    if not pa.types.is_dictionary(col.type):
+        return col
+    if pa.types.is_null(col.type.value_type):  # (Arrow unifies no dictionaries of null values)
+        indices = pa.nulls(len(col), col.type.index_type)
+        return pa.chunked_array([pa.DictionaryArray.from_arrays(indices, pa.nulls(0))], col.type)
+    if not any(c.dictionary.null_count for c in col.chunks):
         return col
     index_type = col.type.index_type
     chunks = []
