@@ -187,7 +187,7 @@ def test_float32_windows_ending_on_a_slice_bound_are_composed():
     """A float32 result column rounds a window's start (8.4 as 8.3999996) by more than the
     crossing test's slack: the window [8.4, 8.7), whose B at float32(8.7) lies in the next slice,
     was judged inside the first and lost (a helper's hunt; 76 of 7,200 random cuts, all float32).
-    Its start is read back as k * slide."""
+    Windows are judged by the engine's own starts (k * slide), before the column rounds them."""
     text = "q: RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 300 ms SLIDE 100 ms"
     for typ in (pa.float64(), pa.float32()):
         times = pa.array([8.4, 8.5, 8.7, 9.6]).cast(typ)
