@@ -288,6 +288,38 @@ def test_integer_and_decimal_columns_compare_exactly_whatever_their_widths(a, b)
         )
 
 
+def test_an_integer_float64_cannot_hold_is_an_error_in_every_mode_and_whatever_pruning_keeps():
+    """An integer column compared with a float one is checked on every event the query matches
+    before anything runs: `static` raised (naming an internal condition) where the other modes
+    answered, and with `none` whether it raised depended on whether pruning kept the event (a
+    helper's review). Values float64 holds answer as before."""
+    big = 2**63 - 1
+    text = (
+        "q0: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x > NEXT(B).y WITHIN 10 s;\n"
+        "q1: RETURN COUNT(*) PATTERN SEQ(A, B+) WHERE B.x >= NEXT(B).y WITHIN 10 s"
+    )
+    for kind in ("C", "A"):  # (the B at 21 lies in a window with an A, or without one)
+        table = pa.table(
+            {
+                "time": pa.array([1, 2, 3, 20, 21], pa.int64()),
+                "type": ["A", "B", "B", kind, "B"],
+                "x": pa.array([0, 1, 0, 0, big], pa.int64()),
+                "y": [0.0, 0.0, 1.0, 0.0, 1.0],
+            }
+        )
+        for sharing in SHARING_MODES:
+            with pytest.raises(
+                WorkloadError,
+                match=r"^query q0: B\.x > NEXT\(B\)\.y compares .* a value of a B event does not",
+            ):
+                gpu_hamlet.aggregate(table, text, backend="cpu", sharing=sharing)
+        small = table.set_column(2, "x", pa.array([0, 1, 0, 0, 2**53], pa.int64()))
+        want = gpu_hamlet.aggregate(small, text, backend="cpu", sharing="none")
+        for sharing in SHARING_MODES:
+            got = gpu_hamlet.aggregate(small, text, backend="cpu", sharing=sharing)
+            assert all(got[n].equals(want[n]) for n in want), sharing
+
+
 _E_CONDITIONS = (
     "B.x < NEXT(B).x",
     "B.x <= NEXT(B).y",

@@ -13,6 +13,7 @@ a NaN only satisfies '!=' (it sorts after every number, at the end of its block)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -89,6 +90,29 @@ def check_next(q: Query, cond: NextCondition, schema: pa.Schema) -> None:
             f"of type {tb}, which cannot be compared",
             query=q.name,
         )
+
+
+def check_next_values(q: Query, cond: NextCondition, table: pa.Table, kept: Callable) -> None:
+    """A WorkloadError where the condition compares an integer column with a float one as
+    float64 and a value of an event q matches (of the condition's type, which q's filters keep:
+    `kept(q, type)`, a row mask) does not convert exactly. Checked on every such event before
+    anything runs, so that it does not depend on which rows pruning or sharing reach (it did:
+    `static` ranked the whole set's rows, and raised where the other modes answered)."""
+    a, b = table.schema.field(cond.attr).type, table.schema.field(cond.next_attr).type
+    if comparable_type(a, b) != pa.float64():
+        return
+    for attr, t in ((cond.attr, cond.type), (cond.next_attr, cond.next_type)):
+        col = table.column(attr)
+        if pa.types.is_floating(values_type(col.type)):
+            continue
+        try:
+            pc.cast(col.filter(pa.array(kept(q, t))), pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise WorkloadError(
+                f"{cond} compares column '{cond.attr}' ({a}) with column '{cond.next_attr}' "
+                f"({b}) as float64, and a value of a {t} event does not convert exactly: {exc}",
+                query=q.name,
+            ) from None
 
 
 def _joint_ranks(

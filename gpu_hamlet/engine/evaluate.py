@@ -26,7 +26,7 @@ import pyarrow as pa
 from gpu_hamlet.core.panes import float_panes
 from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.engine import fusion
-from gpu_hamlet.engine.adjacent import check_next
+from gpu_hamlet.engine.adjacent import check_next, check_next_values
 from gpu_hamlet.engine.attributes import Attributes
 from gpu_hamlet.engine.backend import Backend, batches, select_backend
 from gpu_hamlet.engine.conjunction import combine, run_as, runs_of
@@ -373,6 +373,9 @@ class Context:
         runs, plans, run_options, take = compile_workload(ev.table.schema, wl, ev.axis, options)
         matcher = Matcher(ev)
         _check_window_bounds(ev, runs, plans, matcher, lambda: _askers(wl, options, take))
+        for q in wl:
+            for cond in q.next_conditions:
+                check_next_values(q, cond, ev.table, matcher.type_mask)
         return cls(
             wl,
             be,
