@@ -105,14 +105,29 @@ def check_next_values(q: Query, cond: NextCondition, table: pa.Table, kept: Call
         col = table.column(attr)
         if pa.types.is_floating(values_type(col.type)):
             continue
-        try:
-            pc.cast(col.filter(pa.array(kept(q, t))), pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise WorkloadError(
-                f"{cond} compares column '{cond.attr}' ({a}) with column '{cond.next_attr}' "
-                f"({b}) as float64, and a value of a {t} event does not convert exactly: {exc}",
-                query=q.name,
-            ) from None
+        _converted(
+            q, cond, [col.filter(pa.array(kept(q, t)))], (a, b), pa.float64(), f" of a {t} event"
+        )
+
+
+def _converted(
+    q: Query,
+    cond: NextCondition,
+    values: list,
+    types: tuple[pa.DataType, pa.DataType],
+    typ: pa.DataType,
+    of: str = "",
+) -> list:
+    """`values` cast to `typ`, the type the condition's columns (of `types`) compare in; a
+    WorkloadError naming the query and condition where a value does not convert exactly."""
+    try:
+        return [pc.cast(x, typ) for x in values]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise WorkloadError(
+            f"{cond} compares column '{cond.attr}' ({types[0]}) with column '{cond.next_attr}' "
+            f"({types[1]}) as {typ}, and a value{of} does not convert exactly: {exc}",
+            query=q.name,
+        ) from None
 
 
 def _joint_ranks(
@@ -123,14 +138,7 @@ def _joint_ranks(
     typ = comparable_type(a.type, b.type)
     assert typ is not None, "conditions are checked against the schema first (check_next)"
     typ = widened(typ)  # (Arrow ranks no decimal32 or decimal64)
-    try:
-        both = pa.concat_arrays([pc.cast(x, typ) for x in (a, b)])
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise WorkloadError(
-            f"{cond} compares column '{cond.attr}' ({a.type}) with column '{cond.next_attr}' "
-            f"({b.type}) as {typ}, and a value does not convert exactly: {exc}",
-            query=q.name,
-        ) from None
+    both = pa.concat_arrays(_converted(q, cond, [a, b], (a.type, b.type), typ))
     null = both.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_null(typ):
         return np.zeros(len(both), np.int64), null, np.zeros(len(both), bool)
