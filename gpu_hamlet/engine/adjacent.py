@@ -92,7 +92,9 @@ def check_next(q: Query, cond: NextCondition, schema: pa.Schema) -> None:
         )
 
 
-def check_next_values(q: Query, cond: NextCondition, table: pa.Table, kept: Callable) -> None:
+def check_next_values(
+    q: Query, cond: NextCondition, table: pa.Table, kept: Callable[[Query, str], np.ndarray]
+) -> None:
     """A WorkloadError where the condition compares an integer column with a float one as
     float64 and a value of an event q matches (of the condition's type, which q's filters keep:
     `kept(q, type)`, a row mask) does not convert exactly. Checked on every such event before

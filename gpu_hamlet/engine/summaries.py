@@ -221,7 +221,7 @@ class SummaryMaps:
     reconstruction and output conversion are the in-process engine's own."""
 
     full = True  # summaries are whole maps
-    asked: Asked | None = None  # every window is asked for
+    asked: Asked | None = None  # which windows (`compose` asks for the crossing ones)
 
     def __init__(self, parts: list[dict], plan: QueryPlan, ev_schema: pa.Schema, axis) -> None:
         q = plan.query
