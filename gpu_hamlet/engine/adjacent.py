@@ -31,8 +31,11 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type two columns are compared in, or None when they cannot be: equal types; integers
     as int64 (unsigned ones as uint64, uint64 with signed ones as a decimal); integers and
     decimals as a decimal wide enough for both types' digits; any number with a float as
-    float64 (an integer that float64 cannot hold exactly is then an error); timestamps of one
-    time zone in the finer unit; strings as large strings."""
+    float64 (an integer that float64 cannot hold exactly is then an error); timestamps, times
+    and durations in the finer unit (timestamps of two time zones as the UTC instants they
+    hold; one with a zone and one without have no common clock); dates as date64; strings as
+    large strings and binaries as large binaries (a value a finer unit cannot hold is then an
+    error)."""
     a, b = values_type(a), values_type(b)
     if not (has_order(a) and has_order(b)):  # (lists, structs, ...: Arrow ranks none)
         return None
@@ -56,13 +59,26 @@ def comparable_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         if digits + scale <= 38:
             return pa.decimal128(digits + scale, scale)
         return pa.decimal256(min(digits + scale, 76), scale)
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz:
-        units = ("s", "ms", "us", "ns")
-        return pa.timestamp(max(a.unit, b.unit, key=units.index), a.tz)
-    text = (pa.types.is_string, pa.types.is_large_string)
-    if any(f(a) for f in text) and any(f(b) for f in text):
-        return pa.large_string()
+    units = ("s", "ms", "us", "ns")
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        if a.tz != b.tz and not (a.tz and b.tz):
+            return None
+        return pa.timestamp(max(a.unit, b.unit, key=units.index), a.tz if a.tz == b.tz else "UTC")
+    if pa.types.is_duration(a) and pa.types.is_duration(b):
+        return pa.duration(max(a.unit, b.unit, key=units.index))
+    if pa.types.is_time(a) and pa.types.is_time(b):
+        return pa.time64("ns" if "ns" in (a.unit, b.unit) else "us")
+    if pa.types.is_date(a) and pa.types.is_date(b):
+        return pa.date64()
+    for kind, common in ((_TEXT, pa.large_string()), (_BYTES, pa.large_binary())):
+        if any(f(a) for f in kind) and any(f(b) for f in kind):
+            return common
     return None
+
+
+# (views are read as large strings and binaries: docs/semantics.md, "Input")
+_TEXT = (pa.types.is_string, pa.types.is_large_string)
+_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary)
 
 
 def _integer_digits(t: pa.DataType) -> int:
