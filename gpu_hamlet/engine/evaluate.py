@@ -113,8 +113,21 @@ def evaluate(
     only some of the events of some windows (gpu_hamlet/engine/streaming.py, summaries.py),
     where a sum of values of both signs may overflow that does not over all of them."""
     start_stats(stats)
-    keep_freed_memory()
     ctx = Context.of(events, workload, options, part)
+    return evaluate_in(ctx, stats=stats, seen_types=seen_types, asked=asked)
+
+
+def evaluate_in(
+    ctx: Context,
+    *,
+    stats: RunStats | None = None,
+    seen_types: set[str] | None = None,
+    asked: Asked | None = None,
+) -> dict[str, pa.Table]:
+    """`evaluate` over a Context made already, `stats` started (`start_stats`): a cut group's
+    slice (engine/summaries.py) reads the prepared events too, and preparing them (`Context.of`:
+    30 ms against `evaluate`'s 113 ms, 50 ridesharing queries over 10^6 events) ran twice."""
+    options = ctx.call_options
     if seen_types is not None:
         ev = ctx.ev
         counts = ev.type_counts if ev.type_counts is not None else np.ones(len(ev.type_names))
@@ -367,6 +380,7 @@ class Context:
     def of(
         cls, events: Any, workload: Workload | str, options: Options, part: bool = False
     ) -> Context:
+        keep_freed_memory()
         wl = as_workload(workload)
         be = select_backend(options.backend)
         ev = prepare_events(events, wl, options.time_col, options.type_col, part)

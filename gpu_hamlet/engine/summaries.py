@@ -29,13 +29,13 @@ from gpu_hamlet.core.rings import NO_RANK, is_residue, pass_moduli, residue_pass
 from gpu_hamlet.engine.attributes import order_keys
 from gpu_hamlet.engine.backend import select_backend
 from gpu_hamlet.engine.conjunction import combine, runs_of
-from gpu_hamlet.engine.evaluate import Context, evaluate
+from gpu_hamlet.engine.evaluate import Context, evaluate_in
 from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import group_key, key_array, key_values
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
-from gpu_hamlet.engine.sharing import RunStats
+from gpu_hamlet.engine.sharing import RunStats, start_stats
 from gpu_hamlet.query.pattern import And
 from gpu_hamlet.query.plan import Asked, QueryPlan, Windowing, plan_query
 from gpu_hamlet.query.schema import result_schema
@@ -89,6 +89,7 @@ def summarize(
 ) -> tuple[dict[str, pa.Table], dict[str, dict | None]]:
     """One slice's share of a cut group: each query's windows inside the slice, and the
     summaries of its segments near the slice's boundaries (None for a query with none)."""
+    start_stats(stats)
     ctx = Context.of(events, workload, options, True)
 
     def asked(w: Windowing, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -96,7 +97,7 @@ def summarize(
         where a SUM of values of both signs may overflow that does not whole."""
         return ~cut.crossing(start, w.within)
 
-    inside = evaluate(events, workload, options, stats=stats, part=True, asked=asked)
+    inside = evaluate_in(ctx, stats=stats, asked=asked)
     reach = max(p.windowing.within for p in ctx.plans.values())
     near = cut.near(ctx.ev.time, reach)
     out: dict[str, dict | None] = {}
