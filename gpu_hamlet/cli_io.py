@@ -145,6 +145,8 @@ def read_events(
             raise UsageError(f"{path} holds no JSON lines: no events, no columns")
         if fmt == "json" and type_col in df.columns:
             df = _type_as_text(spark, df, path, type_col)
+        if fmt == "json":
+            df = _finite_doubles(spark, df, path, {time_col, type_col})
     if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
         from pyspark.sql import functions as F
 
@@ -259,6 +261,43 @@ def _type_as_text(spark: Any, df: Any, path: str, type_col: str) -> Any:
     text = StructField(field.name, StringType(), True)
     schema = StructType([text if f.name == type_col else f for f in df.schema])
     return spark.read.schema(schema).json(path)
+
+
+def _finite_doubles(spark: Any, df: Any, path: str, skip: set[str]) -> Any:
+    """JSON lines `df` with each double column (but those of `skip`) that holds an infinity
+    read again as text, as written, with a warning naming the value: Spark's reader makes a
+    number beyond a double's range (`1e400`) and Java's `Infinity` infinite, which MIN and MAX
+    then returned (CSV columns: `_fits`). One job counts them."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    from gpu_hamlet.spark.job import sql_name
+
+    doubles = [f.name for f in df.schema if isinstance(f.dataType, DoubleType)]
+    doubles = [c for c in doubles if c not in skip]
+    if not doubles:
+        return df
+    inf = float("inf")
+    row = df.agg(*[F.count_if(F.col(sql_name(c)).isin(inf, -inf)) for c in doubles]).first()
+    infinite = {c for c, n in zip(doubles, row) if n}
+    if not infinite:
+        return df
+    text = StructType(
+        [StructField(f.name, StringType(), True) if f.name in infinite else f for f in df.schema]
+    )
+    df = spark.read.schema(text).json(path)
+    for c in sorted(infinite):
+        col = F.col(sql_name(c))
+        ((value,),) = (
+            df.where(col.try_cast("double").isin(inf, -inf)).select(col).limit(1).collect()
+        )
+        log.warning(
+            "%s: column '%s' is read as text: its value %r is beyond the range of a double "
+            "(about 1.8e308) or no finite number, which would make it infinite; to compute "
+            "with it, write it within that range",
+            path, c, value,
+        )  # fmt: skip
+    return df
 
 
 def _nanoseconds(path: str) -> UsageError:

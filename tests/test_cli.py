@@ -1000,6 +1000,27 @@ def test_csv_numbers_beyond_the_doubles_keep_their_column_text(spark, tmp_path, 
     assert [r["y"] for r in df.select("y").collect()] == [6.02e23, -1.5e-3, 1e308]
 
 
+def test_json_numbers_beyond_the_doubles_keep_their_column_text(spark, tmp_path, caplog):
+    """A JSON number a double cannot hold (1e400, -1e999) or Java's `Infinity` keeps its
+    column text, as written, with a warning naming it: Spark's reader made it an infinity,
+    which MIN and MAX then returned. Columns of finite doubles stay doubles."""
+    path = tmp_path / "events.json"
+    path.write_text(
+        '{"time": 1, "type": "A", "x": 1e400, "y": 6.02e23, "z": 1.5}\n'
+        '{"time": 2, "type": "B", "x": 2.5, "y": -1.5E-3, "z": -1e999}\n'
+        '{"time": 3, "type": "A", "x": 1, "y": 1e308, "z": Infinity}\n'
+    )
+    with caplog.at_level(logging.WARNING, logger="gpu_hamlet"):
+        df = read_events(spark, str(path), "json")
+    types = dict(df.dtypes)
+    assert (types["x"], types["y"], types["z"]) == ("string", "double", "string")
+    assert [r["x"] for r in df.select("x").collect()] == ["1e400", "2.5", "1"]
+    assert [r["z"] for r in df.select("z").collect()] == ["1.5", "-1e999", "Infinity"]
+    assert "column 'x' is read as text: its value '1e400' is beyond" in caplog.text
+    assert "column 'z' is read as text: its value '-1e999' is beyond" in caplog.text
+    assert [r["y"] for r in df.select("y").collect()] == [6.02e23, -1.5e-3, 1e308]
+
+
 def test_timestamps_without_zone_are_written_to_the_microsecond(spark, tmp_path):
     """MIN/MAX of a timestamp-without-zone attribute, and the windows of such times, are
     written to the microsecond in CSV and JSON (Spark's timestampNTZFormat: milliseconds)."""
