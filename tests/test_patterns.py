@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gpu_hamlet
+from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import NumericOverflowError, WorkloadError
 from gpu_hamlet.query.automaton import Automaton, is_flat
@@ -141,6 +142,30 @@ def test_negation_splits_a_state_and_repeated_types_enter_several():
     t = template("SEQ(A+, A+)")
     assert not t.one_row
     assert t.enter_idx[t.enter_ptr[0] : t.enter_ptr[1]].tolist() == [0, 1]  # an A enters both
+
+
+def test_a_pattern_of_too_many_states_is_an_error_naming_the_query():
+    """Sets of positions that double with each element (a helper's review: 16 of them built
+    131,073 states for 18 s, 20 would take minutes and GBs) stop at MAX_STATES with an error
+    naming the query, in `aggregate` and in `result_schemas` (the Spark driver's) alike; 10
+    of them (2,049 states) still answer."""
+    events = pa.table({"time": list(range(14)), "type": list("ABBABAABABBAAB")})
+
+    def text(n: int) -> str:
+        return "q7: RETURN COUNT(*) PATTERN SEQ((A OR B)+, A" + ", (A OR B)" * n + ") WITHIN 1 h"
+
+    wl = parse_workload(text(10))
+    got = gpu_hamlet.aggregate(events, wl, backend="cpu")
+    assert_matches_oracle(got, oracle(events.to_pylist(), wl), wl)
+    assert got["q7"].column("count").to_pylist()[0] > 0
+    for call in (
+        lambda: gpu_hamlet.aggregate(events, text(16), backend="cpu"),
+        lambda: result_schemas(events.schema, text(16)),
+    ):
+        with pytest.raises(
+            WorkloadError, match="query q7: its pattern compiles to more than 4,096"
+        ):
+            call()
 
 
 def test_explain_shows_the_automaton(capsys, tmp_path):

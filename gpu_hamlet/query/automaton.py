@@ -26,8 +26,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from gpu_hamlet.errors import WorkloadError
 from gpu_hamlet.names import quoted
 from gpu_hamlet.query.pattern import Alt, And, Both, Not, Pattern, PatternElement, Positive
+
+#: The most states a pattern's automaton may have. Sets of positions can multiply: after
+#: `(A OR B)+, A` each further `(A OR B)` doubles them (`SEQ((A OR B)+, A, (A OR B), ...)` with
+#: 16 of them: 131,073 states, 18 s to build, and more for each). A query's work per event and
+#: its windows' maps grow with its states: 2,049 states over 2,000 events with sliding windows
+#: took 2.3 s and 922 MB (a `/tmp` script, 2026-11-29).
+MAX_STATES = 4096
 
 #: follow[p][q]: the types negated between p and q.
 Follow = dict[int, dict[int, frozenset[str]]]
@@ -117,10 +125,11 @@ class Automaton:
         return tuple(s for s, st in enumerate(self.states) if st.type == type_)
 
     @classmethod
-    def of(cls, *patterns: Positive) -> Automaton:
+    def of(cls, *patterns: Positive, query: str | None = None) -> Automaton:
         """The automaton of the trends matching every one of `patterns` (one pattern, or an
         AND's two sides for the trends they share): the patterns' subset automata run in
-        lockstep, a state alive while each of them is."""
+        lockstep, a state alive while each of them is. A WorkloadError naming `query` beyond
+        MAX_STATES states."""
         comps = tuple(Positions.of(p) for p in patterns)
 
         def forbidden(c: Positions, at: frozenset[int]) -> frozenset[str]:
@@ -151,6 +160,15 @@ class Automaton:
         def state(at: tuple[frozenset[int], ...], seen: tuple[frozenset[str], ...]) -> int:
             key = (at, seen)
             if key not in found:
+                if len(order) == MAX_STATES:
+                    raise WorkloadError(
+                        f"its pattern compiles to more than {MAX_STATES:,} automaton states: a "
+                        "partial trend may stand at several of its elements at once (after "
+                        "`(A OR B)+, A` an A is the Kleene part's or the next element's), and "
+                        "each further element can double those sets; split the pattern over "
+                        "several queries or give it fewer such elements",
+                        query=query,
+                    )
                 types = {comps[0].types[p] for p in at[0]}
                 found[key] = len(order)
                 order.append(State(at, seen, types.pop() if not any(seen) else None))

@@ -93,9 +93,10 @@ class Template:
         )
 
     @classmethod
-    def of(cls, *patterns: Positive) -> Template:
-        """The template of the trends matching every one of `patterns` (usually one)."""
-        auto = Automaton.of(*patterns)
+    def of(cls, *patterns: Positive, query: str | None = None) -> Template:
+        """The template of the trends matching every one of `patterns` (usually one; `query`:
+        whose, for an error: `Automaton.of`)."""
+        auto = Automaton.of(*patterns, query=query)
         types = [t for p in patterns for t in positive_types(p)]
         types += [t for p in patterns for t in negated_types(p)]
         labels = {t: i for i, t in enumerate(dict.fromkeys(types))}
@@ -375,7 +376,7 @@ def plan_query(query: Query, axis: TimeAxis, schema: pa.Schema, numeric: str) ->
         minmax += [c for c in mm if c not in minmax]
     if minmax:
         minmax.insert(0, COUNT)
-    tpl = Template.of(*sides(query.pattern))
+    tpl = Template.of(*sides(query.pattern), query=query.name)
     return QueryPlan(
         query,
         tpl,
