@@ -1117,6 +1117,10 @@ def test_a_workload_built_by_hand_gets_the_parsers_checks():
         (wl(aggregates=(Aggregate("COUNT", "Z", None, "c"),)), "'Z', which is not in the pattern"),
         (wl(group_items=("g",)), "GROUPBY"),
         (wl(equivalence=("k", "k")), "equivalence is not what its text reads as"),
+        # (a float equal to the int read back; a list, which no Workload can be hashed with:
+        # both raised bare TypeErrors later, a helper's review)
+        (wl(within_ms=10.0 * S, slide_ms=10.0 * S), "within_ms, slide_ms is not what its text"),
+        (wl(aggregates=[count]), "aggregates is a list, which the language cannot have built"),
     ]:
         with pytest.raises(WorkloadError, match=said) as info:
             checked(bad)

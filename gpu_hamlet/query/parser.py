@@ -758,6 +758,21 @@ def checked(workload: Workload) -> Workload:
     very queries. A Workload built by hand (the classes are public) was run unchecked: an
     aggregate `MEDIAN` read as SUM, a window of 0 ms divided by zero, two queries of one name
     gave one table."""
+    try:
+        hash(workload)  # (`_check` is cached by it)
+    except TypeError:
+        for q in workload:
+            for f in fields(Query):
+                try:
+                    hash(getattr(q, f.name))
+                except TypeError:
+                    raise WorkloadError(
+                        f"the Query object's {f.name} is a {type(getattr(q, f.name)).__name__}, "
+                        f"which the language cannot have built (build queries with "
+                        f"parse_workload)",
+                        query=q.name,
+                    ) from None
+        raise
     _check(workload)
     return workload  # (not an equal one: queries spelled apart keep their own text)
 
@@ -775,8 +790,14 @@ def _check(workload: Workload) -> None:
         exc.add_note(f"(the Workload object, as the language reads it: {'; '.join(texts)})")
         raise
     for q, r, text in zip(workload, read, texts):
-        differ = [
-            f.name for f in fields(Query) if f.compare and getattr(r, f.name) != getattr(q, f.name)
+        differ = [  # (of another type, as 1000.0 ms for 1000: equal, but no int)
+            f.name
+            for f in fields(Query)
+            if f.compare
+            and (
+                getattr(r, f.name) != getattr(q, f.name)
+                or type(getattr(r, f.name)) is not type(getattr(q, f.name))
+            )
         ]
         if differ:
             raise WorkloadError(
