@@ -270,6 +270,47 @@ def test_decimal_scales_beyond_38():
             call()
 
 
+def _decimal128_abc(unscaled: list[int], scale: int) -> pa.Table:
+    """`_abc` of decimal128(38, scale) values given unscaled: Arrow builds no such array from
+    Python Decimals at scales past a few hundred, nor formats them."""
+    words = np.array([[u % 2**128 & (2**64 - 1), u % 2**128 >> 64] for u in unscaled], np.uint64)
+    x = pa.Array.from_buffers(
+        pa.decimal128(38, scale), len(unscaled), [None, pa.py_buffer(words.tobytes())]
+    )
+    n = len(unscaled)
+    return pa.table(
+        {
+            "time": pa.array(range(n + 2), pa.int64()),
+            "type": ["A"] + ["B"] * n + ["C"],
+            "x": pa.concat_arrays([pa.nulls(1, x.type), x, pa.nulls(1, x.type)]),
+        }
+    )
+
+
+def test_decimal_scales_beyond_a_doubles_powers_of_ten():
+    """Arrow allows decimal128(38, 320): float results were divided by 10.0 ** 320, which
+    overflows a double, and an AVG quotient beyond float64 was divided in Python ints: bare
+    OverflowErrors (a helper's review). Now the division is by 10^320's mantissa and power of
+    two, and a quotient beyond float64 is one like any other (null, or an error naming it)."""
+    text = "q: RETURN SUM(B.x), AVG(B.x) PATTERN SEQ(A, B+, C) WITHIN 1 d"
+    table = _decimal128_abc([10**37, 3 * 10**37], 320)  # 1e-283 and 3e-283
+    got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="float")["q"].to_pylist()[0]
+    assert got["sum_B_x"] == pytest.approx(8e-283, rel=1e-15)  # (each B in 2 of 3 trends)
+    assert got["avg_B_x"] == pytest.approx(2e-283, rel=1e-15)
+    got = gpu_hamlet.aggregate(table, text, backend="cpu", numeric="bigint")["q"].to_pylist()[0]
+    assert got["sum_B_x"] == "0." + str(8 * 10**37).rjust(320, "0")
+    assert got["avg_B_x"] == 2e-283  # (the exact quotient, rounded once)
+    huge = _decimal128_abc([10**37], -320)  # 1e357: beyond float64
+    got = gpu_hamlet.aggregate(huge, text, backend="cpu", numeric="float", on_overflow="null")
+    assert got["q"].to_pylist()[0]["sum_B_x"] is None
+    for numeric in ("float", "exact", "bigint"):
+        with pytest.raises(gpu_hamlet.NumericOverflowError, match=r"query q: \w+\(B.x\)"):
+            gpu_hamlet.aggregate(huge, text, backend="cpu", numeric=numeric)
+    for numeric in ("exact", "bigint"):
+        got = gpu_hamlet.aggregate(huge, text, backend="cpu", numeric=numeric, on_overflow="null")
+        assert got["q"].column("avg_B_x").to_pylist() == [None]  # (Arrow formats no SUM here)
+
+
 @pytest.mark.parametrize("numeric", ["exact", "bigint"])
 def test_avg_of_a_cancelling_sum_over_a_count_beyond_decimal38(numeric):
     """COUNT(B) past 10^38 (130 B's) and a sum whose terms cancel (2^60 + 1 and -2^60, which

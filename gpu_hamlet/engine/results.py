@@ -103,18 +103,32 @@ class Windows:
 def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
     """Float results of a decimal column's unscaled sums, divided by 10^scale (a fresh array:
     `_float_column` zeroes its null rows in place). A negative scale multiplies by 10^-scale,
-    which is exact, where 10.0^scale is not (0.01)."""
-    if scale < 0:
-        return values * 10.0**-scale
-    return values / 10.0**scale if scale else values
+    which is exact, where 10.0^scale is not (0.01). Beyond a double's powers of ten (Arrow
+    allows decimal128(38, 320); 10.0 ** 309 overflows) the division is by 10^scale's
+    mantissa, rounded once, then by its power of two, which is exact but where the result is
+    subnormal or infinite (`_float_column` nulls or reports infinities)."""
+    if not scale:
+        return values
+    if abs(scale) <= 300:
+        return values * 10.0**-scale if scale < 0 else values / 10.0**scale
+    # (unscaled sums are integers of at most a few hundred digits: past 10^700 any nonzero
+    # result is 0 or infinite alike)
+    power = Fraction(10) ** max(min(scale, 700), -700)
+    k = power.numerator.bit_length() - power.denominator.bit_length()
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(values / float(power / Fraction(2) ** k), -k)
 
 
 def _quotient(total: int, divisor: int | Fraction, scale: int) -> float:
     """total / (divisor * 10^scale), the exact quotient rounded once (int / int is, in
-    Python; a Fraction divisor through `float(Fraction)`)."""
-    if isinstance(divisor, int):
-        return total / (divisor * 10**scale) if scale >= 0 else total * 10**-scale / divisor
-    return float(Fraction(total) / (divisor * Fraction(10) ** scale))
+    Python; a Fraction divisor through `float(Fraction)`); beyond float64 an infinity of its
+    sign (the divisor, a count, is positive), which `_float_column` nulls or reports."""
+    try:
+        if isinstance(divisor, int):
+            return total / (divisor * 10**scale) if scale >= 0 else total * 10**-scale / divisor
+        return float(Fraction(total) / (divisor * Fraction(10) ** scale))
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
 
 
 def _null_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
