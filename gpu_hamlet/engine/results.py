@@ -109,13 +109,13 @@ def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
     subnormal or infinite (`_float_column` nulls or reports infinities)."""
     if not scale:
         return values
-    if abs(scale) <= 300:
-        return values * 10.0**-scale if scale < 0 else values / 10.0**scale
-    # (unscaled sums are integers of at most a few hundred digits: past 10^700 any nonzero
-    # result is 0 or infinite alike)
-    power = Fraction(10) ** max(min(scale, 700), -700)
-    k = power.numerator.bit_length() - power.denominator.bit_length()
-    with np.errstate(over="ignore", under="ignore"):
+    with np.errstate(over="ignore", under="ignore"):  # (a NumPy warning leaked here)
+        if abs(scale) <= 300:
+            return values * 10.0**-scale if scale < 0 else values / 10.0**scale
+        # (a double's integers have at most 309 digits: past 10^700 any nonzero result is 0
+        # or infinite alike)
+        power = Fraction(10) ** max(min(scale, 700), -700)
+        k = power.numerator.bit_length() - power.denominator.bit_length()
         return np.ldexp(values / float(power / Fraction(2) ** k), -k)
 
 
