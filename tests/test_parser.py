@@ -1126,6 +1126,8 @@ def test_a_workload_built_by_hand_gets_the_parsers_checks():
             checked(bad)
         assert info.value.query == "q"
     assert checked(wl()) == parse_workload("q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s")
+    with pytest.raises(TypeError, match="a Workload holds Query objects, not dict"):
+        checked(Workload(({"name": "q"},)))  # type: ignore[arg-type]
 
 
 def test_numbers_past_any_column_are_read_in_no_time():

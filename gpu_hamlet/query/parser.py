@@ -758,6 +758,9 @@ def checked(workload: Workload) -> Workload:
     very queries. A Workload built by hand (the classes are public) was run unchecked: an
     aggregate `MEDIAN` read as SUM, a window of 0 ms divided by zero, two queries of one name
     gave one table."""
+    for q in workload:
+        if not isinstance(q, Query):
+            raise TypeError(f"a Workload holds Query objects, not {type(q).__name__}")
     try:
         hash(workload)  # (`_check` is cached by it)
     except TypeError:
@@ -780,9 +783,6 @@ def checked(workload: Workload) -> Workload:
 @functools.lru_cache(maxsize=128)
 def _check(workload: Workload) -> None:
     """`checked`'s work, once per workload: the engine's own calls pass it again and again."""
-    for q in workload:
-        if not isinstance(q, Query):
-            raise TypeError(f"a Workload holds Query objects, not {type(q).__name__}")
     texts = [query_text(q) for q in workload]
     try:
         read = parse_workload(";\n".join(texts)) if texts else workload
