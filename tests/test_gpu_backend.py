@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -68,6 +69,24 @@ def test_gpu_overflow_behaviour_equals_cpu(sharing):
             table, OVERFLOW_TEXT, backend="cpu", sharing=sharing, numeric=numeric
         )
         assert got["burst"].equals(cpu["burst"]), numeric
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_an_overflow_names_the_first_query_that_has_one_on_both_backends(order):
+    """Two queries whose counts both leave decimal(38): the error names the first of them in
+    the workload's order on both backends. It named whichever query's steps met it first: the
+    CPU named `negated` in both orders, the GPU's rounds `options` (a helper's review)."""
+    n = 140
+    events = pa.table({"time": range(n + 2), "type": ["A", *["B"] * n, "D"], "x": [1] * (n + 2)})
+    texts = [
+        "options: RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, (B OR C)+, D) WITHIN 1000 s",
+        "negated: RETURN COUNT(*) PATTERN SEQ(A, NOT D, B+) WITHIN 400 s SLIDE 100 s",
+    ]
+    text = ";\n".join(texts[i] for i in order)
+    first = texts[order[0]].split(":")[0]
+    for backend in ("cpu", "gpu"):
+        with pytest.raises(NumericOverflowError, match=f"^query {first}: "):
+            gpu_hamlet.aggregate(events, text, backend=backend)
 
 
 # --- choosing the backend ----------------------------------------------------------------------

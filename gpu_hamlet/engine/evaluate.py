@@ -37,6 +37,7 @@ from gpu_hamlet.engine.optimizer import COST_MODELS, WINDOW_COSTS, EngineCostMod
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import Partitioner, SortedKeys
 from gpu_hamlet.engine.query_rows import QueryRows
+from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.row_sample import KeptShares, PaneRuns
 from gpu_hamlet.engine.sharing import (
     RunStats,
@@ -49,7 +50,7 @@ from gpu_hamlet.engine.sharing import (
 from gpu_hamlet.engine.stage_sharing import SharedStages, sample_of, shareable_stages, stage_plan
 from gpu_hamlet.engine.transitions import Pool
 from gpu_hamlet.engine.window_sharing import SharedWindows, windows_may_pay
-from gpu_hamlet.errors import EventDataError
+from gpu_hamlet.errors import EventDataError, NumericOverflowError
 from gpu_hamlet.host_threads import cpu_threads, host_map
 from gpu_hamlet.names import shown
 from gpu_hamlet.query.parser import as_workload
@@ -234,15 +235,18 @@ def evaluate_in(
     for q in runs:
         parts.keys(q.partition_attrs, len(q.groupby))
     held = 0  # the rows of the queries in `group`
-    for i in range(0, len(runs), width):
-        some = runs[i : i + width]
-        for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
-            group[q.name] = built
-            held += built.pos.shape[0]
-            if held >= limit:
-                run_group()
-                held = 0
-    run_group()
+    try:
+        for i in range(0, len(runs), width):
+            some = runs[i : i + width]
+            for q, built in zip(some, host_map(query_rows, some, width, sum(map(reads, some)))):
+                group[q.name] = built
+                held += built.pos.shape[0]
+                if held >= limit:
+                    run_group()
+                    held = 0
+        run_group()
+    except NumericOverflowError as exc:
+        raise first_overflow(ctx, query_rows) or exc from None
     for name, run in ctx.take.items():  # (a query alike another: its columns of their run)
         out[name] = out[run].select(plans[name].result_schema.names)
         snapshots[name] = snapshots[run]
@@ -250,6 +254,22 @@ def evaluate_in(
         named = {q.name for q in wl}
         stats.snapshots.update({n: s for n, s in snapshots.items() if s is not None and n in named})
     return {q.name: ctx.finish(q, out) for q in wl}
+
+
+def first_overflow(
+    ctx: Context, query_rows: Callable[[Query], QueryRows]
+) -> NumericOverflowError | None:
+    """The overflow of the first run, in the workload's order, whose table has one. Which
+    query's error a call meets first depends on the backend's order of steps (the GPU's rounds
+    against the CPU's threads) and on fusion (a fused run's message names its first query):
+    here each runs alone, in order, on the error's path only."""
+    for q in ctx.runs:
+        plan = ctx.plans[q.name]
+        try:
+            QueryResults(query_rows(q), plan, ctx.options[q.name], ctx.be).table()
+        except NumericOverflowError as exc:
+            return exc
+    return None
 
 
 def planned_stages(

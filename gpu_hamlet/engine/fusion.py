@@ -29,7 +29,6 @@ from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.query_rows import QueryRows
 from gpu_hamlet.engine.results import QueryResults
 from gpu_hamlet.engine.sharing import SharedBursts
-from gpu_hamlet.errors import NumericOverflowError
 from gpu_hamlet.query.plan import QueryPlan
 
 #: A query is fused with others when it has at most this many rows and partitions. A query's
@@ -105,8 +104,8 @@ def tables(
 ) -> dict[str, pa.Table]:
     """Each query's result table from its rows, queries of one shape fused (`runs`), the steps
     of all runs driven together (gpu_hamlet/engine/backend.py `drive`). A value that does not
-    fit its column raises an error naming the query: where it came from a fused run, whose
-    messages would name its first query, each query runs alone again to name the right one."""
+    fit its column raises a NumericOverflowError; a fused run's names its first query, so the
+    caller runs the queries alone to name the right one (evaluate.py `first_overflow`)."""
     steps = {}
     fused = set()
     for names in [list(built)] if len(built) == 1 else runs(built, options):
@@ -119,13 +118,7 @@ def tables(
         steps[key] = FusedResults(
             [built[n] for n in names], [plans[n] for n in names], options[names[0]], be
         ).table_steps()
-    try:
-        done = drive(steps, be)
-    except NumericOverflowError:
-        if not fused:
-            raise
-        alone = {n: QueryResults(r, plans[n], options[n], be) for n, r in built.items()}
-        done = drive({n: res.table_steps() for n, res in alone.items()}, be)
+    done = drive(steps, be)
     out: dict[str, pa.Table] = {}
     for key, value in done.items():
         out.update(value if key in fused else {key: value})
