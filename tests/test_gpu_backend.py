@@ -72,6 +72,7 @@ def test_gpu_overflow_behaviour_equals_cpu(sharing):
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+@pytest.mark.filterwarnings("ignore:query options. event type 'C'")  # (no C: an OR's option)
 def test_an_overflow_names_the_first_query_that_has_one_on_both_backends(order):
     """Two queries whose counts both leave decimal(38): the error names the first of them in
     the workload's order on both backends. It named whichever query's steps met it first: the
