@@ -143,10 +143,8 @@ def read_events(
             raise
         if fmt == "json" and not df.columns:
             raise UsageError(f"{path} holds no JSON lines: no events, no columns")
-        if fmt == "json" and type_col in df.columns:
-            df = _type_as_text(spark, df, path, type_col)
         if fmt == "json":
-            df = _finite_doubles(spark, df, path, {time_col, type_col})
+            df = _json_text_columns(spark, df, path, time_col, type_col)
     if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
         from pyspark.sql import functions as F
 
@@ -250,42 +248,39 @@ def _local(uri: str) -> str:
     return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
-def _type_as_text(spark: Any, df: Any, path: str, type_col: str) -> Any:
-    """JSON lines `df` read again with the type column as text, when Spark found numbers there:
-    each value as written (`1`, `2.50`), as the names of the workload spell them (`1`)."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    field = df.schema[type_col]
-    if isinstance(field.dataType, StringType):
-        return df
-    text = StructField(field.name, StringType(), True)
-    schema = StructType([text if f.name == type_col else f for f in df.schema])
-    return spark.read.schema(schema).json(path)
-
-
-def _finite_doubles(spark: Any, df: Any, path: str, skip: set[str]) -> Any:
-    """JSON lines `df` with each double column (but those of `skip`) that holds an infinity
-    read again as text, as written, with a warning naming the value: Spark's reader makes a
-    number beyond a double's range (`1e400`) and Java's `Infinity` infinite, which MIN and MAX
-    then returned (CSV columns: `_fits`). One job counts them."""
+def _json_text_columns(spark: Any, df: Any, path: str, time_col: str, type_col: str) -> Any:
+    """JSON lines `df` read again, at most once, with some columns as text, as written: the
+    type column where Spark found numbers there (`1`, `2.50`: event types are names, as the
+    workload spells them `1`), and each double column but the time's that holds an infinity,
+    with a warning naming the value: Spark's reader makes a number beyond a double's range
+    (`1e400`) and Java's `Infinity` infinite, which MIN and MAX then returned (CSV columns:
+    `_fits`). One job counts the infinities."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
     from gpu_hamlet.spark.job import sql_name
 
-    doubles = [f.name for f in df.schema if isinstance(f.dataType, DoubleType)]
-    doubles = [c for c in doubles if c not in skip]
-    if not doubles:
-        return df
-    inf = float("inf")
-    row = df.agg(*[F.count_if(F.col(sql_name(c)).isin(inf, -inf)) for c in doubles]).first()
-    infinite = {c for c, n in zip(doubles, row) if n}
-    if not infinite:
-        return df
-    text = StructType(
-        [StructField(f.name, StringType(), True) if f.name in infinite else f for f in df.schema]
+    types = {f.name: f.dataType for f in df.schema}
+    text = (
+        {type_col} if type_col in types and not isinstance(types[type_col], StringType) else set()
     )
-    df = spark.read.schema(text).json(path)
+    doubles = [
+        c for c, t in types.items() if isinstance(t, DoubleType) and c not in (time_col, type_col)
+    ]
+    inf = float("inf")
+    infinite: set[str] = set()
+    if doubles:
+        row = df.agg(*[F.count_if(F.col(sql_name(c)).isin(inf, -inf)) for c in doubles]).first()
+        infinite = {c for c, n in zip(doubles, row) if n}
+    if not text | infinite:
+        return df
+    schema = StructType(
+        [
+            StructField(f.name, StringType(), True) if f.name in text | infinite else f
+            for f in df.schema
+        ]
+    )
+    df = spark.read.schema(schema).json(path)
     for c in sorted(infinite):
         col = F.col(sql_name(c))
         ((value,),) = (
