@@ -191,17 +191,22 @@ def widened(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
+def in_result_order(
+    table: pa.Table, groupby: tuple[str, ...], runs: np.ndarray | None = None
+) -> pa.Table:
     """The rows of a result table by GROUPBY values, then window_start, ascending (Arrow's
     order: nulls last). Rows often come in that order already (integer groups are coded by
     rank, gpu_hamlet/engine/partitions.py): that is checked first, when the keys are integers
-    or times without nulls, because sorting was half the cost of building a small result."""
+    or times without nulls, because sorting was half the cost of building a small result.
+    `runs` (ascending, one per row): the rows of several tables one after another, each
+    ordered within its run, in one check or sort (a fused run's queries, engine/fusion.py)."""
     if table.num_rows < 2:
         return table
     keys = [*groupby, "window_start"]
     cols = [table.column(k) for k in keys]
     if all(_plain_ordered(c) for c in cols):
-        undecided = np.ones(table.num_rows - 1, bool)  # adjacent rows equal on the keys so far
+        # adjacent rows equal on the keys so far (rows of two runs are decided already)
+        undecided = np.ones(table.num_rows - 1, bool) if runs is None else runs[1:] == runs[:-1]
         for c in cols:
             v = c.to_numpy()
             step = v[1:] > v[:-1]
@@ -211,9 +216,10 @@ def in_result_order(table: pa.Table, groupby: tuple[str, ...]) -> pa.Table:
         else:
             return table
     # (Arrow sorts no dictionary column: its values are sorted instead)
-    order = pc.sort_indices(
-        pa.table(dict(zip(keys, map(decoded, cols)))), sort_keys=[(k, "ascending") for k in keys]
-    )
+    by = dict(zip(keys, map(decoded, cols)))
+    if runs is not None:  # (no column of a result is named with a NUL)
+        by = {"\0run": pa.array(runs), **by}
+    order = pc.sort_indices(pa.table(by), sort_keys=[(k, "ascending") for k in by])
     return table.take(order)
 
 
