@@ -219,6 +219,25 @@ def test_narrow_and_negative_scale_decimals(typ):
     assert tables[typ]["agg"].num_rows and tables[typ]["adjacent"].num_rows
 
 
+@pytest.mark.parametrize("numeric", NUMERIC_MODES)
+@pytest.mark.parametrize("typ", [pa.decimal256(76, -10), pa.decimal256(70, -7)], ids=str)
+def test_min_max_of_a_negative_scale_past_76_digits(numeric, typ):
+    """MIN and MAX keep a decimal256 whose precision less its (negative) scale passes 76 digits:
+    Arrow's if_else widened it by the scale, past any decimal, and raised ArrowInvalid."""
+    x = pa.array([None, *(decimal.Decimal(v) for v in ("1E+10", "-5E+10", "2E+10"))], typ)
+    events = pa.table({"time": [1, 2, 3, 4], "type": ["A", "B", "B", "B"], "x": x})
+    got = gpu_hamlet.aggregate(
+        events,
+        "RETURN MIN(B.x), MAX(B.x), MAX(A.x) PATTERN SEQ(A, B+) WITHIN 10 s",
+        backend="cpu",
+        numeric=numeric,
+    )["q1"]
+    assert got.schema.field("min_B_x").type == typ and got.schema.field("max_A_x").type == typ
+    assert got.column("min_B_x").to_pylist() == [decimal.Decimal("-5E+10")]
+    assert got.column("max_B_x").to_pylist() == [decimal.Decimal("2E+10")]
+    assert got.column("max_A_x").to_pylist() == [None]  # the trends' A has no value
+
+
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 @pytest.mark.parametrize(

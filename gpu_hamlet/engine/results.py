@@ -337,8 +337,9 @@ class QueryResults:
                 out[ch] = pa.nulls(len(reach), typ)
                 continue
             col = self.src.order_keys(ch.attr)[1](np.where(reach, keys, keys[reach][0]))
-            # (if_else widens some types: decimals of negative scale or of 32 and 64 bits)
-            out[ch] = pc.if_else(pa.array(reach), col, pa.nulls(len(col), col.type)).cast(col.type)
+            # Null where none reaches, by a null index: if_else widened decimals of 32 and 64
+            # bits and of a negative scale, past decimal256's 76 digits at decimal256(76, -10).
+            out[ch] = col.take(pa.array(np.arange(reach.shape[0]), mask=~reach))
         return out
 
     def _column(self, agg, lin, exact, mm, win: Windows, keep) -> pa.Array:
