@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gpu_hamlet.core.numeric import (
     FLOAT_EXACT_BITS,
