@@ -5,9 +5,12 @@ workload: the column names and order (GROUPBY columns, ``window_start``, ``windo
 aggregates in RETURN order), the Arrow types of the value columns for the numeric mode
 (docs/semantics.md sections 5 and 7), the row order, and every value:
 
-* ``numeric="exact"``: COUNT(*), COUNT(E) and SUM of int attributes are ``decimal128(38, 0)`` and
-  equal exactly (null where the exact value is 10^38 or more and ``on_overflow="null"``);
-* ``numeric="bigint"``: those are Arrow strings of decimal digits, equal exactly;
+* ``numeric="exact"``: COUNT(*), COUNT(E) and SUM of int and bool attributes are
+  ``decimal128(38, 0)``, SUM of a ``decimal(p, s)`` attribute ``decimal128(38, s)``, and equal
+  exactly (null where the exact value has 38 digits or more at that scale and
+  ``on_overflow="null"``);
+* ``numeric="bigint"``: those are Arrow strings of decimal digits (with a decimal's scale s > 0,
+  s digits after the point), equal exactly;
 * ``numeric="float"``: those are float64 within 1e-9 relative;
 * in every mode SUM over a float attribute and AVG are float64 within 1e-9 relative, plus an
   absolute slack of 1e-9 times the sum of the absolute values of the terms (cancellation) when the
@@ -111,13 +114,20 @@ def to_datetime(seconds: int | float, *, aware: bool = False) -> datetime:
 
 
 def _is_exact_count(agg: Any, attr_types: Mapping[str, pa.DataType]) -> bool:
-    """COUNT(*), COUNT(E) and SUM over an integer/decimal attribute: the exact-capable values."""
+    """COUNT(*), COUNT(E) and SUM over an integer, boolean or decimal attribute: the
+    exact-capable values."""
     if agg.func == "COUNT":
         return True
     if agg.func == "SUM":
         t = attr_types[agg.attr]
-        return pa.types.is_integer(t) or pa.types.is_decimal(t)
+        return pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
     return False
+
+
+def _scale(agg: Any, attr_types: Mapping[str, pa.DataType]) -> int:
+    """The scale of an exact-capable aggregate's values: a decimal's for its SUM, else 0."""
+    t = attr_types[agg.attr] if agg.func == "SUM" else None
+    return t.scale if t is not None and pa.types.is_decimal(t) else 0
 
 
 def expected_value_type(
@@ -125,9 +135,8 @@ def expected_value_type(
 ) -> pa.DataType:
     """The Arrow type the contract gives an aggregate column."""
     if _is_exact_count(agg, attr_types):
-        return {"exact": pa.decimal128(38, 0), "bigint": pa.string(), "float": pa.float64()}[
-            numeric
-        ]
+        exact = pa.decimal128(38, _scale(agg, attr_types))
+        return {"exact": exact, "bigint": pa.string(), "float": pa.float64()}[numeric]
     if agg.func in ("SUM", "AVG"):
         return pa.float64()
     if agg.func in ("MIN", "MAX"):
@@ -146,7 +155,7 @@ def close(got: float, exp: Any, *, magnitude: Any = 0, rel: float = REL_TOL) -> 
     return err <= Fraction(rel) * (abs(exp) + abs(Fraction(magnitude or 0)))
 
 
-_DIGITS = re.compile(r"-?[0-9]+")
+_DIGITS = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
 def _check_value(
@@ -162,23 +171,21 @@ def _check_value(
     if exp is None:  # SUM, AVG, MIN, MAX over events whose values are all null
         return None if got is None else f"expected null, got {got!r}"
     if _is_exact_count(agg, attr_types):
-        assert isinstance(exp, int), f"oracle gave {exp!r} for {agg}"
+        assert isinstance(exp, (int, decimal.Decimal)), f"oracle gave {exp!r} for {agg}"
+        scale = _scale(agg, attr_types)
         if numeric == "exact":
-            if abs(exp) >= DECIMAL_LIMIT:
+            if abs(Fraction(exp)) * Fraction(10) ** scale >= DECIMAL_LIMIT:
                 if on_overflow == "null":
-                    return None if got is None else f"expected null (|{exp}| >= 10^38), got {got!r}"
-                return f"expected an overflow error (|{exp}| >= 10^38), got a value {got!r}"
+                    return None if got is None else f"expected null ({exp} >= 10^38), got {got!r}"
+                return f"expected an overflow error ({exp} >= 10^38), got a value {got!r}"
             if not isinstance(got, decimal.Decimal):
                 return f"expected Decimal {exp}, got {type(got).__name__} {got!r}"
-            if got != got.to_integral_value() or int(got) != exp:
-                return f"expected {exp}, got {got!r}"
-            return None
+            return None if got == exp else f"expected {exp}, got {got!r}"
         if numeric == "bigint":
             if not isinstance(got, str) or not _DIGITS.fullmatch(got):
                 return f"expected decimal digits of {exp}, got {got!r}"
-            if int(got) != exp or got != str(exp):
-                return f"expected {exp}, got {got!r}"
-            return None
+            want = str(int(exp)) if scale <= 0 else format(decimal.Decimal(exp), f".{scale}f")
+            return None if got == want else f"expected {want!r}, got {got!r}"
         if numeric == "float":
             return (
                 None if close(got, exp, magnitude=mag) else f"expected ~{float(exp)!r}, got {got!r}"

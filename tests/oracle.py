@@ -22,11 +22,13 @@ Semantics implemented, literally:
   (e' right after e in the trend) of types X and Y with ``e.a op e'.b`` false or null.
 * Only (group, window) pairs with at least one trend produce a row.
 
-Result values: COUNT and SUM of integer attributes are exact Python ints; SUM of a float attribute
-is the exact sum rounded once to a float; AVG is an exact ``fractions.Fraction`` (whatever the
-attribute type); MIN/MAX are the attribute values themselves. ``window_start``/``window_end`` have
-the kind of the input times: ``datetime`` (naive when the inputs are naive, then read as UTC), float
-seconds, or int seconds (a float where a bound is not a whole number of seconds).
+Result values: COUNT and SUM of integer and boolean attributes are exact Python ints; SUM of a
+decimal attribute is the exact sum as a ``Decimal`` (an int where it is whole); SUM of a float
+attribute is the exact sum rounded once to a float; AVG is an exact ``fractions.Fraction``
+(whatever the attribute type); MIN/MAX are the attribute values themselves.
+``window_start``/``window_end`` have the kind of the input times: ``datetime`` (naive when the
+inputs are naive, then read as UTC), float seconds, or int seconds (a float where a bound is not a
+whole number of seconds).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -667,9 +669,10 @@ def _query_rows(
                         row[a.name] = None
                     elif a.attr in float_attrs:
                         row[a.name] = float(tot)
-                    else:
-                        assert tot.denominator == 1
+                    elif tot.denominator == 1:  # (integers and booleans; decimals of scale <= 0)
                         row[a.name] = int(tot)
+                    else:  # decimals: the exact sum, whose denominator divides 10^scale
+                        row[a.name] = _decimal(tot)
                     mags[a.name] = mag
                 else:
                     row[a.name] = Fraction(tot) / nn if nn else None
@@ -689,6 +692,17 @@ def _query_rows(
         key=lambda r: tuple(_null_last(r[a]) for a in q.groupby) + (_time_key(r["window_start"]),)
     )
     return rows
+
+
+def _decimal(v: Fraction) -> Decimal:
+    """A fraction whose denominator d divides a power of ten (a sum of decimals), exactly: n / d
+    is n * (10^k / d) / 10^k with 2^k at most d, and 10^k / d at most 5^k: 3 digits per digit
+    of d are enough."""
+    digits = len(str(abs(v.numerator))) + 3 * len(str(v.denominator))
+    with localcontext(Context(prec=digits + 2)):
+        out = Decimal(v.numerator) / v.denominator
+    assert Fraction(out) == v, f"oracle: {v} is no decimal"
+    return out
 
 
 def _min_max_order(v):
