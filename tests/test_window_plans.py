@@ -6,6 +6,8 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import numpy as np
+import pyarrow as pa
+import pytest
 from compare import assert_matches_oracle, events_to_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,6 +36,44 @@ def test_pane_maps_and_window_copies_match_oracle(data, copies, numeric, sharing
             events_to_table(events), text, numeric=numeric, sharing=sharing, backend="cpu"
         )
     assert_matches_oracle(got, expected, wl, numeric)
+
+
+@pytest.mark.parametrize("copies", [True, False], ids=["copies", "maps"])
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_windows_of_more_than_2_to_62_panes_from_near_minus_2_to_62(copies, kind):
+    """Windows of 2^62 + 2^61 + 1 one-second panes sliding by 2^61, over events whose first
+    window starts at -2^63 (int64 seconds; float times the same values in ms, which are the
+    float's panes): the first window holding a pane, ceil((pane - n + 1) / a), wrapped int64 in
+    pane - n + 1 and raised NumPy's "negative dimensions" (both routes; the float bounds check
+    wrapped silently). The oracle's three windows, each holding every trend."""
+    S, W = 2**61, 2**62 + 2**61 + 1
+    t0 = -(2**63) + W - 5
+    unit = "s"
+    times: list[int | float] = [t0, t0 + 1, t0 + 2]
+    if kind == "float":  # (float seconds in panes of 1 ms: 2^62 of them reach 4.6e15 s)
+        unit, times = "ms", [-4.5e15, -4.5e15 + 2, -4.5e15 + 4]
+    events = [{"time": t, "type": ty} for t, ty in zip(times, "ABB")]
+    text = f"RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN {W} {unit} SLIDE {S} {unit}"
+    wl = gpu_hamlet.parse_workload(text)
+    schema = pa.schema(
+        [("time", pa.int64() if kind == "int" else pa.float64()), ("type", pa.string())]
+    )
+    table = pa.Table.from_pylist(events, schema=schema)
+    expected = oracle(events, wl)
+    assert [r["count"] for r in expected["q1"]] == [3, 3, 3]
+    for sharing in ("none", "dynamic"):
+        with patch.object(QueryRows, "_copies_cheaper", return_value=copies):
+            got = gpu_hamlet.aggregate(table, text, backend="cpu", sharing=sharing)
+        if kind == "int":
+            assert_matches_oracle(got, expected, wl, event_schema=schema)
+            continue
+        # Float bounds this far out are k * SLIDE + WITHIN in float64, within a float step (1 s
+        # at 7e15 s) of the exact ones (docs/semantics.md section 6): 0.0 for the middle's 0.001.
+        rows = got["q1"].to_pylist()
+        assert [r["count"] for r in rows] == [3, 3, 3]
+        for r, e in zip(rows, expected["q1"]):
+            assert abs(r["window_start"] - e["window_start"]) <= 1.0
+            assert abs(r["window_end"] - e["window_end"]) <= 1.0
 
 
 def test_cost_rule_prefers_maps_for_dense_panes_and_copies_for_sparse():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpu_hamlet.core.rings import jitable
+
 
 def panes(pid: np.ndarray, time: np.ndarray, width: int | float) -> tuple[np.ndarray, np.ndarray]:
     """(pane of every event, first event of every run of equal partition and pane) for events
@@ -29,6 +31,15 @@ def float_panes(time: np.ndarray, width: float) -> np.ndarray:
     events the query cannot match (evaluate.py `_check_float_panes`): they are held there,
     apart from its own, not cast past int64."""
     return np.clip(np.floor(time / width), -(2.0**62), 2.0**62).astype(np.int64)
+
+
+@jitable
+def first_window(pane, a, n):
+    """ceil((pane - n + 1) / a): the first window [k*a, k*a + n) holding `pane` (all in panes),
+    for ints and arrays alike, from the quotients and remainders of the pane and n - 1 by a.
+    pane - n + 1 itself wrapped int64 where a pane near -2^62 meets a window of more than 2^62
+    panes, which docs/semantics.md section 6 allows (windows of 2^62 seconds)."""
+    return pane // a - (n - 1) // a + (pane % a > (n - 1) % a)
 
 
 @njit(cache=True, nogil=True)

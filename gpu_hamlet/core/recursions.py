@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from gpu_hamlet.core.panes import first_window
 from gpu_hamlet.core.rings import (
     XF_FAR,
     XF_NEAR,
@@ -557,7 +558,7 @@ def walk_windows(run_seg, s0, s1, a, n, lo_out, hi_out, flip_out, k_out, w0, fil
     for each, its first run, its end run, and the flip point of a two-stack sliding aggregation
     (the front stack holds suffix products of runs [lo, flip), the back the product of runs
     [flip, hi) pushed since); written from w0 on with `fill`. Returns how many there are."""
-    kk = (run_seg[s0] - n + a) // a  # first window holding the segment: ceil((s - n + 1) / a)
+    kk = first_window(run_seg[s0], a, n)  # the first window holding the segment
     lo = s0
     hi = s0
     flip_end = s0
@@ -580,7 +581,7 @@ def walk_windows(run_seg, s0, s1, a, n, lo_out, hi_out, flip_out, k_out, w0, fil
         else:
             if hi == s1:
                 break
-            nk = (run_seg[hi] - n + a) // a  # (max() of ints does not compile for CUDA)
+            nk = first_window(run_seg[hi], a, n)  # (max() of ints does not compile for CUDA)
             kk = nk if nk > kk + 1 else kk + 1
     return w
 

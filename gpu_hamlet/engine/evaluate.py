@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gpu_hamlet.core.panes import float_panes
+from gpu_hamlet.core.panes import first_window, float_panes
 from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.engine import fusion
 from gpu_hamlet.engine.adjacent import check_next, check_next_values
@@ -506,7 +506,7 @@ def _check_float_panes(
                 t = ev.time[matcher.positions(q, plans[q.name].template) >= 0] if t is None else t
                 times = np.asarray([t.min(), t.max()]) if t.size else t
             pane = float_panes(times, seg)
-            start = ev.axis.bounds((pane - w.n) // w.a + 1, q.within_ms, q.slide_ms, *wins)[0]
+            start = ev.axis.bounds(first_window(pane, w.a, w.n), q.within_ms, q.slide_ms, *wins)[0]
             end = ev.axis.bounds(pane // w.a, q.within_ms, q.slide_ms, *wins)[1]
             fault = ev.axis.float_overflow(times, start, end)
             if fault is None:

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from gpu_hamlet.core.adjacency import AdjacentRuns
 from gpu_hamlet.core.numeric import xfloat_to_float
+from gpu_hamlet.core.panes import first_window
 from gpu_hamlet.core.panes import panes as host_panes
 from gpu_hamlet.core.recursions import BLOCK, EVENT, MOVE, Blocks
 from gpu_hamlet.core.rings import layout, ring_integers
@@ -363,7 +364,7 @@ class QueryRows:
         a, n = self.plan.windowing.a, self.plan.windowing.n
         seg = self.seg
         assert seg is not None, "events are segmented first"
-        first = -((n - 1 - seg) // a)  # ceil((pane - n + 1) / a)
+        first = first_window(seg, a, n)
         total = int((seg // a - first + 1).sum())
         rep, k = window_copies(self.pid, seg, a, n, total, *self._ends())
         self._keep(rep, tuple(name for name in self._PER_EVENT if name != "seg"))

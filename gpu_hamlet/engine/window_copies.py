@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from gpu_hamlet.core.panes import first_window
+
 
 @dataclass(frozen=True)
 class WindowRouteCosts:
@@ -57,7 +59,7 @@ def windows_holding(pid: np.ndarray, pane: np.ndarray, starts: np.ndarray, a: in
     after = 0  # the first window the run before (same partition) left uncounted
     for j in range(starts.shape[0]):
         i = starts[j]
-        lo = -((n - 1 - pane[i]) // a)  # the first window holding the pane
+        lo = first_window(pane[i], a, n)
         hi = pane[i] // a  # the last
         if j == 0 or pid[i] != pid[starts[j - 1]]:
             after = lo
@@ -107,7 +109,7 @@ def window_copies(
         while j < m and pid[j] == pid[i]:
             j += 1
         lo = hi = i
-        k = -((n - 1 - pane[i]) // a)  # the first window holding the partition's first event
+        k = first_window(pane[i], a, n)  # the first window holding the partition's first event
         while lo < j:
             while lo < j and pane[lo] < k * a:
                 lo += 1
@@ -126,7 +128,7 @@ def window_copies(
                     win[o] = k
                     o += matched[e]
             if lo < j and hi == lo:  # window k is empty: jump to the first holding event lo
-                k = -((n - 1 - pane[lo]) // a)
+                k = first_window(pane[lo], a, n)
             else:
                 k += 1
         i = j
