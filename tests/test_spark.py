@@ -182,8 +182,11 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     sc = spark.sparkContext
     df = spark.createDataFrame(stream.to_pandas())
     sc.setJobGroup("bad-input", "validation")
-    with pytest.raises(EventDataError, match="column 'speed' is missing"):
+    # (the query that reads it named, as `aggregate` names it)
+    with pytest.raises(EventDataError, match="query q1: attribute column 'speed' is missing"):
         trend_aggregate(df, "RETURN AVG(B.speed) PATTERN SEQ(A, B+) WITHIN 1 min")
+    with pytest.raises(EventDataError, match="^type column 'kind' is missing"):
+        trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", type_col="kind")
     with pytest.raises(EventDataError, match="type column 'g' must hold strings"):
         trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", type_col="g")
     with pytest.raises(EventDataError, match="time column 'type' has unsupported type"):

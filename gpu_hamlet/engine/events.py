@@ -91,16 +91,17 @@ def to_arrow_table(events: Any) -> pa.Table:
     )
 
 
-def _require_column(schema: pa.Schema, name: str, what: str, query: Query | None = None) -> None:
-    """The column is there, once: of two columns of one name (a join's output, say) neither is
-    the one meant."""
-    count = schema.names.count(name)
+def require_column(names: list[str], name: str, what: str, query: Query | None = None) -> None:
+    """The column is among the events' column `names`, once: of two columns of one name (a
+    join's output, say) neither is the one meant. The Spark driver checks a DataFrame's columns
+    with it too, so `run` names the query at fault as `aggregate` does."""
+    count = names.count(name)
     if count != 1:
         who = f"query {shown(query.name)}: " if query is not None else ""
         raise EventDataError(
             f"{who}{what} column '{name}' is "
             + (f"in the events {count} times" if count else "missing from the events")
-            + f" (columns: {', '.join(schema.names)})"
+            + f" (columns: {', '.join(names)})"
         )
 
 
@@ -122,8 +123,8 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
     is no time or type column, the time column has a type times can have (its TimeAxis is
     returned), and the type column holds strings. Cached (a failed check raises each time):
     small calls repeat it with the same schema and workload."""
-    _require_column(schema, time_col, "time")
-    _require_column(schema, type_col, "type")
+    require_column(schema.names, time_col, "time")
+    require_column(schema.names, type_col, "type")
     for name, q in used_columns(workload).items():
         if name in (time_col, type_col):
             raise WorkloadError(
@@ -131,7 +132,7 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
                 f"used as an attribute",
                 query=q.name,
             )
-        _require_column(schema, name, "attribute", q)
+        require_column(schema.names, name, "attribute", q)
     for q in workload:
         for name in q.partition_attrs:
             t = schema.field(name).type

@@ -39,7 +39,7 @@ from typing import Any
 
 from gpu_hamlet import errors
 from gpu_hamlet.engine.evaluate import result_schemas
-from gpu_hamlet.engine.events import used_columns, warn_absent_types
+from gpu_hamlet.engine.events import require_column, used_columns, warn_absent_types
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.sharing import RunStats, start_stats
 from gpu_hamlet.errors import EventDataError
@@ -125,17 +125,10 @@ def run_job(
     wl = as_workload(workload)
     time_col, type_col = options.time_col, options.type_col
     columns = [time_col, type_col] + list(used_columns(wl))
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise EventDataError(
-            f"column '{missing[0]}' is missing from the events (columns: {', '.join(df.columns)})"
-        )
-    twice = [c for c in columns if df.columns.count(c) > 1]
-    if twice:
-        raise EventDataError(
-            f"column '{twice[0]}' is in the events {df.columns.count(twice[0])} times "
-            f"(columns: {', '.join(df.columns)})"
-        )
+    require_column(df.columns, time_col, "time")
+    require_column(df.columns, type_col, "type")
+    for name, q in used_columns(wl).items():  # (the first query that reads it: as `aggregate`)
+        require_column(df.columns, name, "attribute", q)
     # Spark reads the columns under names of the job's own, `__e0`, `__e1`, ... (`safe`): a
     # user's name is never parsed by Spark, where a dot or backtick in it reads as a path (in
     # mapInArrow's own column references too), names that differ in case alone are one name
