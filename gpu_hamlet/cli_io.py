@@ -41,6 +41,8 @@ FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
+#: The longest file name, in bytes, of the common file systems (ext4, XFS, APFS, NTFS).
+NAME_MAX = 255
 #: Times read as seconds beyond this (the year 5138) are surely in a finer unit.
 MAX_SECONDS = 1e11
 #: A marker for messages raised inside Spark jobs (`raise_error`), found again in the exception.
@@ -68,6 +70,8 @@ def input_format(path: str, given: str | None) -> str:
         raise UsageError(f"events path '{path}' does not exist")
     if local and not os.access(p, os.R_OK):
         raise UsageError(f"events path '{path}' is not readable")
+    if local:
+        _hadoop_names(p)
     if given:
         return given
     fmt = FORMATS.get(_named(path).suffix.lower())
@@ -77,6 +81,26 @@ def input_format(path: str, given: str | None) -> str:
             f"give --in-format csv, json or parquet"
         )
     return fmt
+
+
+def _hadoop_names(p: Path) -> None:
+    """Refuse a local file, or a folder's data file, whose path Hadoop cannot read: a ':' in a
+    name is a URI scheme to it, and it failed deep in Spark, naming no reason."""
+    files = [p, *(f for f in p.rglob("*") if not f.name.startswith(("_", ".")))]
+    named = next((f for f in files if ":" in str(f.absolute())), None) if p.is_dir() else None
+    if named is not None or ":" in str(p.absolute()):
+        raise UsageError(
+            f"events path '{named or p}' has a ':' in it, which Spark's file system reads as a "
+            f"URI scheme and cannot read: rename or move it"
+        )
+
+
+def spark_path(path: str) -> str:
+    """A local events path as Spark must be given it to read that path: its glob characters
+    escaped. Spark expands them (Hadoop's globs), so 'data[1].csv' read 'data1.csv' without a
+    word, where the path checked before Spark starts is the literal one (`input_format`).
+    A URI (s3a://, hdfs://) is left as given: its globs are the user's to use."""
+    return path if "://" in path else re.sub(r"([\\*?\[\]{}])", r"\\\1", path)
 
 
 def _named(path: str) -> Path:
@@ -116,12 +140,13 @@ def read_events(
     1, 2, 3 are names, not numbers. A CSV file of no rows has bigint times, the columns of
     `numbers` (those the workload adds or compares with numbers) bigint, the others text: no
     values, no types to tell, and its results are empty."""
+    source = spark_path(path)  # (what Spark reads; messages name `path`)
     if fmt == "csv":
         from pyspark.sql.types import StringType, StructField, StructType
 
         # Quotes inside a quoted field are doubled (RFC 4180, as `run` writes CSV): Spark's
         # default escape, a backslash, read a header `"""s"""` as that text, not `"s"`.
-        firsts, spanning = _lines(spark, path)
+        firsts, spanning = _lines(spark, source)
         # A field that spans lines (a quoted newline, as `run` writes one) needs Spark's
         # multiLine, which reads each file whole in one task: only then.
         reader = spark.read.options(
@@ -133,10 +158,10 @@ def read_events(
         # last ones, as the sensors' rows of 5 or 6 fields need (README, Command line).
         schema = StructType([StructField(c, StringType()) for c in [*names, EXTRA]])
         text = {type_col, time_col} if time_format else {type_col}  # (the time: by its pattern)
-        df = _typed(reader.schema(schema).csv(path), path, names, text, {time_col, *numbers})
+        df = _typed(reader.schema(schema).csv(source), path, names, text, {time_col, *numbers})
     else:
         try:
-            df = getattr(spark.read, fmt)(path)
+            df = getattr(spark.read, fmt)(source)
         except Exception as exc:
             if "PARQUET_TYPE_ILLEGAL" in str(exc) and "NANOS" in str(exc):
                 raise _nanoseconds(path) from None
@@ -148,10 +173,17 @@ def read_events(
     if fmt == "json" and "_corrupt_record" in df.columns:  # lines that are no JSON object
         from pyspark.sql import functions as F
 
-        bad = df.where(F.col("_corrupt_record").isNotNull()).limit(1).collect()
+        if df.columns == ["_corrupt_record"]:  # (none is: Spark refuses to query such a frame)
+            lines = spark.read.text(source).select(F.col("value").alias("_corrupt_record"))
+            bad = lines.where(F.trim("_corrupt_record") != "").limit(1).collect()
+        else:
+            bad = df.where(F.col("_corrupt_record").isNotNull()).limit(1).collect()
         if bad:
             line = bad[0]["_corrupt_record"]
-            raise UsageError(f"{path}: a line is not a JSON object: {line[:200]!r}")
+            raise UsageError(
+                f"{path}: a line is not a JSON object: {line[:200]!r} (JSON lines are read: one "
+                f"object per line, as a .jsonl file holds them, not a JSON array)"
+            )
         df = df.drop("_corrupt_record")
     if time_col not in df.columns:
         return df  # trend_aggregate names the missing column and lists those present
@@ -189,7 +221,7 @@ def _header(
     lines are `firsts`) and none twice: Spark reads every file by position with the names of
     one (its enforceSchema), so a file of the columns in another order, or of one more, was
     read into the wrong columns without a word, and it renames a name given twice."""
-    names = reader.csv(path).columns
+    names = reader.csv(spark_path(path)).columns
     if not names:
         raise UsageError(f"{path} is empty: no header line, no rows")
     fields = {line: _fields(spark, line, delimiter) for line in set(firsts.values())}
@@ -280,7 +312,7 @@ def _json_text_columns(spark: Any, df: Any, path: str, time_col: str, type_col: 
             for f in df.schema
         ]
     )
-    df = spark.read.schema(schema).json(path)
+    df = spark.read.schema(schema).json(spark_path(path))
     for c in sorted(infinite):
         col = F.col(sql_name(c))
         ((value,),) = (
@@ -662,6 +694,12 @@ def check_names(names: Iterable[str]) -> None:
                 f"query name '{name}' cannot be the name of its output folder OUT/<query name>: "
                 f"rename the query (no '/' or '\\', and not '.', '..' or {MARKER})"
             )
+        if len(name.encode()) > NAME_MAX:  # (Spark failed at the end, naming no reason)
+            raise UsageError(
+                f"query name '{name[:40]}...' is {len(name.encode())} bytes, longer than the "
+                f"{NAME_MAX} a folder name may have, and it names its output folder OUT/<query "
+                f"name>: rename the query"
+            )
 
 
 def write_results(
@@ -681,7 +719,9 @@ def write_results(
 
     from gpu_hamlet.spark.job import sql_name
 
-    out = out.absolute()
+    # A link to a folder: the folder is replaced, not the link (renamed over, it failed only
+    # after the whole run)
+    out = out.resolve() if out.is_symlink() else out.absolute()
     check_output(out, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -745,7 +785,11 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)  # onto an empty folder too
         return
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.replace(out, old)
+    try:
+        os.replace(out, old)
+    except BaseException:
+        old.rmdir()
+        raise
     try:
         os.replace(tmp, out)
     except BaseException:

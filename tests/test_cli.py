@@ -537,6 +537,47 @@ def test_unusable_output_folders_are_usage_errors_before_spark(tmp_path, capsys,
     assert "notes.txt', which is a file, not a folder" in capsys.readouterr().err
 
 
+def test_paths_are_read_as_written_not_as_globs(spark, tmp_path, capsys, monkeypatch):
+    """A file named data[1].csv beside data1.csv: Spark expands globs, and read data1.csv's
+    events without a word. Each path is read as written; a ':' in a name, which Spark's file
+    system cannot read, is refused before Spark starts, naming the file."""
+    folder = tmp_path / "in{a,b}"
+    folder.mkdir()
+    (folder / "data[1].csv").write_text("time,type\n1,T1\n2,T2\n3,T2\n")
+    (folder / "data1.csv").write_text("time,type\n1,T3\n2,T2\n")
+    wl = tmp_path / "w.txt"
+    wl.write_text("q: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 10 s")
+    out = tmp_path / "out"
+    run = ["run", "--workload", str(wl), "--out-format", "csv", "--quiet", "--out", str(out)]
+    assert main([*run, "--events", str(folder / "data[1].csv")]) == 0
+    rows = [line for f in sorted((out / "q").glob("*.csv")) for line in f.read_text().splitlines()]
+    assert rows[1:] == ["0,10,3"]  # (data1.csv holds no T1: no trend)
+    monkeypatch.setattr(cli, "_spark", _no_spark)
+    (folder / "at 10:00.csv").write_text("time,type\n1,T1\n")
+    for events in (folder, folder / "at 10:00.csv"):
+        assert main([*run, "--events", str(events), "--out", str(tmp_path / "o2")]) == 2
+        err = capsys.readouterr().err
+        assert f"events path '{folder / 'at 10:00.csv'}' has a ':' in it" in err
+
+
+def test_an_output_folder_behind_a_link_is_written_there(spark, tmp_path, capsys):
+    """--out a link to a folder, empty or a previous result (--mode overwrite): the folder gets
+    the result and the link stays. The link was renamed over, which failed after the whole run
+    and left a set-aside folder behind."""
+    wl, events = _inputs(tmp_path)
+    target = tmp_path / "target"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    run = ["run", "--workload", str(wl), "--events", str(events), "--quiet", "--out", str(link)]
+    assert main(run) == 0
+    assert main([*run, "--mode", "overwrite"]) == 0
+    assert link.is_symlink() and sorted(p.name for p in target.iterdir()) == [MARKER, "q1", "q2"]
+    assert pq.read_table(target / "q1").column("count").to_pylist() == [132]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.parquet", "link", "target",
+                                                          "workload.txt"]  # fmt: skip
+
+
 def _results(tmp_path: Path, wl: Path, events: Path, fmt: str) -> list[Path]:
     """`gpu-hamlet run` of workload file `wl` over `events` into tmp_path/fmt: query q1's part
     files."""
@@ -928,6 +969,12 @@ def test_csv_rows_of_more_fields_and_json_lines_that_are_no_object_stop_the_run(
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f'{path}: a line is not a JSON object: \'{{"time": 2, "type": "T2"\'' in err
+    path = tmp_path / "array.json"  # no line is an object: Spark refused to query the frame
+    path.write_text('[\n  {"time": 1, "type": "T1"},\n  {"time": 2, "type": "T2"}\n]\n')
+    assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: a line is not a JSON object: '['" in err and "not a JSON array" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_epoch_milliseconds_are_not_read_as_seconds(spark, tmp_path, capsys):
@@ -1339,6 +1386,9 @@ def test_query_names_that_are_no_folder_name_are_refused_before_spark(
         err = capsys.readouterr().err
         assert f"query name '{name}' cannot be the name of its output folder" in err
     assert (victim / "data.txt").read_text() == "precious"
+    wl.write_text(f"{'q' * 300}: RETURN COUNT(*) PATTERN SEQ(T1, T2+) WITHIN 10 s")
+    assert main([*run, str(tmp_path / "out")]) == 2  # (a folder name holds 255 bytes at most)
+    assert "is 300 bytes, longer than the 255 a folder name may have" in capsys.readouterr().err
 
 
 def test_workload_file_encoding(tmp_path, capsys, monkeypatch):
