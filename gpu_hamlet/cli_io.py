@@ -72,6 +72,9 @@ def input_format(path: str, given: str | None) -> str:
         raise UsageError(f"events path '{path}' is not readable")
     if local:
         _hadoop_names(p)
+    if local and p.is_dir() and _named(path) == p:  # (Spark: "Unable to infer schema")
+        raise UsageError(f"events folder '{path}' holds no data files (Spark skips names that "
+                         f"start with '_' or '.')")  # fmt: skip
     if given:
         return given
     fmt = FORMATS.get(_named(path).suffix.lower())

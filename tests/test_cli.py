@@ -558,6 +558,10 @@ def test_paths_are_read_as_written_not_as_globs(spark, tmp_path, capsys, monkeyp
         assert main([*run, "--events", str(events), "--out", str(tmp_path / "o2")]) == 2
         err = capsys.readouterr().err
         assert f"events path '{folder / 'at 10:00.csv'}' has a ':' in it" in err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "_SUCCESS").write_text("")
+    assert main([*run, "--events", str(tmp_path / "empty"), "--in-format", "csv"]) == 2
+    assert "events folder" in (err := capsys.readouterr().err) and "holds no data files" in err
 
 
 def test_an_output_folder_behind_a_link_is_written_there(spark, tmp_path, capsys):

@@ -31,6 +31,7 @@ BAD = [
     ("backend", "tpu", "backend must be 'auto', 'cpu' or 'gpu', not 'tpu'"),
     ("time_col", None, "time_col must be a column name (a str), not None"),
     ("type_col", 1, "type_col must be a column name (a str), not 1"),
+    ("type_col", "time", "time_col and type_col must be two columns, not both 'time'"),
 ]
 
 

@@ -37,6 +37,10 @@ class Options:
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise ValueError(f"{name} must be a column name (a str), not {value!r}")
+        if self.time_col == self.type_col:  # (one column cannot hold both)
+            raise ValueError(
+                f"time_col and type_col must be two columns, not both {self.time_col!r}"
+            )
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
