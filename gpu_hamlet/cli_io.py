@@ -585,6 +585,11 @@ def _text_times(df: Any, where: str, col: str) -> UsageError:
     )
     fit = [p for p, t in zip(TIME_PATTERNS, parsed) if t is not None]
     how = f'e.g. --time-format "{fit[0]}"' if fit else "e.g. --time-format 'MM/dd/yyyy HH:mm:ss'"
+    if sample == col:  # (--columns over a file whose first line names its columns)
+        return UsageError(
+            f"{where} holds its own name {sample!r} as a value: the file's first line names "
+            f"its columns, so leave out --columns (they are for files without a header line)"
+        )
     return UsageError(
         f"{where} holds text, e.g. {sample!r}, not timestamps or numbers: give the pattern of "
         f"its times ({how}; read in the Spark session's time zone when they name none), or "

@@ -1184,6 +1184,11 @@ def test_text_times_suggest_a_time_format(spark, tmp_path, capsys):
     path.write_text("time,type\n1,T1\n2,T2\nabc,T2\n")
     assert main(["explain", "--workload", str(wl), "--events", str(path), "--quiet"]) == 2
     assert f"{path}: column 'time' holds text, e.g. 'abc', not" in capsys.readouterr().err
+    path.write_text("time,type\n1,T1\n2,T2\n")  # --columns over a header line: said so
+    columns = ["--columns", "time,type"]
+    assert main(["explain", "--workload", str(wl), "--events", str(path), *columns]) == 2
+    err = capsys.readouterr().err
+    assert "holds its own name 'time' as a value: the file's first line names its columns" in err
 
 
 def test_input_format_from_names(tmp_path):
