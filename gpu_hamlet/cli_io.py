@@ -75,6 +75,10 @@ def input_format(path: str, given: str | None) -> str:
     if local and p.is_dir() and _named(path) == p:  # (Spark: "Unable to infer schema")
         raise UsageError(f"events folder '{path}' holds no data files (Spark skips names that "
                          f"start with '_' or '.')")  # fmt: skip
+    if local and given in ("csv", "json") and _named(path).is_file():
+        with open(_named(path), "rb") as fh:
+            if fh.read(4) == b"PAR1":  # (its bytes read as text filled the message)
+                raise UsageError(f"'{_named(path)}' is a Parquet file: give --in-format parquet")
     if given:
         return given
     fmt = FORMATS.get(_named(path).suffix.lower())
@@ -434,6 +438,7 @@ def _typed(df: Any, path: str, names: list[str], text: set[str], numeric: set[st
     if row[n - 1]:
         (long,) = df.where(F.col(EXTRA).isNotNull()).limit(1).collect()
         fields = ", ".join(repr(v) for v in long if v is not None)
+        fields = fields if len(fields) <= 300 else fields[:300] + " ..."
         raise UsageError(
             f"{path}: {row[n - 1]} row(s) have more fields than the {len(names)} columns "
             f"({_listed(names)}), e.g. the row {fields}, ...; name every column (--columns) or "

@@ -558,6 +558,9 @@ def test_paths_are_read_as_written_not_as_globs(spark, tmp_path, capsys, monkeyp
         assert main([*run, "--events", str(events), "--out", str(tmp_path / "o2")]) == 2
         err = capsys.readouterr().err
         assert f"events path '{folder / 'at 10:00.csv'}' has a ':' in it" in err
+    pq.write_table(pa.table({"time": [1], "type": ["T1"]}), tmp_path / "p.parquet")
+    assert main([*run, "--events", str(tmp_path / "p.parquet"), "--in-format", "csv"]) == 2
+    assert "p.parquet' is a Parquet file: give --in-format parquet" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "_SUCCESS").write_text("")
     assert main([*run, "--events", str(tmp_path / "empty"), "--in-format", "csv"]) == 2
