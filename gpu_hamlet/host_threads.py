@@ -44,6 +44,11 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix=PREFIX)
 
 
+# A child forked after the pool started inherits the pool but none of its threads, and a call
+# handed to it waited for ever (a multiprocessing worker of a process that had aggregated).
+os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
 def host_map(
     fn: Callable[[T], R],
     items: Iterable[T],

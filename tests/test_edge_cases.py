@@ -22,6 +22,7 @@ import gpu_hamlet
 from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.matching import compare, passes
 from gpu_hamlet.errors import EventDataError, WorkloadError
+from gpu_hamlet.query.parser import parse_workload
 
 BACKENDS = ["cpu", "gpu"]
 I64 = 2**63 - 1
@@ -778,6 +779,67 @@ def test_pandas_events_arrow_cannot_convert_and_their_nan():
     nan = pd.DataFrame({"time": [1, 2, 3], "type": ["A", "B", "B"], "x": [1.0, np.nan, 3.0]})
     (row,) = gpu_hamlet.aggregate(nan, text, backend="cpu")["q1"].to_pylist()
     assert row["count"] == 3 and row["sum_B_x"] == 6.0  # (3.0 in two trends; the null in two)
+    twice = pd.DataFrame([[1, "A", 1, 2]], columns=["time", "type", "x", "x"])  # (a ValueError)
+    sparse = nan.assign(x=pd.arrays.SparseArray([1.0, 0.0, 3.0]))  # (a TypeError)
+    for frame, why in ((twice, "Duplicate column names"), (sparse, "Sparse pandas data")):
+        with pytest.raises(EventDataError, match=f"do not convert to Arrow: {why}"):
+            gpu_hamlet.aggregate(frame, text, backend="cpu")
+
+
+class _Meters(pa.ExtensionType):
+    """A user's extension type, as pyarrow's docs write one: Python cannot hash it."""
+
+    def __init__(self) -> None:
+        super().__init__(pa.float64(), "example.meters")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):  # type: ignore[no-untyped-def]
+        return cls()
+
+
+def test_extension_type_columns():
+    """A column of a user's extension type that no query reads is ignored (the schema keyed a
+    cache: every call was a TypeError); one a query reads, of any extension type, is a
+    WorkloadError naming the query and the storage type to cast to (GROUPBY, equivalence,
+    MIN/MAX and NEXT over arrow.uuid raised Arrow's bare ArrowNotImplementedError)."""
+    events = pa.table(
+        {
+            "time": [1, 2, 3],
+            "type": ["A", "B", "B"],
+            "m": pa.ExtensionArray.from_storage(_Meters(), pa.array([1.0, 2.0, 3.0])),
+            "id": pa.array([bytes(16), bytes(16), b"1" * 16], pa.uuid()),
+        }
+    )
+    text = "q: RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 10 s"
+    assert gpu_hamlet.aggregate(events, text, backend="cpu")["q"].column("count").to_pylist() == [3]
+    assert gpu_hamlet.aggregate_stream([events], text, backend="cpu")["q"].num_rows == 1
+    for use in ("GROUPBY id", "WHERE [id]", "WHERE B.id = NEXT(B).id"):
+        with pytest.raises(WorkloadError, match="query q: column 'id' is of the extension type "
+                           r"arrow.uuid, .* storage type fixed_size_binary\[16\]"):  # fmt: skip
+            gpu_hamlet.aggregate(events, text.replace("WITHIN", f"{use} WITHIN"), backend="cpu")
+
+
+def test_filters_whose_literals_python_holds_equal_are_apart():
+    """0.1 (a float) and the Decimal of float 0.1's exact value are equal in Python, but not on
+    a decimal column: queries differing only there ran as one (`run_as`), shared a filter mask,
+    and took each other's compiled plan from call to call."""
+    exact = "0.1000000000000000055511151231257827021181583404541015625"  # float(0.1), exactly
+    x = pa.array([Decimal(v) for v in ("0", "0.1000000000000000001", "0")],
+                 pa.decimal128(38, 30))  # fmt: skip
+    events = pa.table({"time": [1, 2, 3], "type": ["A", "B", "C"], "x": x})
+    lo = "lo: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE B.x > 0.1 WITHIN 10 s"
+    hi = f"hi: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE B.x > {exact} WITHIN 10 s"
+    for text in (f"{lo}; {hi}", f"{hi}; {lo}", f"{lo}; {hi.replace('10 s', '20 s')}"):
+        got = gpu_hamlet.aggregate(events, text, backend="cpu")
+        assert (got["lo"].num_rows, got["hi"].num_rows) == (1, 0), text
+    for first, second in ((lo, hi), (hi, lo)):  # (one call after the other)
+        gpu_hamlet.aggregate(events, parse_workload(first), backend="cpu")
+        name = second[:2]
+        got = gpu_hamlet.aggregate(events, parse_workload(second), backend="cpu")[name]
+        assert got.num_rows == (name == "lo")
 
 
 def test_errors_found_in_a_run_name_the_query_asked():

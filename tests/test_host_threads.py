@@ -277,3 +277,32 @@ def test_every_compiled_host_step_releases_the_gil() -> None:
         > 20
     )  # (the scan sees the kernels)
     assert held == []
+
+
+def _aggregate_in_child(events: pa.Table, text: str, queue) -> None:  # noqa: ANN001
+    queue.put(gpu_hamlet.aggregate(events, text, backend="cpu")["q"].to_pylist())
+
+
+def test_a_child_forked_after_the_pool_started_aggregates() -> None:
+    """A process forked after the engine's pool started (multiprocessing's default on Linux
+    before Python 3.14) inherits the pool but none of its threads: its first call handed to the
+    pool waited for ever. The child's pool is a new one."""
+    import multiprocessing
+
+    events = pa.table({"time": np.arange(40), "type": ["A", "B", "B", "C"] * 10})
+    text = "q: RETURN COUNT(*) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    host_threads.host_map(lambda x: x, [1, 2], 2)  # (the pool has started its threads)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_aggregate_in_child, args=(events, text, queue))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(host_threads, "SUBMIT_ROWS", 0)  # (every kernel call handed to the pool)
+        mp.setenv("OMP_NUM_THREADS", "2")
+        child.start()
+        child.join(60)
+    alive = child.is_alive()
+    child.kill()
+    assert not alive, "the forked child's call never ended"
+    assert (
+        queue.get(timeout=10) == gpu_hamlet.aggregate(events, text, backend="cpu")["q"].to_pylist()
+    )

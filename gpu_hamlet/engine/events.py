@@ -75,9 +75,11 @@ def to_arrow_table(events: Any) -> pa.Table:
     if pd is not None and isinstance(events, pd.DataFrame):
         try:
             table = pa.Table.from_pandas(events, preserve_index=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise EventDataError(  # (Arrow names the column at the end of its message)
-                f"the pandas events do not convert to Arrow: {exc}; give each column one type"
+        except (ValueError, TypeError, pa.ArrowNotImplementedError) as exc:  # (duplicate names
+            # and sparse columns raise plain ValueError and TypeError; Arrow's derive from them)
+            raise EventDataError(  # (Arrow names the column in its message)
+                f"the pandas events do not convert to Arrow: {exc}; give each column its own "
+                f"name and one type, in dense data"
             ) from exc
         # pandas < 3 keeps strings in object columns, and an object column without a value
         # reaches Arrow with no type: strings are its only sensible reading.
@@ -117,12 +119,27 @@ def used_columns(workload: Workload) -> dict[str, Query]:
     return cols
 
 
-@functools.lru_cache(maxsize=256)
 def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col: str) -> TimeAxis:
-    """The checks of the events that need no rows: every column the workload reads is there and
-    is no time or type column, the time column has a type times can have (its TimeAxis is
-    returned), and the type column holds strings. Cached (a failed check raises each time):
-    small calls repeat it with the same schema and workload."""
+    """The checks of the events that need no rows: every column the workload reads is there,
+    is no time or type column and of no extension type, the time column has a type times can
+    have (its TimeAxis is returned), and the type column holds strings. Cached (a failed check
+    raises each time): small calls repeat it with the same schema and workload. A schema with
+    an extension type Python cannot hash (as pyarrow's docs define one) is checked uncached: a
+    column nothing reads made every call a TypeError."""
+    try:
+        return _checked_columns(schema, workload, time_col, type_col)
+    except TypeError:
+        try:
+            hash(schema)
+        except TypeError:
+            return _checked_columns.__wrapped__(schema, workload, time_col, type_col)
+        raise
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_columns(
+    schema: pa.Schema, workload: Workload, time_col: str, type_col: str
+) -> TimeAxis:
     require_column(schema.names, time_col, "time")
     require_column(schema.names, type_col, "type")
     for name, q in used_columns(workload).items():
@@ -133,6 +150,13 @@ def check_columns(schema: pa.Schema, workload: Workload, time_col: str, type_col
                 query=q.name,
             )
         require_column(schema.names, name, "attribute", q)
+        t = schema.field(name).type
+        if isinstance(t, pa.BaseExtensionType):  # (Arrow's kernels have none for most)
+            raise WorkloadError(
+                f"column '{name}' is of the extension type {t.extension_name}, which the engine "
+                f"does not read: cast it to its storage type {t.storage_type} first",
+                query=q.name,
+            )
     for q in workload:
         for name in q.partition_attrs:
             t = schema.field(name).type

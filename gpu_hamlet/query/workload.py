@@ -46,12 +46,25 @@ def format_ms(ms: int) -> str:
 
 @dataclass(frozen=True)
 class Filter:
-    """`TYPE.attr op literal`: only events of `type` passing the comparison take part in trends."""
+    """`TYPE.attr op literal`: only events of `type` passing the comparison take part in trends.
+
+    Equal and hashed with the literal's type: 0.1 (a float) and the Decimal of float 0.1's exact
+    value are equal in Python, but not on a decimal column, and queries (`run_as`), filter masks
+    and compiled plans keyed by filters took one for the other."""
 
     type: str
     attr: str
     op: str
     value: Literal
+
+    def _key(self) -> tuple:
+        return (self.type, self.attr, self.op, type(self.value), self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Filter) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __str__(self) -> str:
         value = str(self.value) if isinstance(self.value, Decimal) else repr(self.value)
