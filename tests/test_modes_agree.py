@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from compare import same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import TYPES, workload_cases
@@ -123,25 +124,6 @@ CASES = {
     ),  # fmt: skip
     "GLORIA, SEQ and Kleene": lambda: (bursty(12_000, 4), gloria_workload(30, 4)),
 }
-
-
-def same(got: pa.Table, want: pa.Table) -> bool:
-    """Equal tables, but float columns (AVG) to 1e-9 relative: sharing adds in another order."""
-    if got.schema != want.schema or got.num_rows != want.num_rows:
-        return False
-    for name in want.column_names:
-        a, b = got.column(name), want.column(name)
-        if not pa.types.is_floating(b.type):
-            if not a.equals(b):
-                return False
-            continue
-        if a.null_count != b.null_count or not a.is_null().equals(b.is_null()):
-            return False
-        x = a.fill_null(0.0).to_numpy()
-        y = b.fill_null(0.0).to_numpy()
-        if not np.allclose(x, y, rtol=1e-9, atol=0.0, equal_nan=True):
-            return False
-    return True
 
 
 def run(events: pa.Table, workload: str, sharing: str, numeric: str = "exact") -> dict:
