@@ -219,6 +219,23 @@ def test_narrow_and_negative_scale_decimals(typ):
     assert tables[typ]["agg"].num_rows and tables[typ]["adjacent"].num_rows
 
 
+@pytest.mark.parametrize("scale", [30, 2, -5])
+def test_float_sums_of_decimals_whose_unscaled_sum_is_beyond_float64(scale):
+    """A float SUM of a decimal(38, s) column within float64 whose unscaled sum (the value times
+    10^s) is not: B+ over 1,000 events of x = 1 sums to 1,000 * 2^999, about 5.4e303, 5.4e333
+    unscaled at s = 30. It was scaled after it became float64: an overflow error, or null."""
+    # (a negative scale's values are multiples of 10^5: 980 events keep the sum below 1.8e308)
+    n, value = (1000, 1) if scale > 0 else (980, 10**5)
+    x = pa.array([decimal.Decimal(value)] * n, pa.decimal128(38, scale))
+    events = pa.table({"time": range(n), "type": ["B"] * n, "x": x})
+    (row,) = gpu_hamlet.aggregate(
+        events, "RETURN SUM(B.x), AVG(B.x) PATTERN B+ WITHIN 1 d", backend="cpu", numeric="float"
+    )["q1"].to_pylist()
+    exact = fractions.Fraction(n * 2 ** (n - 1) * value)
+    assert abs(fractions.Fraction(row["sum_B_x"]) - exact) <= exact * fractions.Fraction(1, 10**9)
+    assert row["avg_B_x"] == pytest.approx(value, rel=1e-9)
+
+
 @pytest.mark.parametrize("numeric", NUMERIC_MODES)
 @pytest.mark.parametrize("typ", [pa.decimal256(76, -10), pa.decimal256(70, -7)], ids=str)
 def test_min_max_of_a_negative_scale_past_76_digits(numeric, typ):

@@ -99,23 +99,22 @@ class Windows:
     gid: np.ndarray  # GROUPBY group per output row
 
 
-def _unscaled(values: np.ndarray, scale: int) -> np.ndarray:
-    """Float results of a decimal column's unscaled sums, divided by 10^scale (a fresh array:
-    `_float_column` zeroes its null rows in place). A negative scale multiplies by 10^-scale,
-    which is exact, where 10.0^scale is not (0.01). Beyond a double's powers of ten (Arrow
-    allows decimal128(38, 320); 10.0 ** 309 overflows) the division is by 10^scale's
-    mantissa, rounded once, then by its power of two, which is exact but where the result is
-    subnormal or infinite (`_float_column` nulls or reports infinities)."""
-    if not scale:
-        return values
+def _unscaled(values: np.ndarray, scale: int, exponents: np.ndarray | None = None) -> np.ndarray:
+    """Float results of a decimal column's unscaled sums divided by 10^scale, as a fresh array
+    (`_float_column` zeroes its null rows in place); with `exponents`, the sums are XFloats
+    (values * 2^exponents) and are scaled before they become float64: the unscaled sum of a
+    decimal(38, 30) column whose SUM is 5e303 is 5e333, which float64 made infinite. 10^|scale|
+    is f * 2^k with f rounded once (exact to 10^22) and 2^k exact, so a negative scale
+    multiplies by f (0.01 is no double) and a positive one divides, as by 10.0^scale, bit for
+    bit; past 10^700 any nonzero result is 0 or infinite alike (Arrow allows
+    decimal128(38, 320); 10.0 ** 309 overflows)."""
+    power = 10 ** min(abs(scale), 700)
+    k = power.bit_length() - 1
+    f = float(Fraction(power, 2**k))
     with np.errstate(over="ignore", under="ignore"):  # (a NumPy warning leaked here)
-        if abs(scale) <= 300:
-            return values * 10.0**-scale if scale < 0 else values / 10.0**scale
-        # (a double's integers have at most 309 digits: past 10^700 any nonzero result is 0
-        # or infinite alike)
-        power = Fraction(10) ** max(min(scale, 700), -700)
-        k = power.numerator.bit_length() - power.denominator.bit_length()
-        return np.ldexp(values / float(power / Fraction(2) ** k), -k)
+        m = values * f if scale < 0 else values / f
+        k = k if scale < 0 else -k
+        return np.ldexp(m, k) if exponents is None else xfloat_to_float(m, exponents + k)
 
 
 def _quotient(total: int, divisor: int | Fraction, scale: int) -> float:
@@ -377,7 +376,7 @@ class QueryResults:
                     fits = f"does not fit decimal(38, {scale}) (10^{38 - scale} or more)"
                     raise self._overflow(agg, fits, win, keep, i)
             return decimal_array(_null_where(bad | empty, ints), typ.scale)
-        vals = _unscaled(xfloat_to_float(*lin[ch]), scale)
+        vals = _unscaled(lin[ch][0], scale, lin[ch][1])
         return self._float_column(agg, vals, win, keep, empty)
 
     def _float_column(
