@@ -53,7 +53,8 @@ RUN pip install --no-cache-dir --upgrade pip \
  && pip install --no-cache-dir ".[gpu]" \
  && python -c "import pyspark; assert pyspark.__version__ == '${SPARK_VERSION}', pyspark.__version__"
 
-# spark-submit --properties-file spark-conf/gpu-cluster.conf --jars ${SPARK_RAPIDS_PLUGIN_JAR} \
+# spark-submit --master spark://<host>:7077 --properties-file spark-conf/gpu-cluster.conf \
+#     --jars ${SPARK_RAPIDS_PLUGIN_JAR} \
 #     $(python -c 'import gpu_hamlet.spark.submit as s; print(s.__file__)') \
 #     --workload ... --events ... --out ... --backend gpu
 # The default command answers the demo workload: on the GPU when the container sees one

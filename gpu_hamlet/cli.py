@@ -454,6 +454,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gpu_hamlet.demo import WHY_HUGE, demo_session, describe_data, warm_up_kernels
     from gpu_hamlet.spark.job import run_job
 
+    _check_gpu(args.backend, args.master)  # (before the data and Spark, as `run` checks it)
     workload = parse_workload(DEMO_WORKLOAD)
     options = _options(args)
     print(f"The workload ({len(workload)} queries):\n{DEMO_WORKLOAD.strip()}\n")

@@ -1271,6 +1271,8 @@ def test_gpu_backend_without_gpu_fails_before_spark(tmp_path, capsys, monkeypatc
         == 2
     )
     assert "--backend gpu, but no CUDA device is visible" in capsys.readouterr().err
+    assert main(["demo", "--backend", "gpu", "--events", "100"]) == 2  # (before its data too)
+    assert "--backend gpu, but no CUDA device is visible" in capsys.readouterr().err
 
 
 def test_overflow_in_a_task_is_one_line_with_cli_advice(spark, tmp_path, capsys):

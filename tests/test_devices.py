@@ -131,3 +131,44 @@ def test_the_device_budget_is_a_positive_number_of_bytes(monkeypatch):
     monkeypatch.setenv("GPU_HAMLET_DEVICE_BYTES", "0")
     with pytest.raises(ValueError, match="GPU_HAMLET_DEVICE_BYTES must be a positive int"):
         gpu_backend_module.device_budget(None)
+
+
+def test_the_pool_is_bounded_by_the_configured_share(monkeypatch):
+    """RMM's pool grows to the whole GPU by default: the share of the free memory is its
+    maximum as well as its start (with fake cuda-python and RMM modules: neither is installed
+    without the `gpu` extra), on the task's GPU, and numba allocates from it."""
+    import sys
+    import types
+
+    calls: dict[str, object] = {}
+    runtime = types.SimpleNamespace(
+        cudaSetDevice=lambda d: calls.setdefault("device", d),
+        cudaMemGetInfo=lambda: (0, 8 * 2**30, 16 * 2**30),
+    )
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.runtime = runtime  # type: ignore[attr-defined]
+    rmm = types.ModuleType("rmm")
+    rmm.reinitialize = lambda **kw: calls.setdefault("pool", kw)  # type: ignore[attr-defined]
+    numba_allocators = types.ModuleType("rmm.allocators.numba")
+    numba_allocators.RMMNumbaManager = object  # type: ignore[attr-defined]
+    package = types.ModuleType("cuda")
+    package.bindings = bindings  # type: ignore[attr-defined]
+    modules = {
+        "cuda": package,
+        "cuda.bindings": bindings,
+        "cuda.bindings.runtime": runtime,
+        "rmm": rmm,
+        "rmm.allocators": types.ModuleType("rmm.allocators"),
+        "rmm.allocators.numba": numba_allocators,
+    }
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(  # (the simulator has none)
+        device_data.cuda, "set_memory_manager", lambda m: calls.setdefault("mm", m), raising=False
+    )
+    monkeypatch.setenv(device_data.POOL_FRACTION_ENV, "0.25")
+    device_data._use_rmm_pool(2)
+    assert calls["device"] == 2 and calls["mm"] is object
+    assert calls["pool"] == dict(
+        pool_allocator=True, initial_pool_size=2**31, maximum_pool_size=2**31, devices=2
+    )

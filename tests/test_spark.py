@@ -3,10 +3,12 @@ tasks; skewed groups split across tasks; errors before any engine task; GPU choi
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +22,7 @@ from strategies import event_streams, workload_cases, workload_types
 import gpu_hamlet
 from gpu_hamlet.datagen import kleene_stream
 from gpu_hamlet.devices import choose_device
+from gpu_hamlet.engine.options import Options
 from gpu_hamlet.errors import AbsentTypeWarning, EventDataError, GpuHamletError, WorkloadError
 from gpu_hamlet.spark import trend_aggregate
 from gpu_hamlet.spark.job import assign_tasks
@@ -223,6 +226,35 @@ def test_choose_device_rules():
     assert choose_device(env={}, addresses=["5", "6"]) == 5
     assert choose_device(env={"CUDA_VISIBLE_DEVICES": ""}, addresses=[]) is None
     assert choose_device(env={}, addresses=[]) is None
+
+
+def test_a_task_without_a_named_gpu_uses_a_visible_one(monkeypatch, caplog):
+    """A local master schedules no GPUs: a task that sees a device but is given none (no
+    CUDA_VISIBLE_DEVICES, no 'gpu' resource) runs on it; `auto` ran on the CPU and `gpu` failed
+    there (`docker run --gpus all`). Without a visible device `auto` says once that it uses
+    the CPU, and `gpu` is an error naming the ways to give a task one."""
+    from gpu_hamlet.engine import backend as engine_backend
+    from gpu_hamlet.spark import worker
+
+    monkeypatch.setattr(worker, "choose_device", lambda: None)
+    monkeypatch.setattr(engine_backend, "_said", set())  # (said once a process)
+    for visible in (True, False):
+        monkeypatch.setattr(worker, "cuda_visible", lambda visible=visible: visible)
+        for backend in ("auto", "gpu"):
+            job = types.SimpleNamespace(options=Options(backend=backend))  # (all it reads)
+
+            def options(job=job):
+                return worker.ShardJob.task_options(job)  # type: ignore[arg-type]
+
+            if visible:
+                assert options().backend == backend
+            elif backend == "gpu":
+                with pytest.raises(GpuHamletError, match="no CUDA device is visible to it"):
+                    options()
+            else:
+                with caplog.at_level(logging.INFO, logger="gpu_hamlet"):
+                    assert options().backend == "cpu"
+                assert "a Spark task sees no CUDA device; its tasks use the CPU" in caplog.text
 
 
 @pytest.mark.spark

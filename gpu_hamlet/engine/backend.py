@@ -255,7 +255,7 @@ def select_backend(name: str | Backend) -> Backend:
     if name == "cpu":
         return CpuBackend()
     if name == "gpu" and simulator_enabled():
-        _say_once("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+        say_once("backend=gpu runs in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         return _gpu()
     # (cuda_visible is asked once per process; simulator_enabled reads numba's configuration
     # anew, 20 us, so it is asked only where a device is there to choose)
@@ -269,17 +269,17 @@ def select_backend(name: str | Backend) -> Backend:
             "NUMBA_ENABLE_CUDASIM=1 to run the GPU kernels in numba's simulator (slow)."
         )
     if visible:
-        _say_once(f"backend={name} uses the GPU backend")
+        say_once(f"backend={name} uses the GPU backend")
         return _gpu()
     why = "numba.cuda is the simulator" if device else "no CUDA device is visible"
-    _say_once(f"backend=auto uses the CPU backend ({why})")
+    say_once(f"backend=auto uses the CPU backend ({why})")
     return CpuBackend()
 
 
 _said: set[str] = set()
 
 
-def _say_once(choice: str) -> None:
+def say_once(choice: str) -> None:
     """Log a backend choice at INFO the first time this process makes it (a Spark task, or a
     demo's warm-up, calls the engine many times)."""
     if choice not in _said:

@@ -99,8 +99,11 @@ def _use_rmm_pool(device: int | None) -> None:
     _, free, _ = cudart.cudaMemGetInfo()
     size = pool_bytes(free, os.environ)
     if size is not None:
-        rmm.reinitialize(
-            pool_allocator=True, initial_pool_size=size, devices=0 if device is None else device
+        rmm.reinitialize(  # (the maximum too: RMM's default pool grows to the whole GPU)
+            pool_allocator=True,
+            initial_pool_size=size,
+            maximum_pool_size=size,
+            devices=0 if device is None else device,
         )
     cuda.set_memory_manager(RMMNumbaManager)
 

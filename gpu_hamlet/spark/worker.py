@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
-from gpu_hamlet.devices import choose_device
+from gpu_hamlet.devices import choose_device, cuda_visible
+from gpu_hamlet.engine.backend import say_once
 from gpu_hamlet.engine.evaluate import evaluate
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values
@@ -112,14 +113,19 @@ class ShardJob:
         )
 
     def task_options(self) -> Options:
-        """The options with the backend this task has: 'auto' is the CPU without a GPU."""
+        """The options with the backend this task has: 'auto' is the CPU without a GPU. A task
+        with no GPU named (no CUDA_VISIBLE_DEVICES, no 'gpu' task resource) uses the process's
+        current device when it sees one: a local master schedules no GPUs, and its tasks ran on
+        the CPU (`auto`) or failed (`gpu`) on a machine with one (`docker run --gpus all`)."""
         options = self.options
-        if options.backend != "cpu" and choose_device() is None:
+        if options.backend != "cpu" and choose_device() is None and not cuda_visible():
             if options.backend == "gpu":
                 raise GpuHamletError(  # (rebuilt on the driver as `aggregate` raises it)
-                    "backend='gpu', but this Spark task has no GPU: neither CUDA_VISIBLE_DEVICES "
-                    "nor a 'gpu' task resource (spark.task.resource.gpu.amount)"
+                    "backend='gpu', but this Spark task has no GPU: no CUDA device is visible "
+                    "to it, and neither CUDA_VISIBLE_DEVICES nor a 'gpu' task resource "
+                    "(spark.task.resource.gpu.amount) names one"
                 )
+            say_once("backend=auto: a Spark task sees no CUDA device; its tasks use the CPU")
             options = dataclasses.replace(options, backend="cpu")
         return options
 
