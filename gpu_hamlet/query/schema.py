@@ -215,11 +215,11 @@ def in_result_order(
             undecided &= ~step
         else:
             return table
-    # (Arrow sorts no dictionary column: its values are sorted instead)
-    by = dict(zip(keys, map(decoded, cols)))
-    if runs is not None:  # (no column of a result is named with a NUL)
-        by = {"\0run": pa.array(runs), **by}
-    order = pc.sort_indices(pa.table(by), sort_keys=[(k, "ascending") for k in by])
+    # (Arrow sorts no dictionary column: its values are sorted instead; the keys are named by
+    # their place, so that the runs' column takes no user's name)
+    by = ([] if runs is None else [pa.array(runs)]) + [decoded(c) for c in cols]
+    names = [str(i) for i in range(len(by))]
+    order = pc.sort_indices(pa.table(dict(zip(names, by))), [(n, "ascending") for n in names])
     return table.take(order)
 
 
