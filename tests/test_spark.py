@@ -193,6 +193,10 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     with pytest.raises(EventDataError, match="type column 'g' must hold strings"):
         trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", type_col="g")
     with pytest.raises(EventDataError, match="time column 'type' has unsupported type"):
+        trend_aggregate(
+            df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", time_col="type", type_col="g"
+        )
+    with pytest.raises(ValueError, match="time_col and type_col must be two columns"):
         trend_aggregate(df, "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min", time_col="type")
     assert list(sc.statusTracker().getJobIdsForGroup("bad-input")) == []
     with pytest.raises(WorkloadError, match="line 1, column 17"):
