@@ -70,18 +70,19 @@ def input_format(path: str, given: str | None) -> str:
         raise UsageError(f"events path '{path}' does not exist")
     if local and not os.access(p, os.R_OK):
         raise UsageError(f"events path '{path}' is not readable")
+    named = _named(path)  # (a folder's files are listed once)
     if local:
         _hadoop_names(p)
-    if local and p.is_dir() and _named(path) == p:  # (Spark: "Unable to infer schema")
+    if local and p.is_dir() and named == p:  # (Spark: "Unable to infer schema")
         raise UsageError(f"events folder '{path}' holds no data files (Spark skips names that "
                          f"start with '_' or '.')")  # fmt: skip
-    if local and given in ("csv", "json") and _named(path).is_file():
-        with open(_named(path), "rb") as fh:
+    if local and given in ("csv", "json") and named.is_file():
+        with open(named, "rb") as fh:
             if fh.read(4) == b"PAR1":  # (its bytes read as text filled the message)
-                raise UsageError(f"'{_named(path)}' is a Parquet file: give --in-format parquet")
+                raise UsageError(f"'{named}' is a Parquet file: give --in-format parquet")
     if given:
         return given
-    fmt = FORMATS.get(_named(path).suffix.lower())
+    fmt = FORMATS.get(named.suffix.lower())
     if fmt is None:
         raise UsageError(
             f"cannot tell the format of '{path}' from its name: "
@@ -93,11 +94,11 @@ def input_format(path: str, given: str | None) -> str:
 def _hadoop_names(p: Path) -> None:
     """Refuse a local file, or a folder's data file, whose path Hadoop cannot read: a ':' in a
     name is a URI scheme to it, and it failed deep in Spark, naming no reason."""
-    files = [p, *(f for f in p.rglob("*") if not f.name.startswith(("_", ".")))]
-    named = next((f for f in files if ":" in str(f.absolute())), None) if p.is_dir() else None
-    if named is not None or ":" in str(p.absolute()):
+    files = [p, *(f for f in p.rglob("*") if not f.name.startswith(("_", ".")))]  # (a file: p)
+    named = next((f for f in files if ":" in str(f.absolute())), None)
+    if named is not None:
         raise UsageError(
-            f"events path '{named or p}' has a ':' in it, which Spark's file system reads as a "
+            f"events path '{named}' has a ':' in it, which Spark's file system reads as a "
             f"URI scheme and cannot read: rename or move it"
         )
 

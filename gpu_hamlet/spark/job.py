@@ -124,10 +124,11 @@ def run_job(
 
     wl = as_workload(workload)
     time_col, type_col = options.time_col, options.type_col
-    columns = [time_col, type_col] + list(used_columns(wl))
+    used = used_columns(wl)
+    columns = [time_col, type_col] + list(used)
     require_column(df.columns, time_col, "time")
     require_column(df.columns, type_col, "type")
-    for name, q in used_columns(wl).items():  # (the first query that reads it: as `aggregate`)
+    for name, q in used.items():  # (the first query that reads it: as `aggregate`)
         require_column(df.columns, name, "attribute", q)
     # Spark reads the columns under names of the job's own, `__e0`, `__e1`, ... (`safe`): a
     # user's name is never parsed by Spark, where a dot or backtick in it reads as a path (in
