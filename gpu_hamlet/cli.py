@@ -433,6 +433,28 @@ def column_names(text: str) -> list[str]:
         i += 1
 
 
+#: The masters Spark starts on (SparkContext's own patterns, and SparkSubmit's check that any
+#: other begins with spark, k8s or yarn): anything else printed a Java trace before the one-line
+#: error, and `local[0]` Spark's log of the failed context.
+_MASTERS = re.compile(
+    r"local|local\[([0-9]+|\*)(\s*,\s*[0-9]+)?\]"
+    r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]"
+    r"|spark://.+|k8s://.+|yarn"
+)
+
+
+def _master(text: str) -> str:
+    """A Spark master URL Spark can start on, checked before the JVM starts (argparse turns the
+    error into a usage error, exit 2); a master it cannot reach still fails in Spark."""
+    match = _MASTERS.fullmatch(text)
+    if not match or (match[1] or "*").strip("0") == "":  # (local[0]: no threads)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Spark master: use local[N] (N threads, N >= 1), local[*], "
+            "spark://HOST:PORT, yarn or k8s://https://HOST:PORT"
+        )
+    return text
+
+
 def _positive(text: str) -> int:
     """A whole number of 1 or more (argparse turns the error into a usage error, exit 2)."""
     try:
@@ -572,7 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--events", required=True, help="events: CSV, JSON lines or Parquet, a file or a folder"
     )
     run.add_argument(
-        "--master", default=None, help="Spark master (default: spark-submit's, else local[*])"
+        "--master",
+        type=_master,
+        default=None,
+        help="Spark master (default: spark-submit's, else local[*])",
     )
     run.add_argument("--out", required=True, help="output folder: OUT/<query name>/")
     run.add_argument(
@@ -625,7 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--rows", type=_positive, default=8, help="result rows to print per query")
-    demo.add_argument("--master", default="local[*]")
+    demo.add_argument("--master", type=_master, default="local[*]")
     _engine_options(demo)
     demo.set_defaults(func=cmd_demo)
     return parser

@@ -91,26 +91,58 @@ def test_overwrite_of_the_result_its_events_come_from(spark, tmp_path, capsys):
 
 
 def test_a_master_spark_cannot_start_on_is_a_usage_error(tmp_path, capsys, monkeypatch):
-    """--master that Spark cannot start on (local[0], an unknown scheme) is a usage error that
-    names the option, Spark's reason where it gave one, and what to use (it was exit 1 with
-    'Py4JJavaError: An error occurred while calling None...'), for run and demo alike."""
+    """--master that Spark cannot start on is a usage error that names the option, Spark's
+    reason where it gave one, and what to use (it was exit 1 with 'Py4JJavaError: An error
+    occurred while calling None...'), for run and demo alike."""
     from pyspark.sql import SparkSession
 
     def refuse(self):
         raise RuntimeError(
             "An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
-            ": org.apache.spark.SparkException: Asked to run locally with 0 threads\n\tat ..."
+            ": org.apache.spark.SparkException: Could not connect to spark://nohost:7077\n\tat ..."
         )
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
     wl, events = _inputs(tmp_path)
     run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
     for args in (run, ["demo", "--events", "100"]):
-        assert main([*args, "--master", "local[0]", "--quiet"]) == 2
+        assert main([*args, "--master", "spark://nohost:7077", "--quiet"]) == 2
         err = capsys.readouterr().err
-        assert "--master local[0]: Spark could not start there (Asked to run locally with 0 " in err
+        assert "--master spark://nohost:7077: Spark could not start there (Could not " in err
         assert "use local[N] (N threads, N >= 1)" in err
     assert isinstance(cli._master_error(ValueError("x"), None), ValueError)  # (no --master given)
+
+
+@pytest.mark.parametrize(
+    "master", ["local[0]", "local[00]", "local[0,3]", "bogus://x", "local[2", "mesos://h:5050", ""]
+)
+def test_a_master_spark_has_no_form_for_is_refused_before_spark_starts(
+    tmp_path, capsys, monkeypatch, master
+):
+    """A master none of Spark's forms match (or local[0]) is refused with the forms to use
+    before the JVM starts: Spark printed a Java trace (an unknown scheme) or its log of the
+    failed context (local[0]) before the one-line error."""
+    from pyspark.sql import SparkSession
+
+    def started(self):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", started)
+    wl, events = _inputs(tmp_path)
+    run = ["run", "--workload", str(wl), "--events", str(events), "--out", str(tmp_path / "o")]
+    for args in (run, ["demo", "--events", "100"]):
+        assert main([*args, "--master", master, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"argument --master: {master!r} is not a Spark master: use local[N]" in err
+
+
+@pytest.mark.parametrize(
+    "master",
+    ["local", "local[1]", "local[*]", "local[4, 2]", "local[*,3]", "local-cluster[1, 2, 1024]",
+     "spark://a:7077,b:7077", "yarn", "k8s://https://h:6443"],
+)  # fmt: skip
+def test_the_masters_spark_starts_on_pass_the_check(master):
+    assert cli._master(master) == master
 
 
 def test_master_under_spark_submit_and_an_empty_delimiter_are_usage_errors(
