@@ -786,6 +786,36 @@ def test_pandas_events_arrow_cannot_convert_and_their_nan():
             gpu_hamlet.aggregate(frame, text, backend="cpu")
 
 
+def test_parquet_datasets_and_readers_are_events(tmp_path):
+    """DESIGN.md lists Parquet among the event tables: `aggregate` reads a Parquet file or folder
+    by its path (as written: `[1]` is no glob), a ParquetFile, a pyarrow dataset and a
+    RecordBatchReader, each giving the table's result. A path that is not Parquet, a Spark
+    DataFrame and other objects are EventDataErrors that say what to pass instead (only tables,
+    batches and pandas frames were accepted)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    table = pa.table({"time": [1, 2, 3, 4], "type": list("ABBC"), "x": [1, 2, 3, 4]})
+    text = "RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) WITHIN 10 s"
+    want = gpu_hamlet.aggregate(table, text, backend="cpu")["q1"]
+    assert want.to_pylist()[0]["count"] == 3
+    one, folder = tmp_path / "events[1].parquet", tmp_path / "parts"
+    pq.write_table(table, one)
+    folder.mkdir()
+    pq.write_table(table.slice(0, 2), folder / "a.parquet")
+    pq.write_table(table.slice(2), folder / "b.parquet")
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=1))
+    for events in (str(one), one, folder, pq.ParquetFile(one), ds.dataset(folder), reader):
+        assert gpu_hamlet.aggregate(events, text, backend="cpu")["q1"].equals(want), events
+    (tmp_path / "e.csv").write_text("time,type\n1,A\n")
+    with pytest.raises(EventDataError, match=r"'.*e.csv' is not Parquet .* pass the table"):
+        gpu_hamlet.aggregate(str(tmp_path / "e.csv"), text, backend="cpu")
+    with pytest.raises(EventDataError, match=r"'.*missing.parquet' does not exist"):
+        gpu_hamlet.aggregate(tmp_path / "missing.parquet", text, backend="cpu")
+    with pytest.raises(EventDataError, match="a Parquet file or folder .* not int"):
+        gpu_hamlet.aggregate(42, text, backend="cpu")
+
+
 class _Meters(pa.ExtensionType):
     """A user's extension type, as pyarrow's docs write one: Python cannot hash it."""
 

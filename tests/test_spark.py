@@ -204,6 +204,8 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
     ok = "RETURN COUNT(*) PATTERN SEQ(A, B+) WITHIN 1 min"
     with pytest.raises(TypeError, match="not DataFrame: for pyarrow or pandas events, use"):
         trend_aggregate(stream.to_pandas(), ok)  # (was an AttributeError: no .schema)
+    with pytest.raises(EventDataError, match="a Spark DataFrame: run the workload on Spark with"):
+        gpu_hamlet.aggregate(df, ok, backend="cpu")  # (and the other way round)
     for bad in (0, -1, "3", 2.0):  # (0 was the default; "3" a TypeError from a comparison)
         with pytest.raises(ValueError, match="num_tasks must be a positive int"):
             trend_aggregate(df, ok, num_tasks=bad)

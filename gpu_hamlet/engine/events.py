@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -62,12 +63,32 @@ class EventFrame:
 
 
 def to_arrow_table(events: Any) -> pa.Table:
-    """Accept a pyarrow Table or RecordBatch, or a pandas DataFrame (its NaN read as null, as
-    pandas means it and as Spark's createDataFrame reads it: docs/semantics.md section 1)."""
+    """Accept a pyarrow Table, RecordBatch, RecordBatchReader or dataset, Parquet (a path to a
+    file or folder, or a `pyarrow.parquet.ParquetFile`), or a pandas DataFrame (its NaN read as
+    null, as pandas means it and as Spark's createDataFrame reads it: docs/semantics.md
+    section 1). A Spark DataFrame is refused with the way to run it on Spark: collecting it to
+    this process is what `trend_aggregate` avoids."""
     if isinstance(events, pa.Table):
         return events
     if isinstance(events, pa.RecordBatch):
         return pa.Table.from_batches([events])
+    if isinstance(events, pa.RecordBatchReader):
+        return events.read_all()
+    if isinstance(events, (str, os.PathLike)):
+        return _parquet(events)
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    if isinstance(events, ds.Dataset):
+        return events.to_table()
+    if isinstance(events, pq.ParquetFile):
+        return events.read()
+    if type(events).__module__.startswith("pyspark.sql"):
+        raise EventDataError(
+            "events is a Spark DataFrame: run the workload on Spark with "
+            "gpu_hamlet.spark.trend_aggregate(df, workload, ...), or collect it to this process "
+            "first with df.toArrow()"
+        )
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is optional
@@ -88,9 +109,25 @@ def to_arrow_table(events: Any) -> pa.Table:
                 table = table.set_column(i, field.name, table.column(i).cast(pa.string()))
         return table
     raise EventDataError(
-        f"events must be a pyarrow Table or RecordBatch, or a pandas DataFrame, not "
-        f"{type(events).__name__}"
+        "events must be a pyarrow Table, RecordBatch, RecordBatchReader or dataset, a Parquet "
+        f"file or folder (its path), or a pandas DataFrame, not {type(events).__name__}"
     )
+
+
+def _parquet(path: str | os.PathLike) -> pa.Table:
+    """The Parquet file or folder at `path`, read as written (no glob); an error names it."""
+    import pyarrow.parquet as pq
+
+    where = os.fspath(path)
+    if not os.path.exists(where):
+        raise EventDataError(f"events path '{where}' does not exist")
+    try:
+        return pq.read_table(where)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise EventDataError(
+            f"events path '{where}' is not Parquet that Arrow can read ({exc}); read CSV or JSON "
+            "with pyarrow.csv or pyarrow.json and pass the table"
+        ) from None
 
 
 def require_column(names: list[str], name: str, what: str, query: Query | None = None) -> None:
