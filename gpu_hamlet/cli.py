@@ -324,8 +324,10 @@ def _print_automata(pattern: Pattern) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from gpu_hamlet.engine.backend import select_backend
     from gpu_hamlet.engine.conjunction import run_as, run_queries
-    from gpu_hamlet.engine.plan_search import plan_workload
+    from gpu_hamlet.engine.optimizer import COST_MODELS
+    from gpu_hamlet.engine.plan_search import PlanCosts, plan_workload
     from gpu_hamlet.engine.sharing import analyze
     from gpu_hamlet.names import quoted, quoted_list
 
@@ -377,7 +379,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     )
     print(analyze(run_queries(workload), float_time).describe())  # (the sets `evaluate` finds)
     print()
-    print(plan_workload(workload, events, options.type_col, args.plan_search).describe())
+    model = COST_MODELS[select_backend(options.backend).name]  # (the costs `dynamic` plans with)
+    plan = plan_workload(
+        workload, events, options.type_col, args.plan_search, costs=PlanCosts.of(model)
+    )
+    print(plan.describe())
     if float_time:
         print("(float times: a Q-set of queries of several panes runs as one per pane)")
     print("(estimates: sharing='dynamic' runs the plan's Q-sets of SEQ transitions and Kleene")

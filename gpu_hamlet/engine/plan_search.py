@@ -621,16 +621,17 @@ def plan_workload(
     type_col: str = "type",
     search: str = "gloria",
     sample: int = 100_000,
+    costs: PlanCosts = CPU_PLAN_COSTS,
 ) -> SharingPlan:
     """GLORIA's plan for a workload, with statistics from the first `sample` events of its types
     (or uniform ones without events): what `gpu-hamlet explain` prints. It is the plan that
     `dynamic` searches (stage_sharing.py `stage_plan`): over the queries the engine runs (an AND
-    as its counts, conjunction.py `run_queries`) and the first `sample` of the rows the engine keeps
-    (the events of the workload's types, events.py `prepare_events`)."""
+    as its counts, conjunction.py `run_queries`), the first `sample` of the rows the engine keeps
+    (the events of the workload's types, events.py `prepare_events`) and the backend's `costs`."""
     template = TransitionTemplate.of(run_queries(workload))
     if events is None:
         stats = StreamStats.uniform({t for q in workload for t in q.types})
-        return find_plan(template, stats, search=search)
+        return find_plan(template, stats, costs, search=search)
     used = sorted({t for q in workload for t in q.event_types})
     col = events.column(type_col)
     types: list[str] = []
@@ -641,7 +642,7 @@ def plan_workload(
         types += kept.slice(0, sample - len(types)).to_pylist()
         if len(types) >= sample:
             break
-    return find_plan(template, StreamStats.of(types), search=search)
+    return find_plan(template, StreamStats.of(types), costs, search=search)
 
 
 def _greedy(pools: _Pools) -> dict[str, Node]:

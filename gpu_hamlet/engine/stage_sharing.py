@@ -34,7 +34,13 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import EngineCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
-from gpu_hamlet.engine.plan_search import SearchSpace, SharingPlan, StreamStats, find_plan
+from gpu_hamlet.engine.plan_search import (
+    PlanCosts,
+    SearchSpace,
+    SharingPlan,
+    StreamStats,
+    find_plan,
+)
 from gpu_hamlet.engine.pruning import rows_by_code, typed_may_complete
 from gpu_hamlet.engine.row_sample import KEPT_QUERIES
 from gpu_hamlet.engine.sharing import (
@@ -353,7 +359,7 @@ def stage_plan(
     if codes.shape[0] > GATE_SAMPLE:  # the search and the cut weigh the whole sample
         stats = StreamStats.of_codes(codes, type_names)
         read = codes.shape[0]
-    plan = find_plan(template, stats, space=space)
+    plan = find_plan(template, stats, PlanCosts.of(model), space=space)  # (the backend's costs)
     by_set: dict[tuple[str, ...], list[Pool]] = {}
     for pool, _ in pools:
         for b in plan.nodes[pool.key]:
