@@ -11,7 +11,7 @@ Generators:
   `SEQ(A, B+, C)`-style benchmarks.
 - `stock_stream`: bursty ticks of a few tickers with random-walk prices.
 
-Loaders (real and reference data, see `../shared/data/README.md`):
+Loaders (real and reference data):
 - `load_nasdaq`: Metastock rows `Ticker,YYYYMMDDhhmm,Open,Peak,Low,Close,Volume`.
 - `load_hamlet_stream`: the HAMLET authors' `ts,type,value` streams.
 - `load_hamlet_workload`: their comma patterns (`3,8,2+`) as workload text of our query language.

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 #: Session settings for a run of a few seconds of work on a small machine.
 DEMO_SPARK_CONF = {
     # C2, the JVM's optimising JIT, spends more CPU compiling Spark than a short job gets back:
-    # with C1 only the warm demo took 31 s of CPU instead of 49 s on 2 cores (BENCHMARKS.md).
+    # with C1 only the warm demo took 29-32 s of CPU instead of 49-51 s on 2 cores
+    # (benchmarks/results/LOG.md, the demo's session).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     "spark.ui.enabled": "false",  # nobody looks at it during a demo
     "spark.ui.showConsoleProgress": "false",  # progress bars would garble the demo's output
@@ -35,7 +36,7 @@ WHY_HUGE = (
 )
 
 
-def demo_session(master: str, app: str = "gpu-hamlet demo") -> Any:
+def demo_session(master: str) -> Any:
     """A SparkSession for the demo (DEMO_SPARK_CONF; the JVM options apply only when this
     starts the JVM); workers run this Python, which has the package installed."""
     from pyspark.sql import SparkSession
@@ -44,7 +45,7 @@ def demo_session(master: str, app: str = "gpu-hamlet demo") -> Any:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     quiet_jvm_start()  # (Spark's startup warnings, above the demo's output)
-    builder = SparkSession.builder.appName(app).master(master)
+    builder = SparkSession.builder.appName("gpu-hamlet demo").master(master)
     for key, value in DEMO_SPARK_CONF.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -50,6 +50,26 @@ class NumericOverflowError(GpuHamletError, ArithmeticError):
         super().__init__(message)
         self.window_end = window_end
 
+    @classmethod
+    def of(
+        cls,
+        query: str,
+        aggregate: str,
+        group: list[tuple[str, str]],
+        window: tuple[str, str],
+        what: str,
+        ways: list[str],
+        window_end: int | float | None,
+    ) -> NumericOverflowError:
+        """The error of one result value: its query, aggregate, group (column, value shown),
+        window (its bounds shown), what is wrong with it and the options that avoid it."""
+        values = ", ".join(f"{g}={v}" for g, v in group) or "all events"
+        return cls(
+            f"query {shown(query)}: {aggregate} for group ({values}) in window "
+            f"[{window[0]}, {window[1]}) {what}; use " + ", or ".join(ways),
+            window_end=window_end,
+        )
+
 
 class AbsentTypeWarning(UserWarning):
     """A pattern type that never occurs in the events: its query has no trends there. Not an

@@ -91,7 +91,7 @@ def test_full_query_every_clause() -> None:
     assert q.text.startswith("RETURN driver, COUNT(*)")
     assert q.text.endswith("WITHIN 30 min SLIDE 10 min")
     assert q.partition_attrs == ("driver", "zone", "rider")
-    assert not q.tumbling
+    assert q.slide_ms != q.within_ms
 
 
 def test_minimal_query_single_element_pattern_and_defaults() -> None:
@@ -101,7 +101,7 @@ def test_minimal_query_single_element_pattern_and_defaults() -> None:
     assert q.aggregates == (Aggregate("COUNT", None, None, "count"),)
     assert q.group_items == q.filters == q.equivalence == q.groupby == ()
     assert q.within_ms == q.slide_ms == 5 * S
-    assert q.tumbling
+    assert q.slide_ms == q.within_ms
     assert q.text == "RETURN COUNT(*) PATTERN A WITHIN 5 s"
 
 
@@ -315,7 +315,7 @@ def test_decimal_and_unspaced_durations(duration: str, ms: int) -> None:
 def test_slide_equal_to_within_is_tumbling() -> None:
     q = one("RETURN COUNT(*) PATTERN A WITHIN 1 min SLIDE 60 s")
     assert q.within_ms == q.slide_ms == MIN
-    assert q.tumbling
+    assert q.slide_ms == q.within_ms
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import gpu_hamlet
 from gpu_hamlet.engine.evaluate import result_schemas
 from gpu_hamlet.engine.options import SHARING_MODES
 from gpu_hamlet.errors import NumericOverflowError, WorkloadError
-from gpu_hamlet.query.automaton import Automaton, is_flat
+from gpu_hamlet.query.automaton import Automaton
 from gpu_hamlet.query.parser import parse_workload
 from gpu_hamlet.query.plan import Template
 
@@ -106,7 +106,9 @@ def template(text: str) -> Template:
 
 def test_flat_patterns_keep_one_state_per_position():
     t = template("SEQ(A, B+, C)")
-    assert t.one_row and is_flat(t.automaton)
+    auto = t.automaton  # (one state per position, state = position)
+    assert t.one_row and len(auto.positions) == 1 and not auto.moves
+    assert all(st.at == (frozenset((s,)),) for s, st in enumerate(auto.states))
     assert t.pred_ptr.tolist() == [0, 0, 2, 3] and t.pred_idx.tolist() == [0, 1, 1]
     assert t.is_start.tolist() == [True, False, False]
     assert t.is_end.tolist() == [False, False, True]

@@ -10,12 +10,16 @@ from oracle import enumerate_trends
 
 from gpu_hamlet.core.panes import panes
 from gpu_hamlet.engine.partitions import SortedKeys
-from gpu_hamlet.engine.pruning import (
-    may_complete,
-    rows_in_runs,
-    rows_may_complete,
-    typed_may_complete,
-)
+from gpu_hamlet.engine.pruning import rows_in_runs, rows_may_complete, typed_may_complete
+
+
+def may_complete(
+    run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int, within: int | float | None
+) -> np.ndarray:
+    """`rows_may_complete` for a flat SEQ's rows: starts at position 0, ends at k-1 (pos -1:
+    not matched)."""
+    return rows_may_complete(run, time, pos >= 0, pos == 0, pos == k - 1, within)
+
 
 PATTERNS = ["SEQ(A, B+, C)", "SEQ(A, B)", "B+", "SEQ(A+, C+)", "SEQ(A, B, C)"]
 

@@ -22,7 +22,7 @@ from gpu_hamlet.core.numeric import DECIMAL38_LIMIT, int_text, text_int
 from gpu_hamlet.engine.options import DEFAULTS, Options
 from gpu_hamlet.engine.partitions import group_key, key_array, key_text, key_values
 from gpu_hamlet.errors import NumericOverflowError
-from gpu_hamlet.names import AND_SIDES, and_run_name, shown, together_run_name
+from gpu_hamlet.names import AND_SIDES, and_run_name, together_run_name
 from gpu_hamlet.query.pattern import And, Both
 from gpu_hamlet.query.schema import in_result_order
 from gpu_hamlet.query.time_axis import column_ticks
@@ -152,9 +152,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
             except OverflowError:  # beyond float64
                 total = None
         if total is None and options.on_overflow == "error":
-            raise NumericOverflowError(
-                _overflow(q, schema, group, key[-1], end), window_end=end_ticks
-            )
+            raise _overflow(q, schema, group, key[-1], end, end_ticks)
         for g, v in zip(q.groupby, group[:ng]):
             out[g].append(v)
         out["window_start"].append(key[-1])
@@ -181,23 +179,19 @@ def _typed(total: int | float | None, typ: pa.DataType) -> Any:
     return float(total)
 
 
-def _overflow(q: Query, schema: pa.Schema, group: tuple, start: Any, end: Any) -> str:
+def _overflow(
+    q: Query, schema: pa.Schema, group: tuple, start: Any, end: Any, end_ticks: int | float
+) -> NumericOverflowError:
     typ = schema.field(q.aggregates[0].name).type
-    values = ", ".join(f"{g}={key_text(v, schema.field(g).type)}" for g, v in zip(q.groupby, group))
+    values = [(g, key_text(v, schema.field(g).type)) for g, v in zip(q.groupby, group)]
     bound = schema.field("window_start").type
-    start, end = key_text(start, bound), key_text(end, bound)
+    floating = pa.types.is_floating(typ)
     what = (
-        "is beyond the float64 range"
-        if pa.types.is_floating(typ)
-        else ("does not fit decimal(38, 0) (10^38 or more)")
+        "is beyond the float64 range" if floating else "does not fit decimal(38, 0) (10^38 or more)"
     )
-    ways = (  # (an AND's aggregates are counts: bigint gives them exactly)
-        "numeric='bigint' for exact digits of any size, or on_overflow='null'"
-        if pa.types.is_floating(typ)
-        else "numeric='bigint' for exact digits of any size, or numeric='float' for float64, "
-        "or on_overflow='null'"
-    )
-    return (
-        f"query {shown(q.name)}: COUNT(*) for group ({values or 'all events'}) in window "
-        f"[{start}, {end}) {what}; use {ways}"
+    ways = ["numeric='bigint' for exact digits of any size"]  # (an AND's aggregates are counts)
+    ways += [] if floating else ["numeric='float' for float64"]
+    window = (key_text(start, bound), key_text(end, bound))
+    return NumericOverflowError.of(
+        q.name, "COUNT(*)", values, window, what, [*ways, "on_overflow='null'"], end_ticks
     )

@@ -392,10 +392,6 @@ class Context:
         schema = result_schema(q, self.ev.axis, self.ev.table.schema, opts.numeric)
         return combine(q, tables, schema, opts)
 
-    def windowing_of(self, q: Query) -> Windowing:
-        """Query q's windows, in ticks (an AND's: its counts')."""
-        return self.plans[runs_of(q, self.call_options)[0][0].name].windowing
-
     @classmethod
     def of(
         cls, events: Any, workload: Workload | str, options: Options, part: bool = False

@@ -51,14 +51,6 @@ def _int_range(dtype: np.dtype) -> tuple[int, int]:
     return value_range(pa.from_numpy_dtype(dtype))
 
 
-def may_complete(
-    run: np.ndarray, time: np.ndarray, pos: np.ndarray, k: int, within: int | float | None
-) -> np.ndarray:
-    """`rows_may_complete` for a flat SEQ's rows: starts at position 0, ends at k-1 (pos -1:
-    not matched)."""
-    return rows_may_complete(run, time, pos >= 0, pos == 0, pos == k - 1, within)
-
-
 def rows_may_complete(
     run: np.ndarray,
     time: np.ndarray,

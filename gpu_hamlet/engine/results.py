@@ -35,7 +35,6 @@ from gpu_hamlet.engine.events import EventFrame
 from gpu_hamlet.engine.options import Options
 from gpu_hamlet.engine.partitions import grouping_values, pair_keys
 from gpu_hamlet.errors import NumericOverflowError
-from gpu_hamlet.names import shown
 from gpu_hamlet.query.plan import Asked, Channel, QueryPlan
 from gpu_hamlet.query.schema import attr_kind, empty_array, in_result_order
 from gpu_hamlet.query.workload import Query
@@ -394,10 +393,10 @@ class QueryResults:
         """The error of output row i: its query, aggregate, group, window and ways out."""
         q = self.plan.query
         rep = int(win.rep[keep][i])
-        group = ", ".join(
-            f"{g}={grouping_values(self.src.ev.table.column(g).slice(rep, 1))[0].as_py()!r}"
+        group = [
+            (g, repr(grouping_values(self.src.ev.table.column(g).slice(rep, 1))[0].as_py()))
             for g in q.groupby
-        )
+        ]
         ticks = np.concatenate(self._bounds(win.k[keep][i : i + 1]))
         start, end = self.src.ev.axis.to_arrow(ticks)
         kind = attr_kind(self.plan.attr_types[agg.attr]) if agg.attr else "int"
@@ -408,11 +407,8 @@ class QueryResults:
                 ways.append("numeric='float' for float64")
         ways.append("on_overflow='null'")
         name = dict(self.plan.asked_by).get(agg.name, q.name)
-        return NumericOverflowError(
-            f"query {shown(name)}: {agg} for group ({group or 'all events'}) in window "
-            f"[{start.as_py()}, {end.as_py()}) {what}; use " + ", or ".join(ways),
-            window_end=ticks[1].item(),
-        )
+        window = (str(start.as_py()), str(end.as_py()))
+        return NumericOverflowError.of(name, str(agg), group, window, what, ways, ticks[1].item())
 
     def _build(self, k: np.ndarray, rep: np.ndarray, cols: dict[str, pa.Array]) -> pa.Table:
         """The result table: its schema is the plan's result schema, which the Spark driver

@@ -43,7 +43,7 @@ from gpu_hamlet.engine.matching import Matcher
 from gpu_hamlet.engine.optimizer import WindowCostModel
 from gpu_hamlet.engine.partitions import SortedKeys
 from gpu_hamlet.engine.row_sample import RowSample
-from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse
+from gpu_hamlet.engine.sharing import Injection, SharableSet, SharingStats, collapse, query_width
 from gpu_hamlet.engine.window_bursts import window_bursts, window_presence
 from gpu_hamlet.query.plan import Adjacency, Channel, QueryPlan
 from gpu_hamlet.query.workload import NextCondition
@@ -180,7 +180,7 @@ def alone_rows(
             names = [name for name, p in tpl.labels.items() if flags[p]]
             cols = [c if c >= 0 else ntypes for c in map(ev.code_of, names)]
             whole &= present[:, cols].any(axis=1)
-        weight = q.within_ms / q.slide_ms * _width(plans[q.name])
+        weight = q.within_ms / q.slide_ms * query_width(plans[q.name])
         out += np.bincount(wpid, weights=e_count * whole * weight, minlength=out.shape[0])
     return out
 
@@ -197,9 +197,9 @@ def window_costs(
     """(each burst's partition among those with bursts, and per such partition the model's cost
     of sharing its bursts and of its queries' own trees)."""
     copies = np.asarray([q.within_ms / q.slide_ms for q in sset.queries])
-    width = np.asarray([_width(plans[q.name]) for q in sset.queries], np.float64)
+    width = np.asarray([query_width(plans[q.name]) for q in sset.queries], np.float64)
     distinct = {_channels(plans[q.name]): plans[q.name] for q in sset.queries}
-    basis_width = sum(_width(plan) for plan in distinct.values())
+    basis_width = sum(query_width(plan) for plan in distinct.values())
     parts, at = np.unique(b_pid, return_inverse=True)
     basis = np.bincount(at, weights=basis_rows, minlength=parts.shape[0])
     npairs = np.bincount(at, weights=pairs, minlength=parts.shape[0])
@@ -391,7 +391,9 @@ class SharedWindows:
 
     def _tie_share(self, plans: dict[str, QueryPlan]) -> float:
         """The share of the set's per-query work (window copies times channels) that takes ties."""
-        work = {q.name: q.within_ms / q.slide_ms * _width(plans[q.name]) for q in self.sset.queries}
+        work = {
+            q.name: q.within_ms / q.slide_ms * query_width(plans[q.name]) for q in self.sset.queries
+        }
         return sum(work[name] for name in self.sset.ties) / sum(work.values())
 
     # -- the source interface of QueryRows --
@@ -491,7 +493,3 @@ class SharedWindows:
 
 def _channels(plan: QueryPlan) -> tuple:
     return (plan.linear, plan.exact, plan.minmax)
-
-
-def _width(plan: QueryPlan) -> int:
-    return len(plan.linear) + len(plan.exact) + len(plan.minmax)

@@ -25,7 +25,7 @@ from gpu_hamlet.core.weights import EventWeights, Kind, Source
 from gpu_hamlet.kernels.device_data import arrow_to_device, cudf_available
 from gpu_hamlet.kernels.launch import grid, to_device
 
-_NONE, _ONE, _ABS, _INV_KEY = int(Kind.NONE), int(Kind.ONE), int(Kind.ABS), int(Kind.INV_KEY)
+_NONE, _ABS, _INV_KEY = int(Kind.NONE), int(Kind.ABS), int(Kind.INV_KEY)
 _NO_RANK = int(NO_RANK)
 
 

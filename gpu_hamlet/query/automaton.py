@@ -276,13 +276,4 @@ def can_follow(pattern: Pattern, first: str, then: str) -> bool:
     )
 
 
-def is_flat(auto: Automaton) -> bool:
-    """Whether the automaton is the flat pattern's: one state per position, state = position."""
-    return (
-        len(auto.positions) == 1
-        and not auto.moves
-        and all(st.at == (frozenset((s,)),) for s, st in enumerate(auto.states))
-    )
-
-
-__all__ = ["Automaton", "Positions", "State", "can_follow", "is_flat"]
+__all__ = ["Automaton", "Positions", "State", "can_follow"]

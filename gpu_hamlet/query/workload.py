@@ -196,10 +196,6 @@ class Query:
         extra = tuple(a for a in self.equivalence if a not in self.groupby)
         return self.groupby + extra
 
-    @property
-    def tumbling(self) -> bool:
-        return self.slide_ms == self.within_ms
-
     def next_of(self, type_: str, next_type: str) -> tuple[NextCondition, ...]:
         """The conditions between an event of `type_` and the `next_type` event right after it
         in a trend: '=' conditions first, then the one ordering condition, if any."""
