@@ -44,7 +44,6 @@ import glob
 import json
 import os
 import platform
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from bench_plan_search import RIDES, Vocabulary, kleene_workload, mixed_workload, seq_workload
-from harness import best_in_turn
+from harness import best_in_turn, best_time
 from report import Panel, line_panels
 
 import gpu_hamlet
@@ -212,12 +211,7 @@ def timed(
 
 def search_ms(text: str, stats: StreamStats) -> float:
     workload = gpu_hamlet.parse_workload(text)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        find_plan(TransitionTemplate.of(workload), stats)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
+    return best_time(lambda: find_plan(TransitionTemplate.of(workload), stats), 3) * 1e3
 
 
 def plan_ms(events: pa.Table, text: str, backend: str = "cpu", rounds: int = 3) -> float:
@@ -226,12 +220,8 @@ def plan_ms(events: pa.Table, text: str, backend: str = "cpu", rounds: int = 3) 
     backend's cost model), best of `rounds`."""
     options = Options(backend, "dynamic", "float", "null", "time", "type")
     ctx = Context.of(events, text, options)
-    best = float("inf")
-    for _ in range(rounds + 1):  # the first call fills shareable_stages' cache, as a warm call
-        t0 = time.perf_counter()
-        planned_stages(ctx, COST_MODELS[backend])
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
+    # (rounds + 1: the first call fills shareable_stages' cache, as a warm call)
+    return best_time(lambda: planned_stages(ctx, COST_MODELS[backend]), rounds + 1) * 1e3
 
 
 def plots(out: Path, points: list[dict], events: int) -> None:

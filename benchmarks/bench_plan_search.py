@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from harness import best_time
 
 from gpu_hamlet import parse_workload
 from gpu_hamlet.datagen import RIDESHARING_TYPES, ridesharing
@@ -93,13 +94,12 @@ def mixed_workload(n: int, ratio: int, seed: int = 0, v: Vocabulary = RIDES) -> 
 
 def timed(text: str, stats: StreamStats, search: str, repeat: int) -> tuple[float, object]:
     workload = parse_workload(text)
-    best = float("inf")
-    plan = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        plan = find_plan(TransitionTemplate.of(workload), stats, search=search)
-        best = min(best, time.perf_counter() - t0)
-    return best, plan
+    plans = []
+    best = best_time(
+        lambda: plans.append(find_plan(TransitionTemplate.of(workload), stats, search=search)),
+        repeat,
+    )
+    return best, plans[-1]
 
 
 def main() -> None:

@@ -24,11 +24,11 @@ import platform
 import resource
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from harness import best_time
 from workloads import rides, rides_kleene_sharing
 
 import gpu_hamlet
@@ -65,16 +65,16 @@ def one(n: int, numeric: str, kind: str, queries: int, chunk: int, repeat: int) 
     options: dict[str, Any] = dict(backend="cpu", numeric=numeric, on_overflow="null")
     gpu_hamlet.aggregate(tables[0].slice(0, 20_000), workload, **options)  # load the kernels
     whole = pa.concat_tables(batches(n, tables)) if kind == "whole" else None
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+
+    def call() -> None:
         if whole is not None:
             gpu_hamlet.aggregate(whole, workload, **options)
         else:
             gpu_hamlet.aggregate_stream(
                 batches(n, tables), workload, rows_per_chunk=chunk, **options
             )
-        best = min(best, time.perf_counter() - t0)
+
+    best = best_time(call, repeat)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"seconds": best, "peak_mb": peak}
 
