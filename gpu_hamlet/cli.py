@@ -339,7 +339,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     fmt = _input_format(args) if args.events else None
     for q in workload:
         print(f"{quoted(q.name)}: PATTERN {q.pattern_text}")
-        print(f"  aggregates : {', '.join(f'{a} AS {quoted(a.name)}' for a in q.aggregates)}")
+        aggs = ", ".join(f"{a} AS {quoted(a.name)}" for a in q.aggregates)
+        print(f"  aggregates : {aggs or '(none: rows are the groups and windows with a trend)'}")
         print(
             f"  partitions : {quoted_list(q.partition_attrs) or '(one)'}"
             f"  (GROUPBY {quoted_list(q.groupby) or '-'})"

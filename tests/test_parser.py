@@ -675,13 +675,17 @@ def test_groupby_window_column_and_duplicate_groupby() -> None:
     )
 
 
-def test_return_without_aggregate() -> None:
+def test_return_of_groupby_names_alone() -> None:
+    """The grammar's RETURN items may all be GROUPBY names (DESIGN.md section 2): such a query
+    has no aggregate; it was refused ("RETURN has no aggregate")."""
+    q = parse_workload("q: RETURN g PATTERN A GROUPBY g WITHIN 1 s").queries[0]
+    assert q.aggregates == () and q.groupby == ("g",)
     assert_error(
-        "RETURN COUNT(*) PATTERN A WITHIN 1 s;\nq: RETURN g PATTERN A GROUPBY g WITHIN 1 s",
+        "RETURN COUNT(*) PATTERN A WITHIN 1 s;\nq: RETURN h PATTERN A GROUPBY g WITHIN 1 s",
         query="q",
         line=2,
-        column=4,
-        contains=("no aggregate",),
+        column=11,
+        contains=("RETURN names 'h', which is not a GROUPBY attribute",),
     )
 
 

@@ -118,9 +118,10 @@ def test_skewed_group_is_split_and_exact(spark):
     g = np.where(rng.random(base.num_rows) < 0.9, 0, rng.integers(1, 10, base.num_rows))
     table = base.set_column(base.column_names.index("g"), "g", pa.array(g))
     df = spark.createDataFrame(table.to_pandas())
-    wl = (
+    wl = (  # (the third RETURNs its group alone: keys, no aggregate)
         "RETURN g, COUNT(*), SUM(B.x) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 40 s SLIDE 20 s;"
-        "RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 60 s"
+        "RETURN g, COUNT(B) PATTERN SEQ(A, B+) GROUPBY g WITHIN 60 s;"
+        "RETURN g PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 40 s SLIDE 20 s"
     )
     from pyspark.sql import functions as F
 
@@ -137,6 +138,8 @@ def test_skewed_group_is_split_and_exact(spark):
     assert all(p[3] is None for g, p in plan.items() if g != 0)  # the others stay whole
     one_task = {k: v.toArrow() for k, v in trend_aggregate(df, wl, num_tasks=1).items()}
     _assert_same(trend_aggregate(df, wl, num_tasks=4), one_task)
+    keys = one_task["q1"].select(["g", "window_start", "window_end"])
+    assert one_task["q3"].num_rows > 0 and sorted_rows(one_task["q3"]).equals(sorted_rows(keys))
 
 
 def test_hot_group_shorter_than_a_window_is_split(spark):

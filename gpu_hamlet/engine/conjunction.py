@@ -138,9 +138,10 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
         totals[group] = None if before is None or pairs is None else before + pairs
         picked[group] = (key, ends[key])
     rows = {g: v for g, v in totals.items() if v is None or v > 0}
-    # COUNT(*), the only aggregate of an AND: each of its columns (aliases) holds the count.
+    # COUNT(*), the only aggregate of an AND: each of its columns (aliases) holds the count (a
+    # RETURN of GROUPBY names alone has none: its rows are the groups and windows with a pair).
     counted = [agg.name for agg in q.aggregates]
-    typ = schema.field(counted[0]).type
+    typ = schema.field(counted[0]).type if counted else pa.null()
     out: dict[str, list] = {name: [] for name in schema.names}
     for group, total in rows.items():
         key, (end, end_ticks) = picked[group]
@@ -151,7 +152,7 @@ def combine(q: Query, tables: dict[str, pa.Table], schema: pa.Schema, options: O
                 total = float(total)
             except OverflowError:  # beyond float64
                 total = None
-        if total is None and options.on_overflow == "error":
+        if total is None and counted and options.on_overflow == "error":
             raise _overflow(q, schema, group, key[-1], end, end_ticks)
         for g, v in zip(q.groupby, group[:ng]):
             out[g].append(v)

@@ -689,12 +689,6 @@ class _Parser:
                     tok,
                 )
             columns[item.name] = f"the column {item.name!r} of {item}"
-        if not query.aggregates:
-            raise self._error(
-                "RETURN has no aggregate: at least one of "
-                f"{_join_alternatives(list(AGGREGATE_FUNCS))} is required",
-                return_tok,
-            )
         if query.slide_ms > query.within_ms:
             raise self._error(
                 f"SLIDE {format_ms(query.slide_ms)} is longer than WITHIN "
