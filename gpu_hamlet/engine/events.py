@@ -115,14 +115,17 @@ def to_arrow_table(events: Any) -> pa.Table:
 
 
 def _parquet(path: str | os.PathLike) -> pa.Table:
-    """The Parquet file or folder at `path`, read as written (no glob); an error names it."""
+    """The Parquet file or folder at `path` (or a URI Arrow's filesystems read, such as s3://),
+    read as written (no glob); an error names it."""
     import pyarrow.parquet as pq
 
     where = os.fspath(path)
-    if not os.path.exists(where):
+    if "://" not in str(where) and not os.path.exists(where):
         raise EventDataError(f"events path '{where}' does not exist")
     try:
         return pq.read_table(where)
+    except FileNotFoundError:  # (a URI's)
+        raise EventDataError(f"events path '{where}' does not exist") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise EventDataError(
             f"events path '{where}' is not Parquet that Arrow can read ({exc}); read CSV or JSON "
