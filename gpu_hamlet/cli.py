@@ -454,7 +454,10 @@ def _master(text: str) -> str:
     """A Spark master URL Spark can start on, checked before the JVM starts (argparse turns the
     error into a usage error, exit 2); a master it cannot reach still fails in Spark."""
     match = _MASTERS.fullmatch(text)
-    if not match or (match[1] or "*").strip("0") == "":  # (local[0]: no threads)
+    local = match is not None and text.startswith("local")
+    numbers = [int(n) for n in re.findall(r"[0-9]+", text)] if local else []
+    # (local[0]: no threads; Spark reads each number as a Java int)
+    if not match or (match[1] or "*").strip("0") == "" or any(n > 2**31 - 1 for n in numbers):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Spark master: use local[N] (N threads, N >= 1), local[*], "
             "spark://HOST:PORT, yarn or k8s://https://HOST:PORT"

@@ -114,8 +114,10 @@ def test_a_master_spark_cannot_start_on_is_a_usage_error(tmp_path, capsys, monke
 
 
 @pytest.mark.parametrize(
-    "master", ["local[0]", "local[00]", "local[0,3]", "bogus://x", "local[2", "mesos://h:5050", ""]
-)
+    "master",
+    ["local[0]", "local[00]", "local[0,3]", "bogus://x", "local[2", "mesos://h:5050", "",
+     "local[99999999999]", "local[2,2147483648]", "local-cluster[1, 2, 99999999999]"],
+)  # fmt: skip
 def test_a_master_spark_has_no_form_for_is_refused_before_spark_starts(
     tmp_path, capsys, monkeypatch, master
 ):

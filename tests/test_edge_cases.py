@@ -814,6 +814,36 @@ def test_parquet_datasets_and_readers_are_events(tmp_path):
         gpu_hamlet.aggregate(tmp_path / "missing.parquet", text, backend="cpu")
     with pytest.raises(EventDataError, match="a Parquet file or folder .* not int"):
         gpu_hamlet.aggregate(42, text, backend="cpu")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "_SUCCESS").write_text("")  # (Spark's marker: not read)
+    with pytest.raises(EventDataError, match=r"'.*empty' holds no Parquet files"):
+        gpu_hamlet.aggregate(empty, text, backend="cpu")
+    with pytest.raises(EventDataError, match=r"not a path .*\.iter_batches\(\)"):
+        gpu_hamlet.aggregate_stream(str(one), text, backend="cpu")  # (not its characters)
+
+
+def test_a_hive_partitioned_parquet_folder_reads_its_keys_as_spark_does(tmp_path):
+    """`key=value` subfolders are columns of the type their values show, as Spark reads them
+    (Arrow's `read_table` made them dictionaries: SUM over such a key was refused, a GROUPBY
+    column came back a dictionary); a key also held in the files is an EventDataError naming
+    the path and the file, as Spark refuses it (Arrow took the folder's value for every row, or
+    raised its bare ArrowTypeError where the types differed)."""
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {"time": [1, 2, 3, 4, 5], "type": list("ABBCB"), "x": [1, 2, 2, 1, 2], "g": list("uuvuv")}
+    )
+    text = "RETURN g, SUM(B.x), COUNT(*) PATTERN SEQ(A, B+, C) GROUPBY g WITHIN 100 s"
+    want = gpu_hamlet.aggregate(table, text, backend="cpu")["q1"]
+    pq.write_to_dataset(table, tmp_path / "h", partition_cols=["x", "g"])
+    got = gpu_hamlet.aggregate(tmp_path / "h", text, backend="cpu")["q1"]
+    assert got.schema.field("g").type == pa.string()
+    assert got.to_pylist() == want.to_pylist()
+    (tmp_path / "d" / "g=u").mkdir(parents=True)
+    pq.write_table(table, tmp_path / "d" / "g=u" / "p.parquet")  # (g in the file as well)
+    with pytest.raises(EventDataError, match=r"'.*d': column 'g' is both in the file .*p.parquet"):
+        gpu_hamlet.aggregate(tmp_path / "d", text, backend="cpu")
 
 
 class _Meters(pa.ExtensionType):

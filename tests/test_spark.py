@@ -209,6 +209,10 @@ def test_bad_input_fails_before_the_engine_runs(spark, stream):
         trend_aggregate(stream.to_pandas(), ok)  # (was an AttributeError: no .schema)
     with pytest.raises(EventDataError, match="a Spark DataFrame: run the workload on Spark with"):
         gpu_hamlet.aggregate(df, ok, backend="cpu")  # (and the other way round)
+    from pyspark.sql import Row
+
+    with pytest.raises(EventDataError, match="or a pandas DataFrame, not Row"):  # (no frame)
+        gpu_hamlet.aggregate(Row(time=1, type="A"), ok, backend="cpu")
     for bad in (0, -1, "3", 2.0):  # (0 was the default; "3" a TypeError from a comparison)
         with pytest.raises(ValueError, match="num_tasks must be a positive int"):
             trend_aggregate(df, ok, num_tasks=bad)

@@ -83,7 +83,7 @@ def to_arrow_table(events: Any) -> pa.Table:
         return events.to_table()
     if isinstance(events, pq.ParquetFile):
         return events.read()
-    if type(events).__module__.startswith("pyspark.sql"):
+    if type(events).__name__ == "DataFrame" and type(events).__module__.startswith("pyspark."):
         raise EventDataError(
             "events is a Spark DataFrame: run the workload on Spark with "
             "gpu_hamlet.spark.trend_aggregate(df, workload, ...), or collect it to this process "
@@ -116,17 +116,32 @@ def to_arrow_table(events: Any) -> pa.Table:
 
 def _parquet(path: str | os.PathLike) -> pa.Table:
     """The Parquet file or folder at `path` (or a URI Arrow's filesystems read, such as s3://),
-    read as written (no glob); an error names it."""
-    import pyarrow.parquet as pq
+    read as written (no glob), a folder's `key=value` subfolders as columns of the types their
+    values show (as Spark reads them: `pq.read_table` made them dictionaries, which SUM and AVG
+    refuse); files whose names start with `_` or `.` (Spark's `_SUCCESS`, checksums) are not
+    read. An error names the path."""
+    import pyarrow.dataset as ds
 
     where = os.fspath(path)
     if "://" not in str(where) and not os.path.exists(where):
         raise EventDataError(f"events path '{where}' does not exist")
     try:
-        return pq.read_table(where)
+        data = ds.dataset(where, format="parquet", partitioning="hive")
+        if not data.files:
+            raise EventDataError(f"events path '{where}' holds no Parquet files")
+        for part in data.get_fragments():  # (Arrow would take the folder's value)
+            keys = ds.get_partition_keys(part.partition_expression)
+            both = sorted(set(keys) & set(part.physical_schema.names)) if keys else []
+            if both:
+                raise EventDataError(
+                    f"events path '{where}': column {', '.join(map(repr, both))} is both in the "
+                    f"file {part.path} and in its folder's name (key=value); Spark refuses such "
+                    "a dataset too: drop the column from the files or rename the folders"
+                )
+        return data.to_table()
     except FileNotFoundError:  # (a URI's)
         raise EventDataError(f"events path '{where}' does not exist") from None
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:  # (ArrowTypeError: a key also in the files)
         raise EventDataError(
             f"events path '{where}' is not Parquet that Arrow can read ({exc}); read CSV or JSON "
             "with pyarrow.csv or pyarrow.json and pass the table"

@@ -13,6 +13,7 @@ events before it, which is the price of the cut.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -67,6 +68,12 @@ def aggregate_stream(
             f"aggregate_stream reads an iterable of batches (a RecordBatchReader, a list or a "
             f"generator of Tables), not one {type(batches).__name__}: pass [events], or call "
             f"aggregate"
+        )
+    if isinstance(batches, (str, bytes, os.PathLike)):  # (a str iterates its characters)
+        raise EventDataError(
+            f"aggregate_stream reads an iterable of batches, not a path ({batches!r}): pass "
+            "pyarrow.parquet.ParquetFile(path).iter_batches() or "
+            "pyarrow.dataset.dataset(path).to_batches(), or call aggregate"
         )
     if not isinstance(batches, Iterable):  # (a bare TypeError: 'NoneType' is not iterable)
         raise EventDataError(
