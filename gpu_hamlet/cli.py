@@ -203,6 +203,7 @@ def _refuse_without_events(args: argparse.Namespace) -> None:
         for flag, value, default in (
             ("--backend", args.backend, DEFAULTS.backend),
             ("--sharing", args.sharing, DEFAULTS.sharing),
+            ("--numeric", args.numeric, DEFAULTS.numeric),
             ("--in-format", args.in_format, None),
             ("--columns", args.columns, None),
             ("--delimiter", args.delimiter, None),
@@ -335,7 +336,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not args.events:
         _refuse_without_events(args)
     workload = _read_workload(args.workload)
-    options = _options(args, numeric="float", on_overflow="null")
+    # (its run over --events reports, whatever the counts: they are not printed)
+    options = _options(args, on_overflow="null")
     fmt = _input_format(args) if args.events else None
     for q in workload:
         print(f"{quoted(q.name)}: PATTERN {q.pattern_text}")
@@ -394,7 +396,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if events is not None and stats is not None:
         print(
             f"\nsharing decisions over {events.num_rows:,} events (in-process, "
-            f"sharing={args.sharing}):"
+            f"sharing={args.sharing}, numeric={args.numeric}):"
         )
         print(stats.describe())
     return 0
@@ -651,6 +653,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _input_options(explain)
     _engine_options(explain, numbers=False)
+    explain.add_argument(  # (the costs of sharing differ by mode: its decisions are the run's)
+        "--numeric",
+        default=DEFAULTS.numeric,
+        choices=NUMERIC_MODES,
+        help="the numeric mode of the run over --events (its counts are not printed)",
+    )
     explain.set_defaults(func=cmd_explain)
     demo = sub.add_parser(
         "demo", parents=[common], help="generate a ridesharing stream and answer a sample workload"

@@ -211,10 +211,15 @@ def test_explain_with_events_prints_sharing_decisions(spark, tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "sharing decisions over 14 events" in out
+    # (in the numeric mode of `run` and `aggregate`: its costs of sharing differ from float's)
+    assert "sharing decisions over 14 events (in-process, sharing=static, numeric=exact)" in out
     assert "GLORIA plan (gloria search over" in out and "statistics: 14 events" in out
     # q2 slides by 5 s: the set's pane is 5 s, which cuts the first burst in two.
     assert "T2+ shared by q1, q2: 3 bursts (6 events), 3 shared, 0 not" in out
+    argv = ["explain", "--workload", str(wl), "--events", str(events), "--numeric", "float"]
+    assert main([*argv, "--sharing", "static"]) == 0
+    out = capsys.readouterr().out
+    assert "(in-process, sharing=static, numeric=float)" in out
 
 
 def test_explain_over_float_times_shows_the_sets_the_engine_builds(spark, tmp_path, capsys):
@@ -285,6 +290,7 @@ def test_explain_refuses_what_only_a_run_over_events_reads(tmp_path, capsys):
     for flags, named in (
         (["--sharing", "none"], "--sharing applies"),
         (["--backend", "gpu"], "--backend applies"),
+        (["--numeric", "float"], "--numeric applies"),
         (["--time-col", "t", "--columns", "a"], "--columns, --time-col apply"),
     ):
         assert main(["explain", "--workload", str(wl), *flags]) == 2

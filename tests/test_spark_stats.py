@@ -71,6 +71,8 @@ def test_run_stats_add_keeps_flags_as_flags():
     assert s.as_dict()["below_fixed_costs"] is True and s.as_dict()["loses_on_sample"] is True
     assert total.describe().startswith("B+ shared by x, y: 4 bursts")
     assert total.describe().endswith("(not analysed where a sample lost)")
+    # (below the fixed costs in some chunks only: it read as if no burst had been shared)
+    assert "snapshots (in some runs the gains were below the fixed costs)" in total.describe()
 
 
 def test_stats_name_stages_as_written_and_types_as_names():

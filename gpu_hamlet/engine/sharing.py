@@ -849,17 +849,19 @@ class RunStats:
             # transition `tran(A, B)` or a chain of them) is named as written.
             name = s.kleene_type if s.stage else quoted(s.kleene_type) + "+"
             queries = quoted_list(s.queries)
+            # (a sample's blocks may miss a burst between them: row_sample.py `sample_rows`)
             if s.loses_on_sample and not s.bursts:
                 out.append(
-                    f"{name} shared by {queries}: not analysed, on a sample of the "
-                    "rows sharing its bursts window by window cost more than the queries' own "
-                    "trees"
+                    f"{name} shared by {queries}: not analysed: on a sample of the rows, "
+                    "sharing its bursts window by window gained nothing over the queries' own "
+                    "trees (or the sample held none of its bursts)"
                 )
                 continue
             if s.below_fixed_costs and not s.bursts:
                 out.append(
-                    f"{name} shared by {queries}: not analysed, sharing could not "
-                    f"pay for its fixed costs in this call (too few or too short bursts)"
+                    f"{name} shared by {queries}: not analysed: on a sample of the rows, "
+                    "sharing could not pay for its fixed costs in this call (too few or too "
+                    "short bursts there)"
                 )
                 continue
             out.append(
@@ -867,7 +869,12 @@ class RunStats:
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"
-                + (" (the gains were below the fixed costs)" if s.below_fixed_costs else "")
+                + (  # (summed over a stream's chunks or Spark's tasks, some of them may share)
+                    (" (in some runs " if s.shared else " (")
+                    + "the gains were below the fixed costs)"
+                    if s.below_fixed_costs
+                    else ""
+                )
                 + (" (not analysed where a sample lost)" if s.loses_on_sample else "")
             )
         return "\n".join(out)
