@@ -120,5 +120,5 @@ def test_dynamic_analyses_a_window_set_only_where_its_sample_may_pay(queries, ev
     if queries == 40:
         assert s.shared == s.bursts
     if not analysed:
-        assert "not analysed: on a sample of the rows, sharing its bursts window" in stats.describe()
+        assert "not analysed: on a sample of the rows, sharing its bursts" in stats.describe()
     _assert_same_tables(got, gpu_hamlet.aggregate(table, text, sharing="none", numeric="float"))
