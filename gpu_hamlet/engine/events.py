@@ -141,7 +141,7 @@ def _parquet(path: str | os.PathLike) -> pa.Table:
         return data.to_table()
     except FileNotFoundError:  # (a URI's)
         raise EventDataError(f"events path '{where}' does not exist") from None
-    except (pa.ArrowException, OSError) as exc:  # (ArrowTypeError: a key also in the files)
+    except (pa.ArrowException, OSError) as exc:  # (ArrowTypeError: files of clashing types)
         raise EventDataError(
             f"events path '{where}' is not Parquet that Arrow can read ({exc}); read CSV or JSON "
             "with pyarrow.csv or pyarrow.json and pass the table"
