@@ -864,17 +864,14 @@ class RunStats:
                     "short bursts there)"
                 )
                 continue
+            # (summed over a stream's chunks or Spark's tasks, some runs may have shared)
+            some = "in some runs " if s.shared else ""
             out.append(
                 f"{name} shared by {queries}: {s.bursts} bursts "
                 f"({s.burst_events} events), {s.shared} shared, {s.unshared} not; "
                 f"{s.splits} splits, {s.merges} merges; {s.graphlet_snapshots} graphlet "
                 f"and {s.event_snapshots} event-level snapshots"
-                + (  # (summed over a stream's chunks or Spark's tasks, some of them may share)
-                    (" (in some runs " if s.shared else " (")
-                    + "the gains were below the fixed costs)"
-                    if s.below_fixed_costs
-                    else ""
-                )
+                + (f" ({some}the gains were below the fixed costs)" if s.below_fixed_costs else "")
                 + (" (not analysed where a sample lost)" if s.loses_on_sample else "")
             )
         return "\n".join(out)
